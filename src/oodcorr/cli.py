@@ -1,0 +1,68 @@
+"""The `oodcorr` command line. Each subcommand lives with its stage and is imported only when used,
+so `oodcorr --help` stays fast (no torch import)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from oodcorr.errors import UserError
+
+# name -> "module:attribute" of a click command/group defined next to the stage it runs.
+COMMANDS = {
+    "data": "oodcorr.data.commands:data",
+    "testsets": "oodcorr.data.commands:testsets",
+    "train": "oodcorr.train:train_cmd",
+    "evaluate": "oodcorr.evaluate:evaluate_cmd",
+    "analyze": "oodcorr.analysis.commands:analyze_cmd",
+    "study": "oodcorr.study:study",
+    "ui": "oodcorr.study:ui_cmd",
+}
+
+
+class _UserErrorExit(click.ClickException):
+    exit_code = 2
+
+    def show(self, file=None):
+        click.echo(f"error: {self.message}", err=True)
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx, name):
+        if name in COMMANDS:
+            module, attr = COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            raise _UserErrorExit(str(e)) from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="oodcorr")
+def cli():
+    """oodcorr: when a fine-tuned LM improves on one OOD testset, does it improve on the others
+    once in-domain progress is regressed out?
+
+    Pipeline: data prepare -> train -> evaluate -> analyze (run it all with `dvc repro`).
+    """
+
+
+def main(argv=None):
+    try:
+        cli.main(args=argv, prog_name="oodcorr")
+    except UserError as e:  # raised outside a command's invoke (e.g. while building a command)
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

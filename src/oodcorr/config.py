@@ -1,0 +1,195 @@
+"""params.yaml: loading, validation (one line naming the key path) and per-run resolution.
+
+Layout (one section per stage, as in iterative/example-get-started):
+  study:    name, tracking_uri
+  data:     out, max_examples, seed, neutral, prepare (names), testsets (local declarations / overrides)
+  train:    defaults for every run (pattern, verbalizer, lora, quantization, lr, ...)
+  runs:     {RUN_KEY: {model, train_set, id_testset, shots, data_seed, seed, <any train key override>}}
+  evaluate: testsets, batch_size, dtype, max_length
+  analyze:  out, methods, bootstrap, alpha, ...
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oodcorr.errors import UserError, closest
+
+PARAMS_FILE = "params.yaml"
+
+# Types per key: a python type, a tuple of types, or a nested dict schema. `None` in a tuple = nullable.
+_NUM = (int, float)
+TRAIN_SCHEMA: dict[str, Any] = {
+    "pattern": str,
+    "verbalizer": {"entailment": str, "non_entailment": str},
+    "loss": str,  # full_vocab | verbalizer
+    "sampling": str,  # balanced | uniform
+    "lora": {"r": int, "alpha": _NUM, "dropout": _NUM, "target_modules": (str, list)},
+    "finetune": str,  # lora | full
+    "quantization": str,  # auto | nf4 | none
+    "dtype": str,  # auto | float32 | bfloat16 | float16
+    "gradient_checkpointing": bool,
+    "lr": _NUM,
+    "weight_decay": _NUM,
+    "warmup_ratio": _NUM,
+    "batch_size": int,
+    "grad_accum": int,
+    "epochs": _NUM,
+    "max_steps": (int, type(None)),
+    "max_length": int,
+    "checkpoints": {"every": (int, type(None)), "log_spaced": (int, type(None))},
+    "quiet": bool,
+}
+RUN_SCHEMA: dict[str, Any] = {
+    "model": str,
+    "revision": (str, type(None)),
+    "train_set": str,
+    "id_testset": str,
+    "shots": int,
+    "data_seed": int,
+    "seed": int,
+    **TRAIN_SCHEMA,
+}
+TESTSET_SCHEMA: dict[str, Any] = {
+    "path": str,
+    "format": str,
+    "hub": (str, type(None)),
+    "config": (str, type(None)),
+    "revision": (str, type(None)),
+    "split": (str, type(None)),
+    "premise": str,
+    "hypothesis": str,
+    "label": str,
+    "label_map": dict,
+    "slice": (str, list, type(None)),
+    "filter": (dict, type(None)),
+    "neutral": str,
+    "description": str,
+    "synthetic": (str, type(None)),
+    "max_examples": (int, type(None)),
+    "id": (str, type(None)),  # column holding a stable row id (default: the source row index)
+    "columns": (list, type(None)),  # column names for a headerless tsv/csv file
+    "size": (int, type(None)),  # rows a synthetic generator produces
+}
+SCHEMA: dict[str, Any] = {
+    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None))},
+    "data": {
+        "out": str,
+        "max_examples": (int, type(None)),
+        "seed": int,
+        "neutral": str,
+        "prepare": list,
+        "testsets": ("mapping", TESTSET_SCHEMA),
+    },
+    "train": TRAIN_SCHEMA,
+    "runs": ("mapping", RUN_SCHEMA),
+    "evaluate": {
+        "testsets": list,
+        "batch_size": (int, str),
+        "dtype": str,
+        "max_length": int,
+        "quiet": bool,
+    },
+    "analyze": {
+        "out": str,
+        "methods": list,
+        "bootstrap": int,
+        "alpha": _NUM,
+        "slices": bool,
+        "scatter_pair": (list, type(None)),
+        "seed": int,
+    },
+}
+
+
+def _typename(t) -> str:
+    if isinstance(t, tuple):
+        return " or ".join("null" if x is type(None) else ("number" if x is float else x.__name__) for x in t)
+    if isinstance(t, dict):
+        return "a mapping"
+    return {float: "number"}.get(t, t.__name__)
+
+
+def validate(tree: Any, schema: Any = SCHEMA, where: str = "") -> None:
+    """Raise UserError naming the first key path that does not fit the schema."""
+    if isinstance(schema, tuple) and schema and schema[0] == "mapping":
+        if not isinstance(tree, dict):
+            raise UserError(f"params: {where or '<root>'}: expected a mapping, got {type(tree).__name__}")
+        for key, sub in tree.items():
+            validate(sub, schema[1], f"{where}.{key}" if where else str(key))
+        return
+    if isinstance(schema, dict):
+        if tree is None:
+            return
+        if not isinstance(tree, dict):
+            raise UserError(f"params: {where or '<root>'}: expected a mapping, got {type(tree).__name__}")
+        for key, sub in tree.items():
+            path = f"{where}.{key}" if where else str(key)
+            if key not in schema:
+                raise UserError(f"params: unknown key {path!r}{closest(str(key), schema)}")
+            validate(sub, schema[key], path)
+        return
+    types = schema if isinstance(schema, tuple) else (schema,)
+    if bool not in types and isinstance(tree, bool):
+        raise UserError(f"params: {where}: expected {_typename(schema)}, got {tree!r}")
+    if not isinstance(tree, types):
+        raise UserError(f"params: {where}: expected {_typename(schema)}, got {type(tree).__name__} {tree!r}")
+
+
+def find_project_root(start: str | os.PathLike | None = None) -> Path:
+    """The folder holding params.yaml / dvc.yaml (walking up from `start` or the cwd); else the cwd."""
+    here = Path(start or os.getcwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "dvc.yaml").exists() or (d / PARAMS_FILE).exists():
+            return d
+    return here
+
+
+def load_params(path: str | os.PathLike | None = None, validate_schema: bool = True) -> dict:
+    """Read and validate params.yaml. The returned dict carries `_path` and `_root` (absolute)."""
+    path = Path(path) if path else find_project_root() / PARAMS_FILE
+    if not path.exists():
+        raise UserError(f"params file not found: {path}")
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        loc = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if validate_schema:
+        validate(tree)
+    tree = copy.deepcopy(tree)
+    tree["_path"] = str(path.resolve())
+    tree["_root"] = str(path.resolve().parent)
+    return tree
+
+
+def resolve_run(params: dict, run_key: str) -> dict:
+    """Merge the `train` defaults with one run's entry. Raises UserError for unknown runs/missing keys."""
+    runs = params.get("runs") or {}
+    if run_key not in runs:
+        raise UserError(f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: {', '.join(runs) or 'none'}")
+    merged = copy.deepcopy(params.get("train") or {})
+    for key, value in (runs[run_key] or {}).items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    for required in ("model", "train_set", "id_testset", "shots"):
+        if required not in merged:
+            raise UserError(f"params: runs.{run_key}.{required}: missing (expected {_typename(RUN_SCHEMA[required])})")
+    merged.setdefault("data_seed", 0)
+    merged.setdefault("seed", 0)
+    merged["run"] = run_key
+    return merged
+
+
+def project_path(params: dict, rel: str | os.PathLike) -> Path:
+    """A path from params resolved against the params file's folder."""
+    p = Path(rel)
+    return p if p.is_absolute() else Path(params.get("_root", ".")) / p
