@@ -5,7 +5,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup test test-fast quickstart bench clean-venv
 
-setup: $(STAMP)
+setup: $(STAMP) data/raw
+
+# The quickstart's raw data (data.dvc) comes from the small demo remote committed in .dvc/demo-remote.
+data/raw: data.dvc | $(STAMP)
+	DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc pull -q -r demo data.dvc
+	touch data/raw
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -26,7 +31,7 @@ test-fast: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/pytest -q -m "not slow"
 
 quickstart: setup
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc repro
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc repro
 
 clean-venv:
 	rm -rf $(VENV)

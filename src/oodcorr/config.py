@@ -37,6 +37,7 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "lr": _NUM,
     "weight_decay": _NUM,
     "warmup_ratio": _NUM,
+    "max_grad_norm": (int, float, type(None)),  # gradient clipping (null/0 = off)
     "batch_size": int,
     "grad_accum": int,
     "epochs": _NUM,
@@ -103,6 +104,7 @@ SCHEMA: dict[str, Any] = {
         "slices": bool,
         "scatter_pair": (list, type(None)),
         "seed": int,
+        "mlflow": bool,
     },
 }
 
@@ -151,7 +153,8 @@ def find_project_root(start: str | os.PathLike | None = None) -> Path:
 
 
 def load_params(path: str | os.PathLike | None = None, validate_schema: bool = True) -> dict:
-    """Read and validate params.yaml. The returned dict carries `_path` and `_root` (absolute)."""
+    """Read and validate params.yaml (types, unknown keys, and runs -> known models/testsets), so a bad
+    file fails before any stage does work. The returned dict carries `_path` and `_root` (absolute)."""
     path = Path(path) if path else find_project_root() / PARAMS_FILE
     if not path.exists():
         raise UserError(f"params file not found: {path}")
@@ -163,6 +166,9 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
         raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None
     if validate_schema:
         validate(tree)
+        from oodcorr.study import check_references
+
+        check_references(tree)
     tree = copy.deepcopy(tree)
     tree["_path"] = str(path.resolve())
     tree["_root"] = str(path.resolve().parent)

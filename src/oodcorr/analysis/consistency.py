@@ -1,0 +1,164 @@
+"""Pooling partial correlations across seeds, then asking whether models agree (the paper's question).
+
+Why Fisher z: r is bounded and skewed, atanh(r) is ~normal with variance 1/(n - 3 - k), so seeds (and
+then models) combine as an inverse-variance weighted mean with weights w = n - 3 - k. Heterogeneity is
+Cochran's Q = sum w (z - zbar)^2 (chi2 with m - 1 df under homogeneity) and I^2 = max(0, (Q - (m-1))/Q).
+
+Verdict per OOD pair x method across models (after pooling each model's seeds):
+  significant model   pooled p, Benjamini-Hochberg adjusted over the pairs of that model x method,
+                      below alpha;
+  model_dependent     significant models disagree in sign;
+  consistent_positive / consistent_negative
+                      >= 2 models significant, all with that sign (non-significant models may differ
+                      in point estimate; `sign_flip` records that separately);
+  insufficient_evidence
+                      otherwise (fewer than 2 models with a finite r, or fewer than 2 significant).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from oodcorr.analysis.partial import adjust_pvalues
+
+VERDICTS = ("consistent_positive", "consistent_negative", "model_dependent", "insufficient_evidence")
+SETUP = ["train_set", "shots", "id_testset"]
+PAIR = ["method", "testset_a", "testset_b"]
+
+
+def fisher_pool(r, w, alpha: float = 0.05) -> dict:
+    """Inverse-variance pooled r (Fisher z) with CI, z-test p, Cochran's Q (+ p) and I^2."""
+    from scipy import stats
+
+    r, w = np.asarray(r, float), np.asarray(w, float)
+    ok = np.isfinite(r) & np.isfinite(w) & (w > 0)
+    r, w = r[ok], w[ok]
+    m = len(r)
+    if m == 0:
+        return {"r": math.nan, "ci_low": math.nan, "ci_high": math.nan, "z": math.nan, "se": math.nan,
+                "p": math.nan, "q": math.nan, "q_p": math.nan, "i2": math.nan, "m": 0, "w": 0.0}
+    z = np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
+    zbar = float((w * z).sum() / w.sum())
+    se = float(1 / math.sqrt(w.sum()))
+    zc = stats.norm.ppf(1 - alpha / 2)
+    q = float((w * (z - zbar) ** 2).sum())
+    q_p = float(stats.chi2.sf(q, m - 1)) if m > 1 else math.nan
+    i2 = float(max(0.0, (q - (m - 1)) / q)) if m > 1 and q > 0 else (0.0 if m > 1 else math.nan)
+    return {"r": math.tanh(zbar), "ci_low": math.tanh(zbar - zc * se), "ci_high": math.tanh(zbar + zc * se),
+            "z": zbar, "se": se, "p": float(2 * stats.norm.sf(abs(zbar) / se)), "q": q, "q_p": q_p,
+            "i2": i2, "m": m, "w": float(w.sum())}
+
+
+def pool_seeds(partials: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
+
+    With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation)."""
+    keys = ["model", *SETUP, *PAIR]
+    out = []
+    for key, g in partials.groupby(keys, sort=True, dropna=False):
+        valid = g[np.isfinite(g["r"])]
+        w = valid["n"] - 3 - valid["k"]
+        pooled = fisher_pool(valid["r"], w, alpha)
+        row = dict(zip(keys, key))
+        row.update(n_seeds=int(pooled["m"]), seeds=",".join(str(s) for s in sorted(g["seed"].unique())),
+                   n_total=int(valid["n"].sum()), k_mean=float(valid["k"].mean()) if len(valid) else math.nan)
+        row.update({c: pooled[c] for c in ("r", "ci_low", "ci_high", "p", "q", "q_p", "i2")})
+        if pooled["m"] == 1:
+            one = valid.iloc[0]
+            row.update(p=float(one["p"]), ci_low=float(one["ci_low"]), ci_high=float(one["ci_high"]))
+        row["weight"] = pooled["w"]
+        row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(set(
+            f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f)))
+        out.append(row)
+    pooled = pd.DataFrame(out)
+    if pooled.empty:
+        return pooled
+    pooled["p_bh"] = np.nan
+    for _, idx in pooled.groupby(["model", *SETUP, "method"]).groups.items():
+        pooled.loc[idx, "p_bh"] = adjust_pvalues(pooled.loc[idx, "p"].to_numpy())[1]
+    return pooled
+
+
+def verdict(r, p_adj, alpha: float = 0.05) -> str:
+    """Verdict from per-model pooled r and adjusted p (criteria in the module docstring)."""
+    r, p_adj = np.asarray(r, float), np.asarray(p_adj, float)
+    ok = np.isfinite(r)
+    sig = ok & np.isfinite(p_adj) & (p_adj < alpha)
+    pos, neg = int((sig & (r > 0)).sum()), int((sig & (r < 0)).sum())
+    if pos and neg:
+        return "model_dependent"
+    if ok.sum() >= 2 and pos >= 2:
+        return "consistent_positive"
+    if ok.sum() >= 2 and neg >= 2:
+        return "consistent_negative"
+    return "insufficient_evidence"
+
+
+def cross_model(pooled: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict."""
+    keys = [*SETUP, *PAIR]
+    out = []
+    if pooled.empty:
+        return pd.DataFrame(columns=[*keys, "verdict"])
+    for key, g in pooled.groupby(keys, sort=True, dropna=False):
+        g = g.sort_values("model")
+        fin = g[np.isfinite(g["r"])]
+        sig = fin[fin["p_bh"] < alpha]
+        across = fisher_pool(fin["r"], fin["weight"], alpha)
+        row = dict(zip(keys, key))
+        row.update(
+            n_models=int(g["model"].nunique()), n_models_valid=int(len(fin)), n_models_sig=int(len(sig)),
+            n_sig_positive=int((sig["r"] > 0).sum()), n_sig_negative=int((sig["r"] < 0).sum()),
+            sign_flip=bool((fin["r"] > 0).any() and (fin["r"] < 0).any()),
+            r_min=float(fin["r"].min()) if len(fin) else math.nan,
+            r_max=float(fin["r"].max()) if len(fin) else math.nan,
+            r_pooled=across["r"], ci_low=across["ci_low"], ci_high=across["ci_high"],
+            q=across["q"], q_p=across["q_p"], i2=across["i2"],
+            verdict=verdict(g["r"], g["p_bh"], alpha),
+            models="; ".join(
+                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
+                for m, r, lo, hi, p in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"])),
+        )
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods) -> dict:
+    """Small, flat-ish dict for summary.json (a DVC metric) and MLflow metrics."""
+    runs = partials.drop_duplicates("run") if len(partials) else partials
+    summary = {
+        "n_runs": int(runs["run"].nunique()) if len(partials) else 0,
+        "n_models": int(partials["model"].nunique()) if len(partials) else 0,
+        "n_pairs": int(partials[["testset_a", "testset_b"]].drop_duplicates().shape[0]) if len(partials) else 0,
+        "n_checkpoints_median": float(partials["n"].median()) if len(partials) else 0.0,
+        "methods": {},
+    }
+    for m in methods:
+        pm = partials[partials["method"] == m] if len(partials) else partials
+        cm = consistency[consistency["method"] == m] if len(consistency) else consistency
+        counts = {v: int((cm["verdict"] == v).sum()) if len(cm) else 0 for v in VERDICTS}
+        multi = cm[cm["n_models_valid"] >= 2] if len(cm) else cm
+        summary["methods"][m] = {
+            "mean_abs_r": float(np.nanmean(np.abs(pm["r"]))) if len(pm) and np.isfinite(pm["r"]).any() else None,
+            "share_significant_bh": float((pm["p_bh"] < 0.05).mean()) if len(pm) else None,
+            "share_sign_flip": float(multi["sign_flip"].mean()) if len(multi) else None,
+            "share_model_dependent": float((multi["verdict"] == "model_dependent").mean()) if len(multi) else None,
+            "n_flagged": int((pm["flag"].fillna("") != "").sum()) if len(pm) else 0,
+            "verdicts": counts,
+        }
+    return summary
+
+
+def flatten(summary: dict, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves as {"methods.linear.mean_abs_r": 0.3, ...} (MLflow metric names)."""
+    flat = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        elif isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value)):
+            flat[name] = float(value)
+    return flat

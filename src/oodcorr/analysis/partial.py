@@ -1,0 +1,275 @@
+"""Partial correlations between OOD testsets across checkpoints, controlling for ID accuracy.
+
+Why a hand-rolled, vectorised core instead of calling `pingouin.partial_corr` per pair: a run with T
+OOD testsets has T(T-1)/2 pairs, but every pair shares the same control (ID accuracy), so each testset
+only needs to be residualised ONCE; the partial r of every pair is then one correlation matrix of the
+residuals. This is the same estimator pingouin uses (Pearson r of OLS residuals; Spearman = the same on
+ranks), it is checked against pingouin and against statsmodels OLS in the tests, and it lets the
+bootstrap run as batched array algebra (thousands of resamples in milliseconds).
+
+Methods (all return r, n, k, df = n - 2 - k, p from t = r*sqrt(df/(1-r^2)), Fisher-z CI with
+se = 1/sqrt(n - 3 - k)):
+  raw     unpartialled Pearson r (k = 0): shows how much shared ID progress drives the correlation.
+  linear  Pearson partial r, control = ID accuracy (k = 1).
+  rank    Spearman partial r: ranks of everything, then `linear` (k = 1).
+  gam     A ~ s(ID), B ~ s(ID) with a penalised cubic B-spline (statsmodels BSplines/GLMGam penalty),
+          smoothing weight chosen per testset by GCV on a fixed log grid; r = Pearson r of the two
+          residual series; k = max(edf_A, edf_B) - 1, the effective df of the larger smooth (without
+          the intercept), so df shrinks as the smooth gets wigglier. Needs n >= GAM_MIN_N.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+METHODS = ("raw", "linear", "rank", "gam")
+GAM_MIN_N = 8  # below this a cubic spline with >= 4 basis functions + GCV is not identifiable
+GAM_ALPHAS = np.logspace(-6, 4, 41)  # pen weights on an ID axis rescaled to [0, 1]
+COLLINEAR = 0.99  # |corr(ID, testset)| above this: flagged (residual is mostly noise)
+DEGENERATE = 1 - 1e-9  # above this: r is NaN (residual is numerically zero)
+
+
+def gam_basis_df(n: int) -> int:
+    """Number of B-spline basis functions: ~n/5, between 4 and 10 (penalty does the rest)."""
+    return int(min(10, max(4, n // 5)))
+
+
+def _t_p(r, df):
+    from scipy import stats
+
+    r = np.asarray(r, float)
+    df = np.asarray(df, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = r * np.sqrt(df / np.clip(1 - r**2, 1e-300, None))
+        p = 2 * stats.t.sf(np.abs(t), df)
+    return np.where((df > 0) & np.isfinite(r), p, np.nan)
+
+
+def fisher_ci(r, n, k, alpha: float = 0.05):
+    """Fisher-z confidence interval, se = 1/sqrt(n - 3 - k); NaN where n - 3 - k <= 0."""
+    from scipy import stats
+
+    r = np.clip(np.asarray(r, float), -1 + 1e-15, 1 - 1e-15)
+    dof = np.asarray(n, float) - 3 - np.asarray(k, float)
+    zc = stats.norm.ppf(1 - alpha / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = 1 / np.sqrt(dof)
+        z = np.arctanh(r)
+        lo, hi = np.tanh(z - zc * se), np.tanh(z + zc * se)
+    ok = dof > 0
+    return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
+
+
+def residualise_linear(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """OLS residuals of every column of Y (..., n, T) on [1, x] (..., n); batched over leading axes."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    Yc = Y - Y.mean(axis=-2, keepdims=True)
+    sxx = (xc**2).sum(axis=-1)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = np.einsum("...n,...nt->...t", xc, Yc) / sxx
+    return Yc - xc[..., None] * beta[..., None, :]
+
+
+def gam_design(x: np.ndarray):
+    """[1, B-spline basis] on x rescaled to [0, 1], and the matching penalty matrix (0 for intercept)."""
+    from statsmodels.gam.api import BSplines
+
+    span = x.max() - x.min()
+    u = (x - x.min()) / (span if span > 0 else 1.0)
+    bs = BSplines(u[:, None], df=[gam_basis_df(len(x))], degree=[3])
+    basis, pen = bs.basis, bs.penalty_matrices[0]
+    p = basis.shape[1]
+    Z = np.column_stack([np.ones(len(x)), basis])
+    P = np.zeros((p + 1, p + 1))
+    P[1:, 1:] = pen
+    return Z, P, bs
+
+
+def gam_fit(x: np.ndarray, Y: np.ndarray, alphas=GAM_ALPHAS):
+    """Penalised-spline fits of every column of Y on x; the pen weight per column minimises GCV.
+
+    Solves (Z'Z + 2*alpha*P) b = Z'y, exactly what statsmodels `GLMGam(y, exog=1, smoother=bs,
+    alpha=alpha)` fits for a Gaussian family (verified in the tests), but for all columns and all
+    alphas at once. Returns (residuals (n, T), edf (T,) incl. intercept, alpha (T,)).
+    """
+    Z, P, _ = gam_design(x)
+    n = len(x)
+    ZtZ, ZtY = Z.T @ Z, Z.T @ Y
+    best_gcv = np.full(Y.shape[1], np.inf)
+    resid = np.full_like(Y, np.nan, dtype=float)
+    edf = np.full(Y.shape[1], np.nan)
+    chosen = np.full(Y.shape[1], np.nan)
+    for a in alphas:
+        try:
+            A_inv = np.linalg.inv(ZtZ + 2 * a * P)
+        except np.linalg.LinAlgError:
+            continue
+        tr = float(np.einsum("ij,ji->", Z @ A_inv, Z.T))
+        R = Y - Z @ (A_inv @ ZtY)
+        gcv = n * (R**2).sum(axis=0) / max(n - tr, 1e-9) ** 2
+        better = gcv < best_gcv
+        best_gcv = np.where(better, gcv, best_gcv)
+        resid[:, better] = R[:, better]
+        edf[better], chosen[better] = tr, a
+    return resid, edf, chosen
+
+
+def _rank(a: np.ndarray, axis: int) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=axis)
+
+
+def _corr_cols(R: np.ndarray) -> np.ndarray:
+    """Correlation matrix of the columns of R (..., n, T); NaN for zero-variance columns."""
+    Rc = R - R.mean(axis=-2, keepdims=True)
+    norm = np.sqrt((Rc**2).sum(axis=-2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Rn = Rc / norm[..., None, :]
+        C = np.einsum("...ni,...nj->...ij", Rn, Rn)
+    return np.clip(C, -1.0, 1.0)
+
+
+def _bootstrap(method, x, Y, R, n_boot, rng):
+    """(n_boot, T, T) bootstrap correlation matrices over checkpoints (rows resampled with replacement).
+
+    raw/linear/rank re-residualise every resample (rank re-ranks it first), batched. gam bootstraps the
+    correlation of the already fitted residual pairs (refitting GCV smooths 1000x would dominate the
+    runtime; this ignores the smooth's own sampling variability, so its CI is somewhat narrow).
+    """
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))
+    if method == "gam":
+        return _corr_cols(R[idx])
+    xb, Yb = x[idx], Y[idx]
+    if method == "raw":
+        return _corr_cols(Yb)
+    if method == "rank":
+        xb, Yb = _rank(xb, axis=1), _rank(Yb, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _corr_cols(residualise_linear(xb, Yb))
+
+
+def _column_flags(x, Y, names, method, R):
+    """Per-testset reasons a pair involving it is suspect (flag) or undefined (NaN)."""
+    flags = [[] for _ in names]
+    bad = np.zeros(len(names), bool)
+    sx = x.std()
+    for j, name in enumerate(names):
+        y = Y[:, j]
+        if y.std() <= 1e-12:
+            flags[j].append(f"constant:{name}")
+            bad[j] = True
+            continue
+        if sx > 1e-12:
+            c = abs(np.corrcoef(x, y)[0, 1])
+            if method != "raw" and c > COLLINEAR:
+                flags[j].append(f"collinear_with_id:{name}")
+                bad[j] |= c > DEGENERATE
+        if R is not None and R[:, j].std() <= 1e-10 * max(y.std(), 1e-12):
+            flags[j].append(f"residual_constant:{name}")
+            bad[j] = True
+    return flags, bad
+
+
+def analyse_matrix(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[dict]:
+    """All pairs of the columns of Y (checkpoints x testsets, no NaN), control x = ID accuracy."""
+    x, Y = np.asarray(x, float), np.asarray(Y, float)
+    n, T = Y.shape
+    rng = rng if rng is not None else np.random.default_rng(0)
+    k_col = np.zeros(T) if method == "raw" else np.ones(T)
+    flag_all, R = [], None
+    if method != "raw" and (n < 2 or x.std() <= 1e-12):
+        flag_all.append("constant:id")
+    elif method == "gam" and n < GAM_MIN_N:
+        flag_all.append(f"too_few_checkpoints:n={n}<{GAM_MIN_N}")
+    elif method == "raw":
+        R = Y - Y.mean(axis=0)
+    elif method == "linear":
+        R = residualise_linear(x, Y)
+    elif method == "rank":
+        R = residualise_linear(_rank(x, 0), _rank(Y, 0))
+    elif method == "gam":
+        R, edf, _ = gam_fit(x, Y)
+        k_col = edf - 1
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    col_flags, bad = _column_flags(x, Y, names, method, R)
+    C = _corr_cols(R) if R is not None else np.full((T, T), np.nan)
+    boot = _bootstrap(method, x, Y, R, n_boot, rng) if (n_boot and R is not None and n >= 3) else None
+    rows = []
+    for a in range(T):
+        for b in range(a + 1, T):
+            k = float(max(k_col[a], k_col[b]))
+            df = n - 2 - k
+            flags = flag_all + col_flags[a] + col_flags[b]
+            r = C[a, b]
+            if df <= 0 and not flag_all:
+                flags.append(f"too_few_checkpoints:n={n}<=k+2")
+            if flag_all or bad[a] or bad[b] or df <= 0 or not np.isfinite(r):
+                r = math.nan
+            row = {"testset_a": names[a], "testset_b": names[b], "r": float(r), "n": int(n),
+                   "k": round(k, 4), "df": round(df, 4), "flag": ";".join(flags)}
+            if boot is not None:
+                col = boot[:, a, b]
+                ok = np.isfinite(col)
+                if np.isfinite(r) and ok.sum() >= 10:
+                    row["boot_ci_low"], row["boot_ci_high"] = (float(v) for v in
+                                                               np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)]))
+                else:
+                    row["boot_ci_low"] = row["boot_ci_high"] = math.nan
+            rows.append(row)
+    if rows:
+        r = np.array([row["r"] for row in rows])
+        nn = np.array([row["n"] for row in rows])
+        kk = np.array([row["k"] for row in rows])
+        p = _t_p(r, nn - 2 - kk)
+        lo, hi = fisher_ci(r, nn, kk, alpha)
+        for row, pi, l, h in zip(rows, p, lo, hi):
+            row["p"], row["ci_low"], row["ci_high"] = float(pi), float(l), float(h)
+    return rows
+
+
+def analyse_run(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[dict]:
+    """Like analyse_matrix but tolerates missing cells: pairs then use their complete checkpoints."""
+    x, Y = np.asarray(x, float), np.asarray(Y, float)
+    if not np.isnan(Y).any():
+        return analyse_matrix(x, Y, names, method, alpha, n_boot, rng)
+    rows = []
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            keep = ~np.isnan(Y[:, a]) & ~np.isnan(Y[:, b])
+            sub = analyse_matrix(x[keep], Y[keep][:, [a, b]], [names[a], names[b]], method, alpha, n_boot, rng)
+            if keep.sum() < len(x):
+                sub[0]["flag"] = ";".join(filter(None, [sub[0]["flag"], f"missing_checkpoints:{len(x) - keep.sum()}"]))
+            rows += sub
+    return rows
+
+
+def adjust_pvalues(p) -> tuple[np.ndarray, np.ndarray]:
+    """Holm and Benjamini-Hochberg adjusted p over the finite entries (NaN stays NaN)."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p, float)
+    holm, bh = np.full_like(p, np.nan), np.full_like(p, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        holm[ok] = multipletests(p[ok], method="holm")[1]
+        bh[ok] = multipletests(p[ok], method="fdr_bh")[1]
+    return holm, bh
+
+
+def pingouin_partial(data, x: str, y: str, covar: str | None, method: str = "pearson") -> dict:
+    """pingouin.partial_corr (or .corr without covar) as {n, r, p, ci_low, ci_high}; handles both the
+    pre-0.7 (`p-val`, `CI95%`) and 0.7+ (`p_val`, `CI95`) column names. Used as the reference in tests."""
+    import pingouin as pg
+
+    out = pg.partial_corr(data=data, x=x, y=y, covar=covar, method=method) if covar else \
+        pg.corr(data[x], data[y], method=method)
+    row = out.iloc[0]
+    pcol = next(c for c in ("p_val", "p-val", "p-unc") if c in out.columns)
+    cicol = next(c for c in ("CI95", "CI95%", "ci95") if c in out.columns)
+    ci = row[cicol]
+    return {"n": int(row["n"]), "r": float(row["r"]), "p": float(row[pcol]),
+            "ci_low": float(ci[0]), "ci_high": float(ci[1])}

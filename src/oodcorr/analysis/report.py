@@ -1,0 +1,115 @@
+"""report.html: one self-contained page (figures as base64 data URIs, tables inline, no scripts or
+external assets) so it can be opened from a file browser, attached to an MLflow run, or mailed."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+from oodcorr.analysis import consistency as _consistency
+from oodcorr.analysis import partial as _partial
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}.consistent_negative{background:#dde6f8}
+.model_dependent{background:#f8dada}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
+figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}"""
+
+MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        return f"{v:.3g}" if abs(v) < 1e-3 and v != 0 else f"{v:.3f}"
+    return html.escape(str(v))
+
+
+def table(df, columns, css_col: str | None = None) -> str:
+    """An HTML table of selected columns (first MAX_ROWS rows); `css_col` values become row classes."""
+    columns = [c for c in columns if c in df.columns]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for _, row in df.head(MAX_ROWS).iterrows():
+        cls = f' class="{html.escape(str(row[css_col]))}"' if css_col else ""
+        cells = "".join(
+            f'<td class="l">{_fmt(row[c])}</td>' if isinstance(row[c], str) else f"<td>{_fmt(row[c])}</td>"
+            for c in columns)
+        body.append(f"<tr{cls}>{cells}</tr>")
+    more = f"<p>… {len(df) - MAX_ROWS} more rows in the CSV.</p>" if len(df) > MAX_ROWS else ""
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _img(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(path.name)}: {html.escape(caption)}</figcaption></figure>")
+
+
+def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consistency, figures: dict,
+                 alpha: float = 0.05) -> None:
+    """Write report.html into the (temporary) output folder; figures are read from the same folder."""
+    path = Path(path)
+    out = path.parent
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>oodcorr analysis</title>"
+             f"<style>{CSS}</style></head><body>",
+             "<h1>Do generalisation results generalise? — oodcorr analysis</h1>",
+             f"<p>{summary['n_runs']} runs, {summary['n_models']} models "
+             f"({html.escape(', '.join(map(str, summary.get('models', []))))}), {summary['n_pairs']} OOD testset pairs, "
+             f"median {summary['n_checkpoints_median']:.0f} checkpoints per run; α = {alpha}, "
+             f"bootstrap resamples = {summary.get('bootstrap', 0)}.</p>"]
+
+    parts.append("<h2>Summary per method</h2>")
+    head = ("<tr><th>method</th><th>mean |r|</th><th>share significant (BH)</th><th>share sign flips</th>"
+            "<th>share model-dependent</th>" + "".join(f"<th>{v}</th>" for v in _consistency.VERDICTS) + "</tr>")
+    rows = []
+    for m, s in summary["methods"].items():
+        cells = [s["mean_abs_r"], s["share_significant_bh"], s["share_sign_flip"], s["share_model_dependent"]]
+        rows.append(f"<tr><td class='l'>{m}</td>" + "".join(
+            f"<td>{_fmt(float(c)) if c is not None else '–'}</td>" for c in cells) +
+            "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>")
+    parts.append(f"<table>{head}{''.join(rows)}</table>")
+
+    parts.append("<h2>How to read this</h2><h3>Methods</h3><pre>" +
+                 html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
+    parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
+    parts.append("<p>Flags: <code>constant:X</code> (zero variance: r undefined), <code>collinear_with_id:X</code> "
+                 f"(|corr(ID, X)| &gt; {_partial.COLLINEAR}: the residual is mostly noise), "
+                 "<code>residual_constant:X</code>, <code>too_few_checkpoints</code> (n ≤ k + 2, or n &lt; "
+                 f"{_partial.GAM_MIN_N} for gam), <code>missing_checkpoints:N</code> (pair used complete cases). "
+                 "Flagged entries with NaN r are excluded from pooling.</p>")
+
+    parts.append("<h2>Consistency across models</h2>")
+    cols = ["train_set", "shots", "method", "testset_a", "testset_b", "verdict", "n_models_valid", "n_models_sig",
+            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "models"]
+    if len(consistency):
+        order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
+        shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
+        parts.append(table(shown, cols, css_col="verdict"))
+
+    figs = sorted(figures)
+    for title, prefix in (("Heatmaps (seeds pooled)", "heatmap_"), ("Residual scatter", "scatter_"),
+                          ("Accuracy curves", "curves_")):
+        chosen = [f for f in figs if f.startswith(prefix)]
+        if chosen:
+            parts.append(f"<h2>{title}</h2>" + "".join(_img(out / f, figures[f]) for f in chosen))
+
+    parts.append("<h2>Seeds pooled per model</h2>")
+    parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",
+                                "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "flag"]))
+    parts.append("<h2>Per run partial correlations</h2>")
+    parts.append(table(partials, ["run", "method", "testset_a", "testset_b", "r", "n", "k", "df", "p", "p_holm",
+                                  "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "flag"]))
+    parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"
+                 "<th>ID testset</th><th>checkpoints</th><th>OOD testsets</th></tr>")
+    for run, d in runs.items():
+        m = d["meta"]
+        parts.append("<tr>" + "".join(f"<td class='l'>{html.escape(str(v))}</td>" for v in (
+            run, m["model"], m["train_set"], m["shots"], m["seed"], m["id_testset"], len(d["x"]),
+            ", ".join(d["Y"].columns))) + "</tr>")
+    parts.append("</table><p>Files: partial_correlations.csv, pooled_seeds.csv, consistency.csv, summary.json, "
+                 "plots/accuracy_vs_step.csv.</p></body></html>")
+    path.write_text("\n".join(parts))

@@ -1,0 +1,262 @@
+"""The analyze stage: metrics.jsonl files -> partial correlations, seed pooling, cross-model verdicts,
+figures, report.html, summary.json (a DVC metric) and, optionally, one MLflow run.
+
+Everything is written into a temporary folder that replaces `out_dir` only when the whole analysis
+succeeded (oodcorr.io.atomic_dir), so a failed run never leaves a half-updated results folder that
+DVC would cache.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from oodcorr.errors import UserError, closest
+
+REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")
+META = ("model", "train_set", "shots", "seed", "id_testset")
+DEFAULT_METHODS = ("linear", "rank", "gam")
+
+
+def load_metrics(files, slices: bool = False):
+    """Read metrics.jsonl files into one DataFrame; bad lines raise UserError naming file:line.
+
+    Slice rows (slice != null) are dropped unless `slices`, in which case each slice becomes its own
+    pseudo-testset named "<testset>[<slice>]" (an extra OOD series in the same analysis)."""
+    import pandas as pd
+
+    rows = []
+    for path in map(Path, files):
+        if not path.exists():
+            raise UserError(f"metrics file not found: {path}")
+        with open(path) as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                missing = [k for k in REQUIRED if k not in obj]
+                if not isinstance(obj, dict) or missing:
+                    raise UserError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+                if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
+                    raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
+                obj["_source"] = str(path)
+                rows.append(obj)
+    if not rows:
+        raise UserError("no metrics rows found" + (f" in {', '.join(map(str, files))}" if files else
+                                                   " (no metrics files; run `oodcorr evaluate` first)"))
+    df = pd.DataFrame(rows)
+    for col in ("slice", "id_testset"):
+        if col not in df:
+            df[col] = None
+    df["slice"] = df["slice"].where(df["slice"].notna(), None)
+    if slices:
+        is_slice = df["slice"].notna()
+        df.loc[is_slice, "testset"] = df.loc[is_slice, "testset"] + "[" + df.loc[is_slice, "slice"].astype(str) + "]"
+    else:
+        df = df[df["slice"].isna()]
+    # a re-evaluated checkpoint appends again: the last line wins
+    return df.drop_duplicates(["run", "step", "testset"], keep="last").reset_index(drop=True)
+
+
+def _id_testset(run: str, g) -> str:
+    declared = {v for v in g["id_testset"].dropna().unique()}
+    testsets = set(g["testset"])
+    if len(declared) > 1:
+        raise UserError(f"run {run!r}: conflicting id_testset values {sorted(declared)}")
+    if declared:
+        name = declared.pop()
+    else:
+        train_set = str(g["train_set"].iloc[0])
+        name = train_set[: -len("_train")] if train_set.endswith("_train") else train_set
+        if name not in testsets:
+            raise UserError(f"run {run!r}: no id_testset field and no testset named {name!r} "
+                            f"(from train_set {train_set!r}); testsets: {', '.join(sorted(testsets))}")
+    if name not in testsets:
+        raise UserError(f"run {run!r}: id_testset {name!r} was not evaluated{closest(name, testsets)}")
+    return name
+
+
+def build_runs(df) -> dict:
+    """{run: {"meta": {...}, "steps": array, "x": ID accuracy, "Y": DataFrame step x OOD testset}}."""
+    runs = {}
+    for run, g in df.groupby("run", sort=True):
+        id_name = _id_testset(run, g)
+        meta = {"run": run, "id_testset": id_name}
+        for col in META[:-1]:
+            values = g[col].dropna().unique()
+            if len(values) != 1:
+                raise UserError(f"run {run!r}: expected one {col}, found {list(values)}")
+            meta[col] = values[0].item() if hasattr(values[0], "item") else values[0]
+        wide = g.pivot(index="step", columns="testset", values="accuracy").sort_index()
+        wide = wide[wide[id_name].notna()]
+        ood = sorted(c for c in wide.columns if c != id_name and not c.startswith(id_name + "["))
+        ood += sorted(c for c in wide.columns if c.startswith(id_name + "["))
+        runs[run] = {"meta": meta, "steps": wide.index.to_numpy(), "x": wide[id_name].to_numpy(float),
+                     "Y": wide[ood].astype(float), "sources": sorted(set(g["_source"]))}
+    return runs
+
+
+def compute_partials(runs: dict, methods, bootstrap: int = 0, alpha: float = 0.05, seed: int = 0):
+    """Long table: one row per run x method x OOD pair, with Holm/BH over the pairs of a run x method."""
+    import numpy as np
+    import pandas as pd
+
+    from oodcorr.analysis.partial import METHODS, adjust_pvalues, analyse_run
+
+    for m in methods:
+        if m not in METHODS:
+            raise UserError(f"analyze.methods: unknown method {m!r}{closest(m, METHODS)}; known: {', '.join(METHODS)}")
+    rng = np.random.default_rng(seed)
+    frames = []
+    for run, data in runs.items():
+        names = list(data["Y"].columns)
+        for m in methods:
+            rows = analyse_run(data["x"], data["Y"].to_numpy(), names, m, alpha, bootstrap, rng)
+            if not rows:
+                continue
+            f = pd.DataFrame(rows)
+            f["p_holm"], f["p_bh"] = adjust_pvalues(f["p"].to_numpy())
+            for key, value in data["meta"].items():
+                f[key] = value
+            f["method"] = m
+            frames.append(f)
+    cols = ["run", "model", "train_set", "shots", "seed", "id_testset", "method", "testset_a", "testset_b",
+            "r", "n", "k", "df", "p", "p_holm", "p_bh", "ci_low", "ci_high"]
+    if bootstrap:
+        cols += ["boot_ci_low", "boot_ci_high"]
+    if not frames:
+        return pd.DataFrame(columns=cols + ["flag"])
+    return pd.concat(frames, ignore_index=True)[cols + ["flag"]]
+
+
+def _training_run_ids(runs: dict) -> dict[str, str]:
+    """run key -> mlflow_run_id from runs/<run>/run.json next to each metrics file (when present)."""
+    ids = {}
+    for run, data in runs.items():
+        for src in data["sources"]:
+            info = Path(src).resolve().parent.parent / "run.json"
+            if info.exists():
+                try:
+                    rid = json.loads(info.read_text()).get("mlflow_run_id")
+                except (OSError, json.JSONDecodeError):
+                    rid = None
+                if rid:
+                    ids[run] = rid
+    return ids
+
+
+def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int = 0, alpha: float = 0.05,
+                 slices: bool = False, seed: int = 0, scatter_pair=None, *, plots: bool = True,
+                 mlflow: bool = False, tracking_uri: str | None = None, experiment: str | None = None,
+                 training_run_ids: list[str] | None = None) -> dict:
+    """Run the whole analysis and write every output into `out_dir` (atomically). Returns the summary.
+
+    `methods` may include "raw" (the unpartialled r); it is always computed for the report/summary
+    even when not listed, because it shows how much shared ID progress drives each correlation."""
+    import pandas as pd
+
+    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
+    from oodcorr.io import atomic_dir
+
+    methods = list(dict.fromkeys(methods))
+    if not methods:
+        raise UserError("analyze.methods: empty (choose from raw, linear, rank, gam)")
+    if bootstrap < 0:
+        raise UserError(f"analyze.bootstrap: must be >= 0, got {bootstrap}")
+    if not 0 < alpha < 1:
+        raise UserError(f"analyze.alpha: must be in (0, 1), got {alpha}")
+    df = load_metrics(list(metrics_files), slices=slices)
+    runs = build_runs(df)
+    all_methods = methods + (["raw"] if "raw" not in methods else [])
+    partials = compute_partials(runs, all_methods, bootstrap, alpha, seed)
+    pooled = pool_seeds(partials, alpha)
+    consistency = cross_model(pooled, alpha)
+    summary = summarise(partials, consistency, all_methods)
+    summary.update(alpha=alpha, bootstrap=bootstrap, methods_requested=methods,
+                   models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
+    pair = _scatter_pair(runs, partials, scatter_pair, methods[0])
+    curves = pd.DataFrame([
+        {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step), "testset": name,
+         "role": "id" if name == d["meta"]["id_testset"] else "ood", "accuracy": float(acc)}
+        for run, d in runs.items()
+        for name, series in [(d["meta"]["id_testset"], pd.Series(d["x"], index=d["steps"])), *d["Y"].items()]
+        for step, acc in series.items() if pd.notna(acc)])
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        partials.to_csv(tmp / "partial_correlations.csv", index=False)
+        pooled.to_csv(tmp / "pooled_seeds.csv", index=False)
+        consistency.to_csv(tmp / "consistency.csv", index=False)
+        (tmp / "plots").mkdir()
+        curves.to_csv(tmp / "plots" / "accuracy_vs_step.csv", index=False)
+        figures = {}
+        if plots:
+            from oodcorr.analysis.plots import make_figures
+
+            figures = make_figures(tmp, runs, pooled, all_methods, pair, alpha)
+        summary["figures"] = sorted(figures)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        from oodcorr.analysis.report import write_report
+
+        write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha)
+    if mlflow:
+        ids = training_run_ids if training_run_ids is not None else sorted(set(_training_run_ids(runs).values()))
+        summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr",
+                                                 tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db")
+    return summary
+
+
+def _scatter_pair(runs, partials, requested, method):
+    """The pair drawn in the residual scatter grid: as requested, else the strongest mean |partial r|."""
+    names = sorted({n for d in runs.values() for n in d["Y"].columns})
+    if requested:
+        if len(requested) != 2:
+            raise UserError(f"analyze.scatter_pair: expected two testset names, got {requested!r}")
+        for name in requested:
+            if name not in names:
+                raise UserError(f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(name, names)}")
+        return tuple(requested)
+    sub = partials[(partials["method"] == method)].dropna(subset=["r"])
+    if sub.empty:
+        return tuple(names[:2]) if len(names) >= 2 else None
+    best = sub.assign(a=sub["r"].abs()).groupby(["testset_a", "testset_b"])["a"].mean().idxmax()
+    return tuple(best)
+
+
+def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experiment: str, tracking_uri: str) -> str:
+    """Log the analysis as ONE MLflow run in `experiment`: summary metrics, every output file as an
+    artifact, and tags linking the training runs it analysed. Returns the new run id.
+
+    Uses MlflowClient (not the fluent API) so no global active-run state leaks into the caller."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    from oodcorr.analysis.consistency import flatten
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    tags = {"oodcorr.kind": "analysis", "oodcorr.training_runs": ",".join(training_run_ids),
+            "mlflow.runName": "analysis"}
+    tags.update({f"oodcorr.training_run.{i}": rid for i, rid in enumerate(training_run_ids)})
+    run = client.create_run(exp_id, run_name="analysis", tags=tags)
+    rid = run.info.run_id
+    try:
+        metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
+                   for key, value in flatten(summary).items()]
+        params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
+                  Param("methods", ",".join(summary.get("methods_requested", [])))]
+        for i in range(0, len(metrics), 500):
+            client.log_batch(rid, metrics=metrics[i:i + 500], params=params if i == 0 else [],
+                             tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [])
+        if not metrics:
+            client.log_batch(rid, params=params)
+        client.log_artifacts(rid, str(out_dir))
+        client.set_terminated(rid, "FINISHED")
+    except BaseException:
+        client.set_terminated(rid, "FAILED")
+        raise
+    return rid

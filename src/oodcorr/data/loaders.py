@@ -1,0 +1,247 @@
+"""Loading testsets from local files, the Hugging Face hub and the synthetic generators.
+
+Every source ends in the same function, `to_binary`, which applies an entry's fields, filter,
+label_map and slice. Hub rows and local rows therefore cannot drift apart in how they are mapped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import socket
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from oodcorr.config import project_path
+from oodcorr.data.registry import ENT, NON
+from oodcorr.errors import UserError
+
+FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+# ---------------------------------------------------------------- local files
+def read_local(spec: dict, params: dict) -> tuple[list[dict], list[int], str]:
+    """Rows (dicts keyed by column), their 1-based file line numbers, and the file path as text.
+
+    TSV is read without quote handling (MNLI/SNLI text contains bare quotes); CSV with it.
+    """
+    path = project_path(params, spec["path"])
+    shown = str(spec["path"])
+    if not path.is_file():
+        raise UserError(f"testset {spec['name']}: file not found: {path}")
+    fmt = spec.get("format") or FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise UserError(f"testset {spec['name']}: cannot tell the format of {shown}; set format: tsv|csv|jsonl")
+    if fmt == "jsonl":
+        return (*_read_jsonl(path, shown), shown)
+    csv.field_size_limit(sys.maxsize)
+    rows, lines = [], []
+    with open(path, newline="", encoding="utf-8") as f:
+        if fmt == "tsv":
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(f)
+        header = spec.get("columns")
+        if not header:
+            header = next(reader, None)
+            if header is None:
+                raise UserError(f"{shown}: empty file")
+        header = [str(h) for h in header]
+        for rec in reader:
+            if not rec or (len(rec) == 1 and not rec[0].strip()):
+                continue
+            if len(rec) != len(header):
+                raise UserError(f"{shown}:{reader.line_num}: malformed row: {len(rec)} fields, "
+                                f"expected {len(header)} ({fmt})")
+            rows.append(dict(zip(header, rec)))
+            lines.append(reader.line_num)
+    return rows, lines, shown
+
+
+def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
+    rows, lines = [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{shown}:{lineno}: malformed row: invalid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{shown}:{lineno}: malformed row: expected a JSON object")
+            rows.append(obj)
+            lines.append(lineno)
+    return rows, lines
+
+
+# ---------------------------------------------------------------- hub
+def _offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _local_hint(spec: dict) -> str:
+    return (f"download it once, or declare a local copy: data.testsets.{spec['name']}: "
+            f"{{path: FILE, premise: ..., hypothesis: ..., label: ...}} (see `oodcorr testsets`)")
+
+
+def load_hub(spec: dict):
+    """`datasets.load_dataset` with the registry's config/revision/split; fails in seconds when offline.
+
+    The offline env vars are checked first (no attempt at all); otherwise a short TCP probe of the hub
+    and short HF timeouts keep an unreachable hub from hanging the pipeline.
+    """
+    what = f"{spec['hub']}" + (f"/{spec['config']}" if spec.get("config") else "") + f" split {spec.get('split')}"
+    if _offline():
+        raise UserError(f"testset {spec['name']}: the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) "
+                        f"and {what} must be downloaded; {_local_hint(spec)}")
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
+    host, _, port = endpoint.partition(":")
+    if not (os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")):
+        try:
+            socket.create_connection((host, int(port or 443)), timeout=3).close()
+        except OSError as e:
+            raise UserError(f"testset {spec['name']}: hub unreachable ({host}: {e}); {_local_hint(spec)}") from None
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
+    import datasets
+
+    try:
+        return datasets.load_dataset(spec["hub"], spec.get("config"), revision=spec.get("revision"),
+                                     split=spec.get("split"))
+    except Exception as e:  # noqa: BLE001 - any hub failure is the user's environment, say so in one line
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"testset {spec['name']}: could not load {what} from the hub: {msg}; "
+                        f"{_local_hint(spec)}") from None
+
+
+# ---------------------------------------------------------------- the one mapping function
+def _records(table) -> list[dict]:
+    """datasets.Dataset, pandas.DataFrame or a list of dicts -> list of dicts."""
+    if isinstance(table, list):
+        return table
+    if hasattr(table, "to_list") and hasattr(table, "features"):  # datasets.Dataset
+        return table.to_list()
+    if hasattr(table, "to_dict"):  # pandas.DataFrame
+        return table.to_dict("records")
+    return list(table)
+
+
+def _raw(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip() if value is not None else ""
+
+
+def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = None) -> list[dict]:
+    """Map source rows onto `{id, premise, hypothesis, label, original_label, slice}` rows.
+
+    Applies, in order: `filter` (keep rows whose field equals one of the values), `label_map`
+    (string keys; `neutral` resolved by spec['neutral']; `drop` removes the row), `id` column (else the
+    source row index, so ids stay stable under filtering and subsampling) and `slice` (a field, or a list
+    of fields joined by '/'; '@label' means the mapped binary label).
+    """
+    name = spec["name"]
+    origin = origin or name
+    rows = _records(table)
+
+    def where(i):
+        return f"{origin}:{lines[i]}" if lines else f"{origin} row {i}"
+
+    if rows:
+        cols = set(rows[0])
+        fields = [spec["premise"], spec["hypothesis"], spec["label"], *(spec.get("filter") or {})]
+        slices = spec.get("slice") or []
+        slices = [slices] if isinstance(slices, str) else list(slices)
+        fields += [s for s in slices if s != "@label"] + ([spec["id"]] if spec.get("id") else [])
+        missing = [c for c in fields if c not in cols]
+        if missing:
+            raise UserError(f"{origin}: testset {name}: no column {', '.join(map(repr, missing))} "
+                            f"(columns: {', '.join(map(str, rows[0]))})")
+    filt = {k: {_raw(x) for x in (v if isinstance(v, list) else [v])} for k, v in (spec.get("filter") or {}).items()}
+    lmap = dict(spec["label_map"])
+    neutral = NON if spec.get("neutral") == "merge" else "drop"
+    unknown: Counter = Counter()
+    out = []
+    for i, row in enumerate(rows):
+        if any(_raw(row.get(k)) not in vals for k, vals in filt.items()):
+            continue
+        raw = _raw(row.get(spec["label"]))
+        target = lmap.get(raw)
+        if target is None:
+            unknown[raw] += 1
+            continue
+        if target == "neutral":
+            target = neutral
+        if target == "drop":
+            continue
+        premise, hyp = row.get(spec["premise"]), row.get(spec["hypothesis"])
+        for field, text in (("premise", premise), ("hypothesis", hyp)):
+            if not isinstance(text, str) or not text.strip():
+                raise UserError(f"{where(i)}: malformed row: empty {field} (column {spec[field]!r})")
+        sl = None
+        if slices:
+            sl = "/".join(target if s == "@label" else _raw(row.get(s)) for s in slices)
+        rid = _raw(row.get(spec["id"])) if spec.get("id") else str(i)
+        out.append({"id": rid, "premise": premise.strip(), "hypothesis": hyp.strip(), "label": target,
+                    "original_label": raw, "slice": sl})
+    if unknown:
+        seen = ", ".join(f"{k!r} ({n})" for k, n in unknown.most_common(8))
+        raise UserError(f"{origin}: testset {name}: label values not in label_map: {seen}; "
+                        f"label_map keys: {', '.join(map(repr, lmap))}")
+    if not out:
+        raise UserError(f"{origin}: testset {name}: empty after filtering / label mapping "
+                        f"({len(rows)} source rows)")
+    ids = Counter(r["id"] for r in out)
+    dup = [k for k, n in ids.items() if n > 1]
+    if dup:
+        raise UserError(f"{origin}: testset {name}: id column {spec.get('id')!r} is not unique (e.g. {dup[0]!r})")
+    return out
+
+
+# ---------------------------------------------------------------- subsampling
+def subsample(rows: list[dict], n: int | None, seed: int, name: str) -> list[dict]:
+    """Seeded stratified sample of `n` rows (strata = slice x label), in the original order.
+
+    Each stratum keeps its share of `n` (largest remainder), so label balance and slice mix survive.
+    The RNG is keyed by (seed, testset name): another testset's size never changes this one's sample.
+    """
+    if n is None or n >= len(rows):
+        return rows
+    if n <= 0:
+        raise UserError(f"testset {name}: max_examples must be positive, got {n}")
+    strata: dict = defaultdict(list)
+    for i, r in enumerate(rows):
+        strata[(r.get("slice") or "", r["label"])].append(i)
+    keys = sorted(strata)
+    quotas = {k: n * len(strata[k]) / len(rows) for k in keys}
+    take = {k: int(q) for k, q in quotas.items()}
+    for k in sorted(keys, key=lambda k: (take[k] - quotas[k], k))[: n - sum(take.values())]:
+        take[k] += 1
+    rng = random.Random(f"{seed}:{name}")
+    chosen = sorted(i for k in keys for i in rng.sample(strata[k], take[k]))
+    return [rows[i] for i in chosen]
+
+
+def label_counts(rows: list[dict]) -> dict[str, int]:
+    c = Counter(r["label"] for r in rows)
+    return {ENT: c.get(ENT, 0), NON: c.get(NON, 0)}
+
+
+# ---------------------------------------------------------------- one testset, any source
+def load_testset(spec: dict, params: dict) -> list[dict]:
+    """Rows of one resolved registry entry (before subsampling), through `to_binary`."""
+    if spec["kind"] == "local":
+        rows, lines, shown = read_local(spec, params)
+        return to_binary(rows, spec, origin=shown, lines=lines)
+    if spec["kind"] == "synthetic":
+        from oodcorr.data.synthetic import generate
+
+        seed = ((params or {}).get("data") or {}).get("seed", 0)
+        return to_binary(generate(spec["synthetic"], spec.get("size") or 400, seed), spec,
+                         origin=f"synthetic:{spec['synthetic']}")
+    return to_binary(load_hub(spec), spec, origin=f"hub:{spec['hub']}")

@@ -1,0 +1,101 @@
+"""The prepare stage: testsets -> data/prepared/<name>.jsonl + manifest.json.
+
+Everything is loaded and validated in memory first; files are written (atomically) only when every
+requested testset is fine, so a bad entry never leaves a half-updated folder behind. The manifest is
+merged: preparing a subset (`--only`) keeps the entries of testsets prepared earlier.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oodcorr import io
+from oodcorr.config import project_path
+from oodcorr.data.loaders import label_counts, load_testset, subsample
+from oodcorr.data.registry import describe_source, resolve
+from oodcorr.errors import UserError
+
+DEFAULT_OUT = "data/prepared"
+MANIFEST = "manifest.json"
+
+
+def prepared_dir(params: dict, out_dir: str | Path | None = None) -> Path:
+    """Where prepared testsets live: `out_dir`, else params `data.out`, else data/prepared (project-relative)."""
+    if out_dir is not None:
+        return Path(out_dir)
+    return project_path(params, ((params.get("data") or {}).get("out")) or DEFAULT_OUT)
+
+
+def referenced_names(params: dict) -> list[str]:
+    """`data.prepare` if given, else every testset the runs (train_set, id_testset) and evaluate use."""
+    data = params.get("data") or {}
+    if data.get("prepare") is not None:
+        return [str(n) for n in data["prepare"]]
+    names: list[str] = []
+    for run in (params.get("runs") or {}).values():
+        for key in ("train_set", "id_testset"):
+            if (run or {}).get(key):
+                names.append(run[key])
+    names += [str(n) for n in ((params.get("evaluate") or {}).get("testsets") or [])]
+    return list(dict.fromkeys(names))
+
+
+def build(params: dict, name: str) -> tuple[list[dict], dict]:
+    """Rows of one testset (mapped + subsampled) and its manifest entry without the sha256."""
+    spec = resolve(params, name)
+    rows = load_testset(spec, params)
+    data = params.get("data") or {}
+    user_set = ((data.get("testsets") or {}).get(name) or {})
+    n = user_set["max_examples"] if "max_examples" in user_set else data.get("max_examples")
+    rows = subsample(rows, n, int(data.get("seed", 0) or 0), name)
+    return rows, {"rows": len(rows), "label_counts": label_counts(rows), "source": describe_source(spec),
+                  "split": spec.get("split"), "description": spec.get("description", "")}
+
+
+def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | None = None) -> dict:
+    """Prepare `names` (default: `referenced_names(params)`) into `out_dir`; return the manifest."""
+    names = list(dict.fromkeys(names or referenced_names(params)))
+    if not names:
+        raise UserError("nothing to prepare: set data.prepare, or reference testsets in runs / "
+                        "evaluate.testsets, or pass --only NAME")
+    built = {name: build(params, name) for name in names}  # raises before anything is written
+    out = prepared_dir(params, out_dir)
+    manifest = _read_manifest_file(out) or {"testsets": {}}
+    for name, (rows, entry) in built.items():
+        path = out / f"{name}.jsonl"
+        io.write_jsonl(path, rows)
+        entry["sha256"] = io.sha256_file(path)
+        manifest["testsets"][name] = {k: entry[k] for k in ("rows", "label_counts", "sha256", "source",
+                                                             "split", "description")}
+    manifest["testsets"] = {k: v for k, v in manifest["testsets"].items() if (out / f"{k}.jsonl").exists()}
+    io.write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def _read_manifest_file(out: Path) -> dict | None:
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}:{e.lineno}: invalid manifest JSON ({e.msg}); delete it and re-run "
+                        "`oodcorr data prepare`") from None
+    if not isinstance(data, dict) or not isinstance(data.get("testsets"), dict):
+        raise UserError(f"{path}: not an oodcorr manifest (no 'testsets' mapping)")
+    return data
+
+
+def read_manifest(out_dir: str | Path) -> dict:
+    """The manifest of a prepared folder ({"testsets": {}} when nothing was prepared yet)."""
+    return _read_manifest_file(Path(out_dir)) or {"testsets": {}}
+
+
+def load_prepared(out_dir: str | Path, name: str) -> list[dict]:
+    """Rows of a prepared testset; UserError telling how to prepare it when it is missing."""
+    out = Path(out_dir)
+    path = out / f"{name}.jsonl"
+    if name not in read_manifest(out)["testsets"] or not path.exists():
+        raise UserError(f"testset {name} was not prepared; run `oodcorr data prepare` (or dvc repro prepare)")
+    return io.read_jsonl(path)

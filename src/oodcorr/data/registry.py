@@ -1,0 +1,171 @@
+"""The testset registry: plain data, not a plugin system.
+
+Each entry says where the rows come from (a Hugging Face hub dataset, a local file, or one of the
+built-in synthetic generators), which fields hold premise / hypothesis / label / slice, and how raw
+labels map onto the two labels every stage uses: `entailment` / `non_entailment` (or `drop`).
+
+A label can also map to `neutral`: that one is resolved per testset by the `neutral` option
+(`drop`, the default, or `merge` = non_entailment), so 3-way sets share one map.
+
+Label maps list both the hub's integer codes and the usual string spellings, so a built-in name can be
+pointed at a local copy (`data.testsets.mnli: {path: ..., label: gold_label}`) without restating it.
+Keys are compared as strings (YAML and parquet may give ints).
+
+Hub sources were checked against datasets 5.x (no loading scripts); see HUB_SOURCES.md.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from oodcorr.errors import UserError, closest
+
+ENT, NON = "entailment", "non_entailment"
+BINARY = (ENT, NON)
+TARGETS = (ENT, NON, "drop", "neutral")
+
+# MNLI / SNLI / ANLI on the hub: ClassLabel 0=entailment, 1=neutral, 2=contradiction, -1 = no gold label.
+THREE_WAY = {
+    "0": ENT, "1": "neutral", "2": NON, "-1": "drop",
+    "entailment": ENT, "neutral": "neutral", "contradiction": NON, "-": "drop",
+    "e": ENT, "n": "neutral", "c": NON,
+    "ENTAILMENT": ENT, "NEUTRAL": "neutral", "CONTRADICTION": NON,
+}
+# Binary sets: the hub's ints plus the GLUE / HANS string spellings.
+ENT0 = {"0": ENT, "1": NON, ENT: ENT, "not_entailment": NON, "non-entailment": NON, NON: NON}
+ENT1 = {"1": ENT, "0": NON, ENT: ENT, "not_entailment": NON, "non-entailment": NON, NON: NON}
+IDENTITY = {ENT: ENT, NON: NON}
+
+_GLUE = {"hub": "nyu-mll/glue", "revision": None, "premise": "premise", "hypothesis": "hypothesis", "label": "label"}
+
+BUILTINS: dict[str, dict] = {
+    "mnli": {**_GLUE, "config": "mnli", "split": "validation_matched", "label_map": THREE_WAY,
+             "description": "MNLI dev-matched (in-domain control); neutral dropped unless neutral: merge"},
+    "mnli_mm": {**_GLUE, "config": "mnli", "split": "validation_mismatched", "label_map": THREE_WAY,
+                "description": "MNLI dev-mismatched (other genres)"},
+    "mnli_train": {**_GLUE, "config": "mnli", "split": "train", "label_map": THREE_WAY,
+                   "description": "MNLI train (training pool)"},
+    "snli": {"hub": "stanfordnlp/snli", "config": "plain_text", "revision": None, "split": "test",
+             "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
+             "description": "SNLI test (image captions)"},
+    "snli_train": {"hub": "stanfordnlp/snli", "config": "plain_text", "revision": None, "split": "train",
+                   "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
+                   "description": "SNLI train (training pool)"},
+    "scitail": {"hub": "allenai/scitail", "config": "dgem_format", "revision": None, "split": "test",
+                "premise": "premise", "hypothesis": "hypothesis", "label": "label",
+                "label_map": {"entails": ENT, "neutral": NON, ENT: ENT, "not_entailment": NON},
+                "description": "SciTail test (science exam questions)"},
+    "rte": {**_GLUE, "config": "rte", "premise": "sentence1", "hypothesis": "sentence2", "split": "train",
+            "label_map": ENT0, "description": "GLUE RTE train (used as an OOD testset)"},
+    "wnli": {**_GLUE, "config": "wnli", "premise": "sentence1", "hypothesis": "sentence2", "split": "train",
+             "label_map": ENT1, "description": "GLUE WNLI train (Winograd schemas; used as an OOD testset)"},
+    "hans": {"hub": "jhu-cogsci/hans", "config": "plain_text", "revision": "refs/convert/parquet",
+             "split": "validation", "premise": "premise", "hypothesis": "hypothesis", "label": "label",
+             "label_map": ENT0, "slice": ["heuristic", "@label"],
+             "description": "HANS evaluation set; slices = heuristic/label"},
+    "anli": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r3",
+             "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
+             "description": "ANLI round 3 test (adversarial)"},
+    "anli_r1": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r1",
+                "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
+                "description": "ANLI round 1 test (adversarial)"},
+    "anli_r2": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r2",
+                "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
+                "description": "ANLI round 2 test (adversarial)"},
+    "paws": {"hub": "google-research-datasets/paws", "config": "labeled_final", "revision": None, "split": "test",
+             "premise": "sentence1", "hypothesis": "sentence2", "label": "label", "label_map": ENT1,
+             "description": "PAWS-Wiki test (paraphrase = entailment)"},
+    "sick": {"premise": "sentence_A", "hypothesis": "sentence_B", "label": "entailment_label",
+             "id": "pair_ID", "label_map": THREE_WAY, "filter": {"SemEval_set": "TEST"}, "format": "tsv",
+             "description": "SICK test (local only: set data.testsets.sick.path to SICK.txt)"},
+}
+
+# The synthetic shift suite (oodcorr.data.synthetic): CPU quickstart without the hub.
+_SYN = {"premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": IDENTITY,
+        "slice": "template"}
+SYNTHETIC = {
+    "synth_train": ("train", 2000, "SYNTHETIC in-domain training pool (templated, small vocabulary)"),
+    "synth_id": ("id", 400, "SYNTHETIC in-domain test (same templates/vocabulary as synth_train)"),
+    "synth_overlap": ("overlap", 400, "SYNTHETIC OOD: HANS-style full lexical overlap, incl. non-entailments"),
+    "synth_negation": ("negation", 400, "SYNTHETIC OOD: every pair contains a negation"),
+    "synth_vocab": ("vocab", 400, "SYNTHETIC OOD: unseen vocabulary (no content word shared with synth_train)"),
+    "synth_embedded": ("embedded", 400, "SYNTHETIC OOD: longer premises with embedded / relative clauses"),
+}
+for _name, (_kind, _size, _desc) in SYNTHETIC.items():
+    BUILTINS[_name] = {**_SYN, "synthetic": _kind, "size": _size, "description": _desc}
+
+
+def known_names(params: dict | None = None) -> list[str]:
+    """Built-in names followed by names declared only in params (data.testsets)."""
+    declared = ((params or {}).get("data") or {}).get("testsets") or {}
+    return list(BUILTINS) + [n for n in declared if n not in BUILTINS]
+
+
+def resolve(params: dict | None, name: str) -> dict:
+    """The effective entry for `name`: the built-in merged with data.testsets.<name> (params win).
+
+    Adds `name`, `kind` (hub | local | synthetic) and `user_keys` (keys set in params), and checks
+    the entry is complete, so errors surface before anything is loaded or written.
+    """
+    declared = ((params or {}).get("data") or {}).get("testsets") or {}
+    if name not in BUILTINS and name not in declared:
+        raise UserError(f"unknown testset {name!r}{closest(name, known_names(params))}; "
+                        "see `oodcorr testsets` or declare it under data.testsets")
+    user = dict(declared.get(name) or {})
+    spec = copy.deepcopy(BUILTINS.get(name, {}))
+    spec.update(copy.deepcopy(user))
+    spec["name"], spec["user_keys"] = name, sorted(user)
+    where = f"params: data.testsets.{name}" if name in declared else f"testset {name}"
+    if user.get("path"):
+        spec["kind"] = "local"
+    elif spec.get("synthetic"):
+        spec["kind"] = "synthetic"
+    elif spec.get("hub"):
+        spec["kind"] = "hub"
+    else:
+        raise UserError(f"{where}: no source; give `path` (a tsv/csv/jsonl file) or `hub`")
+    for key in ("premise", "hypothesis", "label"):
+        if not spec.get(key):
+            raise UserError(f"{where}.{key}: missing (the column holding the {key})")
+    lm = spec.get("label_map")
+    if not isinstance(lm, dict) or not lm:
+        raise UserError(f"{where}.label_map: missing (map raw labels to entailment / non_entailment / drop)")
+    spec["label_map"] = {str(k): v for k, v in lm.items()}
+    for raw, target in spec["label_map"].items():
+        if target not in TARGETS:
+            raise UserError(f"{where}.label_map.{raw}: {target!r} is not one of {', '.join(TARGETS)}")
+    neutral = spec.get("neutral") or ((params or {}).get("data") or {}).get("neutral") or "drop"
+    if neutral not in ("drop", "merge"):
+        raise UserError(f"{where}.neutral: {neutral!r} is not 'drop' or 'merge'")
+    spec["neutral"] = neutral
+    if spec["kind"] == "hub" and not spec.get("split"):
+        raise UserError(f"{where}.split: missing (which split of {spec['hub']} to load)")
+    fmt = spec.get("format")
+    if spec["kind"] == "local" and fmt not in (None, "tsv", "csv", "jsonl"):
+        raise UserError(f"{where}.format: {fmt!r} is not tsv, csv or jsonl")
+    if spec["kind"] == "synthetic":
+        from oodcorr.data.synthetic import KINDS
+
+        if spec["synthetic"] not in KINDS:
+            raise UserError(f"{where}.synthetic: unknown generator {spec['synthetic']!r}"
+                            f"{closest(spec['synthetic'], KINDS)}; known: {', '.join(KINDS)}")
+    return spec
+
+
+def describe_source(spec: dict) -> str:
+    """One string naming where the rows come from (recorded in the manifest)."""
+    if spec["kind"] == "local":
+        return f"file:{spec['path']}"
+    if spec["kind"] == "synthetic":
+        return f"synthetic:{spec['synthetic']} (oodcorr generator, size {spec.get('size')})"
+    rev = f"@{spec['revision']}" if spec.get("revision") else ""
+    cfg = f"/{spec['config']}" if spec.get("config") else ""
+    return f"hub:{spec['hub']}{cfg}{rev}"
+
+
+def label_scheme(spec: dict) -> str:
+    """Short description of the label mapping, e.g. '3-way, neutral dropped'."""
+    targets = set(spec["label_map"].values())
+    if "neutral" in targets:
+        return "3-way, neutral " + ("merged" if spec.get("neutral") == "merge" else "dropped")
+    return "binary"

@@ -1,0 +1,446 @@
+"""Train stage: pattern-based few-shot (Q)LoRA fine-tuning of a causal LM, with checkpoints on a schedule
+(step 0 = the untouched base), resumable after a kill (bit-identical on CPU), tracked in one MLflow run.
+
+Layout: runs/<run>/run.json and runs/<run>/checkpoints/checkpoint-<step>/ (adapter + oodcorr_checkpoint.json;
+the newest one also holds training_state.pt so a rerun continues from it).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import click
+
+from oodcorr.errors import UserError
+
+# Paper-like defaults (few-shot PBFT, Mosbach et al. 2023, with LoRA): 40 epochs over the shots with
+# 10% warmup; lr 1e-4 is the usual LoRA rate (their full fine-tuning used 1e-5). Log-spaced checkpoints
+# resolve the early training dynamics that the ID/OOD correlation analysis needs.
+DEFAULTS = {
+    "revision": None, "pattern": "{premise} Question: {hypothesis} Yes or No?",
+    "verbalizer": {"entailment": " Yes", "non_entailment": " No"}, "loss": "full_vocab", "sampling": "balanced",
+    "lora": {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": "auto"}, "finetune": "lora",
+    "quantization": "auto", "dtype": "auto", "gradient_checkpointing": False, "lr": 1e-4, "weight_decay": 0.0,
+    "warmup_ratio": 0.1, "max_grad_norm": 1.0, "batch_size": 8, "grad_accum": 1, "epochs": 40, "max_steps": None,
+    "max_length": 256, "checkpoints": {"every": None, "log_spaced": 10}, "quiet": False,
+}
+CHOICES = {"loss": ("full_vocab", "verbalizer"), "sampling": ("balanced", "uniform"), "finetune": ("lora", "full"),
+           "quantization": ("auto", "nf4", "none"), "dtype": ("auto", "float32", "bfloat16", "float16")}
+NOT_IDENTITY = ("quiet",)  # keys that do not change the result: editing them does not restart a run
+STATE_FILE = "training_state.pt"
+META_FILE = "oodcorr_checkpoint.json"
+KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: hard-exit after this step (simulates a kill)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def resolve_config(params: dict, run_key: str) -> dict:
+    """`runs.<key>` over `train` over DEFAULTS, with value checks (types are checked by config.validate)."""
+    from oodcorr.config import resolve_run
+
+    cfg = _merge(DEFAULTS, resolve_run(params, run_key))
+    where = f"params: runs.{run_key}"
+    for key, allowed in CHOICES.items():
+        if cfg[key] not in allowed:
+            raise UserError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {cfg[key]!r}")
+    for key in ("shots", "batch_size", "grad_accum", "max_length"):
+        if cfg[key] < 1:
+            raise UserError(f"{where}.{key}: must be >= 1, got {cfg[key]}")
+    for key, value in (("lr", cfg["lr"]), ("epochs", cfg["epochs"]), ("lora.r", cfg["lora"]["r"])):
+        if value <= 0:
+            raise UserError(f"{where}.{key}: must be > 0, got {value}")
+    if not 0 <= cfg["warmup_ratio"] < 1:
+        raise UserError(f"{where}.warmup_ratio: must be in [0, 1), got {cfg['warmup_ratio']}")
+    if cfg["max_steps"] is not None and cfg["max_steps"] < 1:
+        raise UserError(f"{where}.max_steps: must be >= 1 or null, got {cfg['max_steps']}")
+    ck = cfg["checkpoints"]
+    if (ck.get("every") is not None and ck["every"] < 1) or (ck.get("log_spaced") is not None and ck["log_spaced"] < 2):
+        raise UserError(f"{where}.checkpoints: every must be >= 1 and log_spaced >= 2, got {ck}")
+    if cfg["finetune"] == "full" and cfg["quantization"] == "nf4":
+        raise UserError(f"{where}: finetune: full cannot train a 4-bit (nf4) model; use quantization: none")
+    if cfg["sampling"] == "balanced" and cfg["shots"] % 2:
+        raise UserError(f"{where}.shots: balanced sampling needs an even number of shots, got {cfg['shots']}")
+    return cfg
+
+
+def identity(cfg: dict | None) -> dict | None:
+    return None if cfg is None else {k: v for k, v in cfg.items() if k not in NOT_IDENTITY}
+
+
+def load_pool(params: dict, name: str) -> list[dict]:
+    from oodcorr.config import project_path
+
+    from oodcorr.data.prepare import load_prepared  # lazy: the data package imports its loaders
+
+    return load_prepared(project_path(params, (params.get("data") or {}).get("out") or "data/prepared"), name)
+
+
+def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) -> list[dict]:
+    """`shots` rows drawn with `data_seed`: balanced = shots/2 per label, uniform = any label mix."""
+    rng = random.Random(data_seed)
+    if shots > len(pool):
+        raise UserError(f"params: shots={shots} but the training pool has only {len(pool)} examples")
+    if sampling == "uniform":
+        return rng.sample(pool, shots)
+    picked = []
+    for label in ("entailment", "non_entailment"):
+        rows = [r for r in pool if r["label"] == label]
+        if len(rows) < shots // 2:
+            raise UserError(f"params: shots={shots} (balanced) needs {shots // 2} {label} examples, "
+                            f"the pool has {len(rows)}")
+        picked += rng.sample(rows, shots // 2)
+    rng.shuffle(picked)
+    return picked
+
+
+def _rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _seed_all(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def checkpoint_dirs(ckpt_dir: Path) -> dict[int, Path]:
+    """Complete checkpoints by step (atomic_dir temporaries start with '.' and are skipped)."""
+    out = {}
+    for d in ckpt_dir.glob("checkpoint-*") if ckpt_dir.is_dir() else []:
+        if (d / META_FILE).exists() and d.name.split("-", 1)[1].isdigit():
+            out[int(d.name.split("-", 1)[1])] = d
+    return dict(sorted(out.items()))
+
+
+def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None) -> Path:
+    """Atomically write checkpoint-<step>; the training state lives only in the newest checkpoint."""
+    import torch
+
+    from oodcorr.io import atomic_dir, write_json
+
+    target = ckpt_dir / f"checkpoint-{step}"
+    with atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if state is not None:
+            torch.save(state, tmp / STATE_FILE)
+        write_json(tmp / META_FILE, {**meta, "step": step})
+    if state is not None:
+        for s, d in checkpoint_dirs(ckpt_dir).items():
+            if s != step and (d / STATE_FILE).exists():
+                (d / STATE_FILE).unlink()
+    return target
+
+
+def _load_weights(model, ckpt: Path, finetune: str) -> None:
+    from safetensors.torch import load_file
+
+    if finetune == "lora":
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, load_file(ckpt / "adapter_model.safetensors"))
+    else:
+        state = {}
+        for f in sorted(ckpt.glob("*.safetensors")):
+            state.update(load_file(f))
+        model.load_state_dict(state, strict=False)
+
+
+def prepare_model(cfg: dict):
+    """Base model + tokenizer + prompter, wrapped for LoRA/QLoRA or made fully trainable."""
+    import torch
+
+    from oodcorr.models import add_lora, load_base_model
+    from oodcorr.prompts import Prompter
+
+    _seed_all(cfg["seed"])
+    quant = "none" if cfg["finetune"] == "full" and cfg["quantization"] == "auto" else cfg["quantization"]
+    model, tok, info = load_base_model(cfg["model"], cfg["revision"], quant, cfg["dtype"])
+    prompter = Prompter(tok, cfg["pattern"], cfg["verbalizer"], cfg["max_length"])
+    torch.manual_seed(cfg["seed"])  # LoRA A init depends only on the seed, not on how the base was loaded
+    if cfg["finetune"] == "lora":
+        model = add_lora(model, cfg["lora"], quantized=info["quantization"] == "nf4",
+                         gradient_checkpointing=cfg["gradient_checkpointing"])
+    else:
+        for p in model.parameters():
+            p.requires_grad_(True)
+        if cfg["gradient_checkpointing"]:
+            model.gradient_checkpointing_enable()
+    return model, tok, prompter, info
+
+
+def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_vocab"):
+    """Summed cross-entropy of the verbaliser token at each prompt's last non-pad position (over the full
+    vocabulary, or over the two verbaliser logits with loss=verbalizer)."""
+    import torch
+    import torch.nn.functional as F
+
+    from oodcorr.prompts import pad_batch
+
+    device = next(p for p in model.parameters() if p.device.type != "meta").device
+    ids, mask, last = pad_batch(seqs, pad_id)
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                logits_to_keep=last.unsqueeze(1).to(device))  # only the scored position reaches lm_head
+    logits = out.logits[:, -1, :].float() if out.logits.shape[1] == 1 else \
+        out.logits[torch.arange(len(seqs)), last.to(device)].float()
+    vids = torch.tensor(prompter.verbalizer_ids, device=device)
+    target = torch.tensor(labels, device=device)
+    if loss == "verbalizer":
+        return F.cross_entropy(logits[:, vids], target, reduction="sum")
+    return F.cross_entropy(logits, vids[target], reduction="sum")
+
+
+class MetricLog:
+    """Buffered train/* metrics; steps already in the store (an earlier attempt of this run) are skipped."""
+
+    def __init__(self, client, run_id: str):
+        self.client, self.run_id, self.buf, self.t = client, run_id, [], time.time()
+        hist = client.get_metric_history(run_id, "train/loss")
+        self.done = max((m.step for m in hist), default=-1)
+
+    def log(self, step: int, **values) -> None:
+        from mlflow.entities import Metric
+
+        if step <= self.done:
+            return
+        ts = int(time.time() * 1000)
+        self.buf += [Metric(f"train/{k}", float(v), ts, step) for k, v in values.items()]
+        if len(self.buf) >= 500 or time.time() - self.t > 10:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            self.client.log_batch(self.run_id, metrics=self.buf)
+        self.buf, self.t = [], time.time()
+
+
+def mlflow_run(params: dict, cfg: dict, info: dict, previous: dict | None, fresh: bool) -> str:
+    """The MLflow run of this training run: the recorded one when resuming; else a new one (tags and
+    the flattened resolved config logged once). A superseded run (config changed) is re-tagged."""
+    import mlflow
+    from mlflow.entities import Param
+
+    from oodcorr import tracking
+
+    exp_id = tracking.setup(params)
+    client = mlflow.MlflowClient()
+    run_key = cfg["run"]
+    old_id = (previous or {}).get("mlflow_run_id")
+    if not fresh:
+        found = tracking.find_run(params, run_key, old_id, kind="train")
+        if found:
+            return found
+    elif old_id:
+        try:
+            client.set_tag(old_id, "oodcorr.kind", "train-superseded")
+        except Exception:
+            pass
+    root = tracking.project_root(params)
+    tags = {"oodcorr.run_key": run_key, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
+            "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
+    commit = tracking.git_commit(root)
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    run = client.create_run(exp_id, run_name=run_key, tags=tags)
+    flat = tracking.flatten(cfg)
+    items = [Param(k, v) for k, v in flat.items()]
+    for i in range(0, len(items), 100):
+        client.log_batch(run.info.run_id, params=items[i: i + 100])
+    return run.info.run_id
+
+
+def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
+    """Train (or resume, or skip when finished) one run; returns its run.json content."""
+    from oodcorr.config import project_path
+    from oodcorr.io import write_json
+    from oodcorr.memory import checkpoint_schedule, plan_steps
+    from oodcorr.prompts import check_pattern
+
+    cfg = resolve_config(params, run_key)
+    quiet = cfg["quiet"] if quiet is None else quiet
+    run_dir = project_path(params, "runs") / run_key
+    ckpt_dir = run_dir / "checkpoints"
+    previous = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else None
+    same = previous is not None and identity(previous.get("config")) == identity(cfg)
+    if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
+        click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
+        return previous
+
+    # Everything a user can get wrong is checked before anything is written.
+    check_pattern(cfg["pattern"])
+    examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
+    from oodcorr.models import check_available
+
+    check_available(cfg["model"], cfg["revision"])
+    model, tok, prompter, info = prepare_model(cfg)
+    plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
+                      cfg["seed"])
+    total = len(plan)
+    schedule = checkpoint_schedule(total, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced"))
+
+    if not same and ckpt_dir.exists():
+        shutil.rmtree(ckpt_dir)
+    run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
+    record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
+              "example_ids": [e["id"] for e in examples], "checkpoint_steps": schedule, "total_steps": total,
+              "finished": False}
+    write_json(run_dir / "run.json", record)
+    _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet)
+    record["finished"] = True
+    write_json(run_dir / "run.json", record)
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    client.log_artifact(run_id, str(run_dir / "run.json"))
+    client.set_terminated(run_id, "FINISHED")
+    return record
+
+
+def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet) -> None:
+    import contextlib
+
+    import mlflow
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    total = len(plan)
+    seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
+    labels = prompter.label_ids([e["label"] for e in examples])
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
+    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": info["path"], "revision": info["revision"],
+            "base_model_type": info["model_type"], "finetune": cfg["finetune"],
+            "quantization": info["quantization"]}
+    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if (d / STATE_FILE).exists()}
+    start = 0
+    if resumable:
+        start, ckpt = max(resumable.items())
+        state = torch.load(ckpt / STATE_FILE, weights_only=False, map_location="cpu")
+        _load_weights(model, ckpt, cfg["finetune"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+    else:
+        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
+    device = info["device"]
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" and torch.cuda.is_bf16_supported()
+                else contextlib.nullcontext())
+    metrics = MetricLog(mlflow.MlflowClient(), run_id)
+    kill_at = int(os.environ.get(KILL_ENV, "-1"))
+    bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
+    model.train()
+    for step in range(start + 1, total + 1):
+        opt.zero_grad(set_to_none=True)
+        micro = plan[step - 1]
+        n = sum(len(mb) for mb in micro)
+        step_loss = 0.0
+        for mb in micro:
+            with autocast:
+                loss = batch_loss(model, prompter, [seqs[i] for i in mb], [labels[i] for i in mb],
+                                  tok.pad_token_id, cfg["loss"]) / n
+            loss.backward()
+            step_loss += loss.item()
+        if cfg["max_grad_norm"]:
+            torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"])
+        lr = sched.get_last_lr()[0]
+        opt.step()
+        sched.step()
+        metrics.log(step, loss=step_loss, lr=lr)
+        bar.update(1)
+        bar.set_postfix(loss=f"{step_loss:.4f}")
+        if step in schedule:
+            metrics.flush()
+            save_checkpoint(model, ckpt_dir, step, meta, _state(opt, sched, step))
+        if step == kill_at:
+            metrics.flush()
+            os._exit(137)
+    bar.close()
+    metrics.flush()
+
+
+def _state(opt, sched, step: int) -> dict:
+    """What a resume needs besides the weights. The data order is a pure function of the seed
+    (memory.plan_steps), so no loader/generator state is stored."""
+    return {"step": step, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": _rng_state()}
+
+
+def dry_run_info(params: dict, run_key: str) -> dict:
+    """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
+    from oodcorr.memory import checkpoint_schedule, estimate_memory, meta_model, param_counts, plan_steps
+    from oodcorr.models import check_available, lora_targets
+
+    cfg = resolve_config(params, run_key)
+    path = check_available(cfg["model"], cfg["revision"])
+    model = meta_model(path, cfg["revision"])
+    targets = lora_targets(model, cfg["lora"]["target_modules"])
+    counts = param_counts(model, targets, cfg["lora"]["r"])
+    steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))
+    mem = estimate_memory(model.config, cfg["batch_size"], cfg["max_length"], cfg["lora"]["r"], counts["lora"],
+                          counts["total"], counts["linear"], cfg["gradient_checkpointing"])
+    trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
+    return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
+            "lora_targets": targets, "steps": steps, "checkpoint_steps": checkpoint_schedule(
+                steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
+
+
+def _print_dry_run(d: dict) -> None:
+    m = d["memory"]
+    click.echo(f"run {d['run']}: model {d['model']}")
+    click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
+               f"(LoRA on {', '.join(d['lora_targets'])})")
+    click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
+    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB):")
+    for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
+        click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
+                   f"{'yes' if m['fits'][key] else 'no'}")
+
+
+@click.command("train")
+@click.option("--run", "run_key", required=True, help="Run key under `runs:` in params.yaml.")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="params.yaml (default: the project's).")
+@click.option("--dry-run", is_flag=True, help="Print sizes, steps and a memory estimate; write nothing.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def train_cmd(run_key, params_file, dry_run, quiet):
+    """Few-shot (Q)LoRA training of one run; resumes after a kill, no-op when finished."""
+    from oodcorr.config import load_params
+
+    params = load_params(params_file)
+    if dry_run:
+        _print_dry_run(dry_run_info(params, run_key))
+        return
+    record = train_run(params, run_key, quiet=True if quiet else None)
+    click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, "
+               f"mlflow run {record['mlflow_run_id']}", err=True)
