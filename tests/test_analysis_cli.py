@@ -36,8 +36,8 @@ def test_analyze_writes_all_outputs(project):
     assert "analysed 2 runs, 2 models, 3 OOD pairs" in res.output
     out = project / "results"
     for name in ("partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "summary.json", "report.html",
-                 "plots/accuracy_vs_step.csv", "heatmap_m1_linear.png", "heatmap_m2_gam.png",
-                 "scatter_hans_anli.png", "curves_m1-s0.png", "curves_m2-s0.png"):
+                 "plots/accuracy_vs_step.csv", "figures/heatmap_m1_linear.png", "figures/heatmap_m2_gam.png",
+                 "figures/scatter_hans_anli.png", "figures/curves_m1-s0.png", "figures/curves_m2-s0.png"):
         assert (out / name).is_file(), name
     partials = pd.read_csv(out / "partial_correlations.csv")
     required = {"run", "model", "train_set", "shots", "seed", "method", "testset_a", "testset_b", "r", "n", "k",
@@ -62,7 +62,7 @@ def test_analyze_options_override_params_and_user_errors(project):
     assert res.exit_code == 0, res.output
     partials = pd.read_csv(project / "o2" / "partial_correlations.csv")
     assert set(partials["method"]) == {"linear", "raw"} and "boot_ci_low" not in partials
-    assert not list((project / "o2").glob("*.png"))
+    assert not list((project / "o2").glob("**/*.png"))
     res = runner.invoke(cli, ["analyze", "--metrics", "nope.jsonl", "--no-mlflow"])
     assert res.exit_code == 2 and "error: metrics file not found" in res.output
     (project / "params.yaml").write_text("analyze: {methds: [linear]}\n")
@@ -88,7 +88,7 @@ def test_mlflow_logs_one_analysis_run(project):
     assert run.data.tags["oodcorr.training_run.1"] == "train1" and run.data.tags["oodcorr.kind"] == "analysis"
     assert run.data.metrics["n_models"] == 2 and "methods.linear.mean_abs_r" in run.data.metrics
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"report.html", "summary.json", "partial_correlations.csv", "heatmap_m1_linear.png", "plots"} <= artifacts
+    assert {"report.html", "summary.json", "partial_correlations.csv", "figures", "plots"} <= artifacts
     assert run.info.status == "FINISHED"
 
 

@@ -118,3 +118,15 @@ def test_multiple_testing_adjustment_keeps_nan():
     assert np.isnan(holm[1]) and np.isnan(bh[1])
     np.testing.assert_allclose(holm[[0, 2, 3]], multipletests(p[[0, 2, 3]], method="holm")[1])
     np.testing.assert_allclose(bh[[0, 2, 3]], multipletests(p[[0, 2, 3]], method="fdr_bh")[1])
+
+
+def test_adjustment_matches_statsmodels_on_random_p():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 7, 50):
+        p = rng.uniform(0, 0.2, m) ** 2
+        p[rng.integers(0, m)] = p[0]  # ties
+        holm, bh = adjust_pvalues(p)
+        np.testing.assert_allclose(holm, multipletests(p, method="holm")[1], rtol=1e-12)
+        np.testing.assert_allclose(bh, multipletests(p, method="fdr_bh")[1], rtol=1e-12)

@@ -246,12 +246,31 @@ def _score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) -
     return scored, failures
 
 
+def _silence() -> None:
+    """--quiet: no weight-loading bars or MLflow store INFO lines, so stderr holds only errors."""
+    import logging
+
+    import mlflow  # noqa: F401  (mlflow sets its logger levels on import; override them after)
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
 def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quiet: bool = False) -> dict:
     """Evaluate every checkpoint of `run` on every testset; returns {"scored": [(step, testset)] scored by
     this process, "cached": n, "failed": [...], "eval_dir": path}. Raises UserError (after writing the
     outputs of what worked) when checkpoints failed."""
     from oodcorr.data.prepare import load_prepared, prepared_dir, read_manifest
 
+    if quiet:
+        _silence()
     cfg = resolve_run(params, run)
     names = testset_names(params, cfg, testsets)
     pdir = prepared_dir(params)
@@ -288,7 +307,8 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         dist.all_gather_object(gathered, fails)  # also the barrier: every shard's cache files are written
         fails = [f for g in gathered for f in g]
     failed += sorted(set(fails))
-    result = {"scored": scored, "cached": len(pairs) - len(pending), "failed": failed, "eval_dir": str(eval_dir)}
+    result = {"scored": scored, "cached": len(pairs) - len(pending), "failed": failed, "eval_dir": str(eval_dir),
+              "rank": rank, "world_size": world}
     try:
         if rank == 0:
             bad_steps = {f.split(" ", 1)[0] for f in fails}
@@ -308,8 +328,8 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
 
 def _metric_key(*parts: str) -> str:
-    """MLflow keys allow [A-Za-z0-9_-. /]; slice names may hold other characters."""
-    return "/".join(re.sub(r"[^A-Za-z0-9_\-. ]", "_", str(p)) for p in parts)
+    """MLflow keys allow [A-Za-z0-9_-. /]; slice names (e.g. `lexical_overlap/entailment`) may hold others."""
+    return "/".join(re.sub(r"[^A-Za-z0-9_\-. /]", "_", str(p)) for p in parts)
 
 
 def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
@@ -390,5 +410,7 @@ def evaluate_cmd(run_key, params_file, testsets, quiet):
     quiet = quiet or bool((params.get("evaluate") or {}).get("quiet"))
     only = [t.strip() for t in testsets.split(",") if t.strip()] if testsets else None
     res = evaluate_run(params, run_key, only, quiet)
-    if not quiet and "metrics" in res:
-        click.echo(f"{run_key}: scored {len(res['scored'])} pair(s), {res['cached']} cached -> {res['metrics']}")
+    if not quiet:
+        who = f" [rank {res['rank']}/{res['world_size']}]" if res["world_size"] > 1 else ""
+        where = f" -> {res['metrics']}" if "metrics" in res else ""
+        click.echo(f"{run_key}{who}: scored {len(res['scored'])} pair(s), {res['cached']} cached{where}")

@@ -176,6 +176,18 @@ def _load_weights(model, ckpt: Path, finetune: str) -> None:
         model.load_state_dict(state, strict=False)
 
 
+def preflight(cfg: dict) -> None:
+    """Fail in seconds, before loading weights: model reachable, verbaliser one token, LoRA targets exist."""
+    from oodcorr.memory import meta_model
+    from oodcorr.models import check_available, load_tokenizer, lora_targets
+    from oodcorr.prompts import Prompter
+
+    path = check_available(cfg["model"], cfg["revision"])
+    Prompter(load_tokenizer(cfg["model"], cfg["revision"]), cfg["pattern"], cfg["verbalizer"], cfg["max_length"])
+    if cfg["finetune"] == "lora":
+        lora_targets(meta_model(path, cfg["revision"]), cfg["lora"]["target_modules"])
+
+
 def prepare_model(cfg: dict):
     """Base model + tokenizer + prompter, wrapped for LoRA/QLoRA or made fully trainable."""
     import torch
@@ -299,9 +311,11 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     # Everything a user can get wrong is checked before anything is written.
     check_pattern(cfg["pattern"])
     examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
-    from oodcorr.models import check_available
+    preflight(cfg)
+    if quiet:
+        from transformers.utils import logging as hf_logging
 
-    check_available(cfg["model"], cfg["revision"])
+        hf_logging.disable_progress_bar()
     model, tok, prompter, info = prepare_model(cfg)
     plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
                       cfg["seed"])

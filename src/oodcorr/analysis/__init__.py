@@ -1,0 +1,13 @@
+"""Analysis stage: partial correlations between OOD testsets across checkpoints (ID accuracy regressed
+out), seed pooling, cross-model consistency, figures and report.
+
+  partial.py      correlation methods (raw, linear, rank, gam), bootstrap, Holm/BH
+  consistency.py  Fisher-z pooling over seeds, cross-model heterogeneity and verdicts, summary
+  plots.py        heatmaps, residual scatter grid, accuracy curves
+  report.py       self-contained report.html
+  stage.py        run_analysis() (the DVC stage) and log_to_mlflow()
+  commands.py     `oodcorr analyze`
+  simulate.py     trajectories with known residual correlation (tests, bench)
+
+Nothing heavy is imported here, so `oodcorr --help` stays fast.
+"""

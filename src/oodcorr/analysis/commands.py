@@ -10,26 +10,18 @@ import click
 
 
 def _tracking(params: dict | None, root: Path) -> tuple[str, str]:
-    """(tracking_uri, experiment): the lead's oodcorr.tracking when it offers a resolver, else the
-    documented rule (study.tracking_uri or absolute sqlite under <project>/mlruns; study name)."""
-    study = (params or {}).get("study") or {}
-    experiment = study.get("experiment") or study.get("name") or "oodcorr"
-    try:
-        from oodcorr import tracking
+    """(tracking_uri, experiment) of the study, with the experiment created where training would."""
+    from oodcorr import tracking
 
-        for fname in ("resolve_tracking_uri", "tracking_uri"):
-            fn = getattr(tracking, fname, None)
-            if callable(fn):
-                return fn(params or {}), experiment
-    except ImportError:
-        pass
-    uri = study.get("tracking_uri") or f"sqlite:///{(root / 'mlruns' / 'mlflow.db').resolve()}"
-    return uri, experiment
+    params = params or {"_root": str(root)}
+    tracking.setup(params)
+    return tracking.tracking_uri(params), tracking.experiment_name(params)
 
 
 @click.command("analyze")
 @click.option("--metrics", "metrics", multiple=True, type=click.Path(dir_okay=False),
-              help="metrics.jsonl file(s); default: runs/*/eval/metrics.jsonl under the project root.")
+              help="metrics.jsonl file(s); default: runs/<run>/eval/metrics.jsonl of every run in params.yaml "
+                   "(else runs/*/eval/metrics.jsonl).")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
               help="params.yaml (its `analyze` section); default: the project's params.yaml if present.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
@@ -54,7 +46,13 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
         root = find_project_root()
         params = load_params(root / PARAMS_FILE) if (root / PARAMS_FILE).exists() else None
     cfg = (params or {}).get("analyze") or {}
-    files = list(metrics) or sorted(glob.glob(str(root / "runs" / "*" / "eval" / "metrics.jsonl")))
+    runs = (params or {}).get("runs")
+    if metrics:
+        files = list(metrics)
+    elif runs:  # the study's runs only: stale run folders from older params are not analysed
+        files = [str(root / "runs" / key / "eval" / "metrics.jsonl") for key in runs]
+    else:
+        files = sorted(glob.glob(str(root / "runs" / "*" / "eval" / "metrics.jsonl")))
     out_dir = Path(out) if out else (project_path(params, cfg["out"]) if params and cfg.get("out") else root / "results")
     tracking_uri, experiment = _tracking(params, root)
     use_mlflow = use_mlflow if use_mlflow is not None else cfg.get("mlflow", True)

@@ -126,7 +126,7 @@ def cross_model(pooled: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods) -> dict:
+def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha: float = 0.05) -> dict:
     """Small, flat-ish dict for summary.json (a DVC metric) and MLflow metrics."""
     runs = partials.drop_duplicates("run") if len(partials) else partials
     summary = {
@@ -143,7 +143,7 @@ def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods) -> dic
         multi = cm[cm["n_models_valid"] >= 2] if len(cm) else cm
         summary["methods"][m] = {
             "mean_abs_r": float(np.nanmean(np.abs(pm["r"]))) if len(pm) and np.isfinite(pm["r"]).any() else None,
-            "share_significant_bh": float((pm["p_bh"] < 0.05).mean()) if len(pm) else None,
+            "share_significant_bh": float((pm["p_bh"] < alpha).mean()) if len(pm) else None,
             "share_sign_flip": float(multi["sign_flip"].mean()) if len(multi) else None,
             "share_model_dependent": float((multi["verdict"] == "model_dependent").mean()) if len(multi) else None,
             "n_flagged": int((pm["flag"].fillna("") != "").sum()) if len(pm) else 0,

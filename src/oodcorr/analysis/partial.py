@@ -11,7 +11,9 @@ Methods (all return r, n, k, df = n - 2 - k, p from t = r*sqrt(df/(1-r^2)), Fish
 se = 1/sqrt(n - 3 - k)):
   raw     unpartialled Pearson r (k = 0): shows how much shared ID progress drives the correlation.
   linear  Pearson partial r, control = ID accuracy (k = 1).
-  rank    Spearman partial r: ranks of everything, then `linear` (k = 1).
+  rank    Spearman partial r: ranks of everything, then `linear` (k = 1). A robustness check, not the
+          primary method: when ID saturates (dense ranks near the top) rank-linear residualisation
+          leaves shared non-linearity, and in simulations with rho = 0 it rejected ~19% at alpha = .05.
   gam     A ~ s(ID), B ~ s(ID) with a penalised cubic B-spline (statsmodels BSplines/GLMGam penalty),
           smoothing weight chosen per testset by GCV on a fixed log grid; r = Pearson r of the two
           residual series; k = max(edf_A, edf_B) - 1, the effective df of the larger smooth (without
@@ -68,7 +70,7 @@ def residualise_linear(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
     Yc = Y - Y.mean(axis=-2, keepdims=True)
     sxx = (xc**2).sum(axis=-1)[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        beta = np.einsum("...n,...nt->...t", xc, Yc) / sxx
+        beta = (xc[..., None, :] @ Yc)[..., 0, :] / sxx
     return Yc - xc[..., None] * beta[..., None, :]
 
 
@@ -128,7 +130,7 @@ def _corr_cols(R: np.ndarray) -> np.ndarray:
     norm = np.sqrt((Rc**2).sum(axis=-2))
     with np.errstate(divide="ignore", invalid="ignore"):
         Rn = Rc / norm[..., None, :]
-        C = np.einsum("...ni,...nj->...ij", Rn, Rn)
+        C = np.swapaxes(Rn, -1, -2) @ Rn
     return np.clip(C, -1.0, 1.0)
 
 
@@ -248,15 +250,22 @@ def analyse_run(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[dic
 
 
 def adjust_pvalues(p) -> tuple[np.ndarray, np.ndarray]:
-    """Holm and Benjamini-Hochberg adjusted p over the finite entries (NaN stays NaN)."""
-    from statsmodels.stats.multitest import multipletests
+    """Holm and Benjamini-Hochberg adjusted p over the finite entries (NaN stays NaN).
 
+    Same numbers as statsmodels `multipletests(method="holm" / "fdr_bh")` (checked in the tests), but
+    that function runs gc.collect() on every call (~80 ms), which dominated a study-sized analysis."""
     p = np.asarray(p, float)
     holm, bh = np.full_like(p, np.nan), np.full_like(p, np.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        holm[ok] = multipletests(p[ok], method="holm")[1]
-        bh[ok] = multipletests(p[ok], method="fdr_bh")[1]
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m:
+        q = p[ok]
+        up = np.argsort(q, kind="mergesort")
+        h = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * q[up]))
+        holm[ok[up]] = h
+        down = up[::-1]
+        b = np.minimum(1.0, np.minimum.accumulate(q[down] * m / np.arange(m, 0, -1)))
+        bh[ok[down]] = b
     return holm, bh
 
 

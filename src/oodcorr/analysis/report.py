@@ -95,7 +95,7 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
                           ("Accuracy curves", "curves_")):
         chosen = [f for f in figs if f.startswith(prefix)]
         if chosen:
-            parts.append(f"<h2>{title}</h2>" + "".join(_img(out / f, figures[f]) for f in chosen))
+            parts.append(f"<h2>{title}</h2>" + "".join(_img(out / "figures" / f, figures[f]) for f in chosen))
 
     parts.append("<h2>Seeds pooled per model</h2>")
     parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",

@@ -35,7 +35,8 @@ def trajectories(n_steps: int, rho, shapes=("quadratic", "sigmoid"), noise: floa
         C = np.asarray(rho, float)
     else:  # scalar: only the first two testsets share noise, so any rho in (-1, 1) is a valid matrix
         C = np.eye(T)
-        C[0, 1] = C[1, 0] = float(rho)
+        if T > 1:
+            C[0, 1] = C[1, 0] = float(rho)
     E = rng.multivariate_normal(np.zeros(T), C, size=n_steps) * noise
     Y = np.column_stack([SHAPES[s](u) for s in shapes]) + E
     return steps, id_acc, Y

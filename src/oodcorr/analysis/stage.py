@@ -9,7 +9,6 @@ DVC would cache.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
@@ -38,8 +37,10 @@ def load_metrics(files, slices: bool = False):
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                if not isinstance(obj, dict):
+                    raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
                 missing = [k for k in REQUIRED if k not in obj]
-                if not isinstance(obj, dict) or missing:
+                if missing:
                     raise UserError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
                 if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
                     raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
@@ -175,7 +176,7 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     partials = compute_partials(runs, all_methods, bootstrap, alpha, seed)
     pooled = pool_seeds(partials, alpha)
     consistency = cross_model(pooled, alpha)
-    summary = summarise(partials, consistency, all_methods)
+    summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=bootstrap, methods_requested=methods,
                    models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
     pair = _scatter_pair(runs, partials, scatter_pair, methods[0])
@@ -196,7 +197,8 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
         if plots:
             from oodcorr.analysis.plots import make_figures
 
-            figures = make_figures(tmp, runs, pooled, all_methods, pair, alpha)
+            (tmp / "figures").mkdir()
+            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha)
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.report import write_report

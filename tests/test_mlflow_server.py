@@ -1,0 +1,84 @@
+"""A real `mlflow server` on 127.0.0.1 (free port): a tiny study logs to it over HTTP and the runs,
+per-checkpoint curves and analysis artifacts are read back over the REST API."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from study_helpers import BIN, env, sh, tiny_params
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rest(base, path, body=None, **query):
+    url = f"{base}/api/2.0/mlflow/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not start within 120 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_tiny_study_logs_to_a_live_server(server, tmp_path):
+    params = tiny_params(None)
+    params["runs"] = {k: v for k, v in params["runs"].items() if k.startswith("tiny-olmo2")}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    run_key = next(iter(params["runs"]))
+    oodcorr = BIN / "oodcorr"
+    for args in (["data", "prepare"], ["train", "--run", run_key, "--quiet"], ["evaluate", "--run", run_key, "--quiet"],
+                 ["analyze"]):
+        sh([oodcorr, *args], tmp_path, MLFLOW_TRACKING_URI=server)
+    exp = rest(server, "experiments/get-by-name", experiment_name="oodcorr/tiny")["experiment"]
+    runs = rest(server, "runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100})["runs"]
+    tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs]
+    kinds = sorted(t.get("oodcorr.kind") for t in tags)
+    assert kinds == ["analysis", "train"]
+    train = runs[[t.get("oodcorr.kind") for t in tags].index("train")]
+    assert train["info"]["run_name"] == run_key
+    hist = rest(server, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="eval/synth_vocab/accuracy")
+    steps = [m["step"] for m in hist["metrics"]]
+    ckpts = json.loads((tmp_path / "runs" / run_key / "run.json").read_text())["checkpoint_steps"]
+    assert sorted(steps) == sorted(ckpts)
+    analysis = runs[[t.get("oodcorr.kind") for t in tags].index("analysis")]
+    files = rest(server, "artifacts/list", run_id=analysis["info"]["run_id"]).get("files", [])
+    names = json.dumps(files)
+    assert "report.html" in names

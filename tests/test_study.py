@@ -1,0 +1,89 @@
+"""The study layer: presets, params validation before any stage runs, `--help` everywhere."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from oodcorr.cli import COMMANDS, cli
+from oodcorr.study import load_preset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_help_on_every_subcommand():
+    assert run("--help").exit_code == 0
+    groups = {"data": ["prepare"], "study": ["use", "check", "runs"]}
+    for name in COMMANDS:
+        res = run(name, "--help")
+        assert res.exit_code == 0, (name, res.output)
+        assert "Usage:" in res.output
+        for sub in groups.get(name, []):
+            res = run(name, sub, "--help")
+            assert res.exit_code == 0 and "Usage:" in res.output, (name, sub, res.output)
+
+
+def test_default_params_is_the_quickstart_preset():
+    assert yaml.safe_load((REPO / "params.yaml").read_text()) == load_preset("quickstart")
+
+
+def test_paper_preset_expands_grid_with_readable_keys():
+    tree = load_preset("paper")
+    runs = tree["runs"]
+    assert len(runs) == 5 * 2 * 4 * 3
+    assert runs["olmo2-13b_mnli_64_s0"] == {"model": "olmo2-13b", "train_set": "mnli_train", "id_testset": "mnli",
+                                            "shots": 64, "data_seed": 0, "seed": 0}
+    assert tree["evaluate"]["testsets"] == ["mnli", "snli", "scitail", "rte", "hans", "anli", "wnli", "paws"]
+    small = load_preset("paper", models=["opt-2.7b"], shots=[16], seeds=[1])
+    assert list(small["runs"]) == ["opt-2.7b_mnli_16_s1", "opt-2.7b_snli_16_s1"]
+
+
+def test_study_use_switches_and_keeps_backup(tmp_path):
+    params = tmp_path / "params.yaml"
+    shutil.copy(REPO / "params.yaml", params)
+    res = run("study", "use", "paper", "--params", params, "--models", "opt-2.7b,olmo2-7b", "--shots", "16")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "params.yaml.bak").read_text() == (REPO / "params.yaml").read_text()
+    assert run("study", "check", "--params", params).exit_code == 0
+    keys = run("study", "runs", "--params", params).output.split()
+    assert keys[0] == "opt-2.7b_mnli_16_s0" and len(keys) == 2 * 2 * 3
+    assert run("study", "use", "quickstart", "--params", params).exit_code == 0
+    assert yaml.safe_load(params.read_text()) == load_preset("quickstart")
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda p: p["train"].__setitem__("lr", "fast"), "params: train.lr: expected int or number, got str 'fast'"),
+    (lambda p: p["train"].__setitem__("learning_rate", 0.1), "params: unknown key 'train.learning_rate'"),
+    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("model", "smolm2-135m"),
+     "params: runs.smollm2-135m_synth_32_s0.model: unknown model 'smolm2-135m' (did you mean 'smollm2-135m'?)"),
+    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("train_set", "synth_trian"),
+     "params: runs.smollm2-135m_synth_32_s0.train_set: unknown testset 'synth_trian' (did you mean 'synth_train'?)"),
+    (lambda p: p["evaluate"]["testsets"].append("hanz"), "params: evaluate.testsets[5]: unknown testset 'hanz'"),
+    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("shots", 3.5),
+     "params: runs.smollm2-135m_synth_32_s0.shots: expected int, got float 3.5"),
+])
+def test_bad_params_one_line_before_any_stage(tmp_path, edit, expected):
+    tree = yaml.safe_load((REPO / "params.yaml").read_text())
+    edit(tree)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(tree))
+    for args in (["study", "check", "--params", params], ["data", "prepare", "--params", params]):
+        res = run(*args)
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: " + expected), res.output
+        assert "Traceback" not in res.output
+    assert not (tmp_path / "data").exists()
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("train:\n  lr: [1\n")
+    res = run("study", "check", "--params", params)
+    assert res.exit_code == 2 and f"{params}:" in res.output and "invalid YAML" in res.output
