@@ -203,8 +203,11 @@ def test_two_processes_equal_one(tmp_path, mlflow_uri):
     ev = tmp_path / "runs" / "r1" / "eval"
     single = io.read_jsonl(ev / "metrics.jsonl")
     shutil.rmtree(ev)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--num_processes", "2", "--cpu",
+    # accelerate 1.x: `--cpu` goes through its single-process launcher unless an MPI hostfile is given, so
+    # CPU multi-process = `--multi_gpu` (torchrun) with CUDA hidden; evaluate then joins a gloo group.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--num_processes", "2", "--multi_gpu",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "oodcorr",
            "evaluate", "--run", "r1", "--params", str(pfile)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

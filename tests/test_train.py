@@ -47,7 +47,7 @@ def test_schedule_unit():
 
 def test_sampling():
     from oodcorr.errors import UserError
-    from oodcorr.train import sample_shots
+    from oodcorr.memory import sample_shots
 
     pool = [{"id": i, "label": "entailment" if i < 30 else "non_entailment"} for i in range(40)]
     got = sample_shots(pool, 16, "balanced", 3)
@@ -68,7 +68,7 @@ def test_loss_decreases_and_checkpoints(project, mlflow_uri):
     dirs = sorted(int(d.name.split("-")[1]) for d in (run_dir / "checkpoints").iterdir())
     assert dirs == rec["checkpoint_steps"]
     with_state = [d.name for d in (run_dir / "checkpoints").iterdir() if (d / "training_state.pt").exists()]
-    assert with_state == ["checkpoint-24"]
+    assert with_state == []  # only the newest checkpoint keeps it, and a finished run drops it
     meta = json.loads((run_dir / "checkpoints" / "checkpoint-5" / "oodcorr_checkpoint.json").read_text())
     assert {"run", "model", "model_path", "revision", "step", "base_model_type"} <= set(meta) and meta["step"] == 5
     assert all(not t.any() for k, t in adapter(run_dir, 0).items() if "lora_B" in k)  # step 0 = untouched base
@@ -110,6 +110,8 @@ def test_resume_after_kill_is_exact(project, mlflow_uri, tmp_path_factory):
     assert proc.returncode == 137, proc.stderr[-2000:]
     ck = project / "runs" / "r" / "checkpoints"
     assert sorted(d.name for d in ck.iterdir()) == ["checkpoint-0", "checkpoint-3", "checkpoint-6"]
+    assert [d.name for d in ck.iterdir() if (d / "training_state.pt").exists()] == ["checkpoint-6"]
+    (ck / ".checkpoint-9.abc.tmp").mkdir()  # as left by a kill during a checkpoint write
     assert not json.loads((project / "runs" / "r" / "run.json").read_text())["finished"]
 
     rec = _train(p, "r")  # rerun: continues from checkpoint-6
@@ -135,14 +137,22 @@ def test_config_change_starts_fresh(project, mlflow_uri):
     from oodcorr.tracking import find_run
 
     assert find_run(load_params(p), "c") == second["mlflow_run_id"]
+    pool = project / "data" / "prepared" / "synth_train.jsonl"  # re-prepared data with other rows
+    pool.write_text(pool.read_text().replace("walked to", "drove to"))
+    third = _train(p, "c")
+    assert third["mlflow_run_id"] != second["mlflow_run_id"] and third["examples_sha256"] != second["examples_sha256"]
 
 
 def test_full_finetune_and_nf4_runs(project):
     p = make_project(project, {"full": {"finetune": "full", "max_steps": 2, "checkpoints": {"every": 2}},
+                               "gc": {"gradient_checkpointing": True, "max_steps": 2, "lora": {"dropout": 0.0}},
                                "q": {"model": "tiny-opt", "quantization": "nf4", "max_steps": 3,
                                      "loss": "verbalizer", "grad_accum": 2}})
     _train(p, "full")
     assert (project / "runs" / "full" / "checkpoints" / "checkpoint-2" / "model.safetensors").exists()
+    _train(p, "gc")
+    g0, g2 = adapter(project / "runs" / "gc", 0), adapter(project / "runs" / "gc", 2)
+    assert all(not torch.equal(g0[k], g2[k]) for k in g0 if "lora_B" in k)
     rec = _train(p, "q")
     assert rec["model_info"]["quantization"] == "nf4"
     a0, a3 = adapter(project / "runs" / "q", 0), adapter(project / "runs" / "q", 3)

@@ -62,7 +62,8 @@ def test_dry_run_writes_nothing(project):
 
 def test_dry_run_counts_match_real_model(project):
     from oodcorr.config import load_params
-    from oodcorr.train import dry_run_info, prepare_model, resolve_config
+    from oodcorr.memory import dry_run_info
+    from oodcorr.train import prepare_model, resolve_config
 
     params = load_params(make_project(project, {"x": {}}))
     info = dry_run_info(params, "x")

@@ -217,31 +217,30 @@ def _score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) -
     scorer = _Scorer(settings, device)
     by_step = {ck.step: ck for ck in checkpoints}
     scored, failures = [], []
-    bar = tqdm(total=len(todo), unit="pair", disable=quiet or rank != 0, desc="evaluate", dynamic_ncols=True)
-    seen, t0 = [0], time.perf_counter()
-
-    def tick(n):
-        seen[0] += n
-        bar.set_postfix_str(f"{seen[0] / max(1e-9, time.perf_counter() - t0):.1f} ex/s")
-
+    total = sum(len(rows_of(t)) for _, t, _ in todo)
+    bar = tqdm(total=total, unit="ex", disable=quiet or rank != 0, desc="evaluate", dynamic_ncols=True)
     for step in sorted({s for s, _, _ in todo}):
         ck = by_step[step]
         pairs = [(t, k) for s, t, k in todo if s == step]
+        bar.set_description(f"{ck.name} x {len(pairs)} testset(s) ({len(scored)}/{len(todo)} pairs done)")
         try:
             scorer.activate(ck)
         except Exception as e:
             failures.append(f"{ck.name} (could not load the adapter: {type(e).__name__}: {str(e).splitlines()[0][:100]})")
-            bar.update(len(pairs))
+            bar.update(sum(len(rows_of(t)) for t, _ in pairs))
             continue
+        # all testsets of a checkpoint in one longest-first stream: full batches even for small testsets
+        seqs = [s for t, _ in pairs for s in scorer.encode(t, rows_of(t))]
+        logp, preds = scorer.score(seqs, bar.update)
+        start = 0
         for testset, key in pairs:
             rows = rows_of(testset)
-            bar.set_description(f"{ck.name} {testset}")
-            logp, preds = scorer.score(scorer.encode(testset, rows), tick)
-            _write_cache(cache_dir / f"{key}.parquet", rows, logp, preds,
+            end = start + len(rows)
+            _write_cache(cache_dir / f"{key}.parquet", rows, logp[start:end], preds[start:end],
                          {"step": step, "testset": testset, "checkpoint_sha256": ck.sha256,
                           **{k: v for k, v in settings.items() if not k.startswith("_")}})
             scored.append((step, testset))
-            bar.update(1)
+            start = end
     bar.close()
     return scored, failures
 

@@ -1,5 +1,6 @@
-"""Training plan helpers that need no weights: the step plan (which examples each optimizer step sees),
-the checkpoint schedule, and a GPU-memory estimate from the model config (for `oodcorr train --dry-run`).
+"""Training plan helpers that need no weights: the few-shot draw, the step plan (which examples each
+optimizer step sees), the checkpoint schedule, the RNG state a resume restores, and a GPU-memory estimate
+from the model config (for `oodcorr train --dry-run`).
 
 The step plan is a pure function of (n_examples, batch sizes, epochs, seed), so a resumed run replays the
 exact same batches without having to restore a data loader.
@@ -8,6 +9,9 @@ exact same batches without having to restore a data loader.
 from __future__ import annotations
 
 import math
+import random
+
+from oodcorr.errors import UserError
 
 GB = 1024**3
 
@@ -19,6 +23,33 @@ FULL_BYTES = 16  # full fine-tuning with AdamW: bf16 weights 2 + grads 2 + fp32 
 ACT_BYTES = 34  # activations per token x hidden x layer in bf16 (Korthikanti et al., 2022, flash attention)
 CKPT_ACT_BYTES = 2  # with gradient checkpointing: one bf16 hidden state kept per layer (+ one layer recomputed)
 OVERHEAD = 1.0 * GB  # CUDA context, allocator fragmentation, kernels' workspace
+
+
+def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) -> list[dict]:
+    """`shots` rows drawn with `data_seed`: balanced = shots/2 per label, uniform = any label mix."""
+    rng = random.Random(data_seed)
+    if shots > len(pool):
+        raise UserError(f"params: shots={shots} but the training pool has only {len(pool)} examples")
+    if sampling == "uniform":
+        return rng.sample(pool, shots)
+    picked = []
+    for label in ("entailment", "non_entailment"):
+        rows = [r for r in pool if r["label"] == label]
+        if len(rows) < shots // 2:
+            raise UserError(f"params: shots={shots} (balanced) needs {shots // 2} {label} examples, "
+                        f"the pool has {len(rows)}")
+        picked += rng.sample(rows, shots // 2)
+    rng.shuffle(picked)
+    return picked
+
+
+def examples_digest(examples: list[dict]) -> str:
+    """Content hash of the drawn shots: re-prepared data with other rows must not reuse old checkpoints."""
+    import hashlib
+    import json
+
+    rows = [[e["id"], e["premise"], e["hypothesis"], e["label"]] for e in examples]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
 def plan_steps(n_examples: int, batch_size: int, grad_accum: int, epochs: float, max_steps: int | None,
@@ -49,6 +80,37 @@ def checkpoint_schedule(total_steps: int, every: int | None = None, log_spaced: 
         ratio = total_steps ** (1 / (log_spaced - 1))
         steps.update(min(total_steps, max(1, round(ratio**i))) for i in range(log_spaced))
     return sorted(steps)
+
+
+# RNG state of every generator training touches (dropout, LoRA init), saved with the newest checkpoint.
+def rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_all(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def meta_model(model_path: str, revision: str | None = None):
@@ -123,3 +185,36 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
         "activations_gb": round(act / GB, 2), "n_params": int(n_params), "lora_params": int(lora_params),
     })
     return out
+
+
+def dry_run_info(params: dict, run_key: str) -> dict:
+    """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
+    from oodcorr.models import check_available, lora_targets
+    from oodcorr.train import resolve_config
+
+    cfg = resolve_config(params, run_key)
+    path = check_available(cfg["model"], cfg["revision"])
+    model = meta_model(path, cfg["revision"])
+    targets = lora_targets(model, cfg["lora"]["target_modules"])
+    counts = param_counts(model, targets, cfg["lora"]["r"])
+    steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))
+    mem = estimate_memory(model.config, cfg["batch_size"], cfg["max_length"], cfg["lora"]["r"], counts["lora"],
+                          counts["total"], counts["linear"], cfg["gradient_checkpointing"])
+    trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
+    return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
+            "lora_targets": targets, "steps": steps, "checkpoint_steps": checkpoint_schedule(
+                steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
+
+
+def print_dry_run(d: dict) -> None:
+    import click
+
+    m = d["memory"]
+    click.echo(f"run {d['run']}: model {d['model']}")
+    click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
+               f"(LoRA on {', '.join(d['lora_targets'])})")
+    click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
+    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB):")
+    for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
+        click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
+                   f"{'yes' if m['fits'][key] else 'no'}")

@@ -7,10 +7,10 @@ the newest one also holds training_state.pt so a rerun continues from it).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
-import random
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
+from oodcorr.memory import examples_digest, rng_state, sample_shots, seed_all, set_rng_state
 
 # Paper-like defaults (few-shot PBFT, Mosbach et al. 2023, with LoRA): 40 epochs over the shots with
 # 10% warmup; lr 1e-4 is the usual LoRA rate (their full fine-tuning used 1e-5). Log-spaced checkpoints
@@ -86,54 +87,6 @@ def load_pool(params: dict, name: str) -> list[dict]:
     return load_prepared(project_path(params, (params.get("data") or {}).get("out") or "data/prepared"), name)
 
 
-def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) -> list[dict]:
-    """`shots` rows drawn with `data_seed`: balanced = shots/2 per label, uniform = any label mix."""
-    rng = random.Random(data_seed)
-    if shots > len(pool):
-        raise UserError(f"params: shots={shots} but the training pool has only {len(pool)} examples")
-    if sampling == "uniform":
-        return rng.sample(pool, shots)
-    picked = []
-    for label in ("entailment", "non_entailment"):
-        rows = [r for r in pool if r["label"] == label]
-        if len(rows) < shots // 2:
-            raise UserError(f"params: shots={shots} (balanced) needs {shots // 2} {label} examples, "
-                            f"the pool has {len(rows)}")
-        picked += rng.sample(rows, shots // 2)
-    rng.shuffle(picked)
-    return picked
-
-
-def _rng_state() -> dict:
-    import numpy as np
-    import torch
-
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    import numpy as np
-    import torch
-
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _seed_all(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def checkpoint_dirs(ckpt_dir: Path) -> dict[int, Path]:
     """Complete checkpoints by step (atomic_dir temporaries start with '.' and are skipped)."""
     out = {}
@@ -195,7 +148,7 @@ def prepare_model(cfg: dict):
     from oodcorr.models import add_lora, load_base_model
     from oodcorr.prompts import Prompter
 
-    _seed_all(cfg["seed"])
+    seed_all(cfg["seed"])
     quant = "none" if cfg["finetune"] == "full" and cfg["quantization"] == "auto" else cfg["quantization"]
     model, tok, info = load_base_model(cfg["model"], cfg["revision"], quant, cfg["dtype"])
     prompter = Prompter(tok, cfg["pattern"], cfg["verbalizer"], cfg["max_length"])
@@ -223,8 +176,7 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
     ids, mask, last = pad_batch(seqs, pad_id)
     out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                 logits_to_keep=last.unsqueeze(1).to(device))  # only the scored position reaches lm_head
-    logits = out.logits[:, -1, :].float() if out.logits.shape[1] == 1 else \
-        out.logits[torch.arange(len(seqs)), last.to(device)].float()
+    logits = out.logits[:, 0, :].float()
     vids = torch.tensor(prompter.verbalizer_ids, device=device)
     target = torch.tensor(labels, device=device)
     if loss == "verbalizer":
@@ -273,10 +225,8 @@ def mlflow_run(params: dict, cfg: dict, info: dict, previous: dict | None, fresh
         if found:
             return found
     elif old_id:
-        try:
+        with contextlib.suppress(Exception):  # the old run may be gone from the store
             client.set_tag(old_id, "oodcorr.kind", "train-superseded")
-        except Exception:
-            pass
     root = tracking.project_root(params)
     tags = {"oodcorr.run_key": run_key, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
             "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
@@ -303,14 +253,16 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     run_dir = project_path(params, "runs") / run_key
     ckpt_dir = run_dir / "checkpoints"
     previous = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else None
-    same = previous is not None and identity(previous.get("config")) == identity(cfg)
+    check_pattern(cfg["pattern"])
+    examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
+    digest = examples_digest(examples)
+    same = (previous is not None and identity(previous.get("config")) == identity(cfg)
+            and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
         return previous
 
     # Everything a user can get wrong is checked before anything is written.
-    check_pattern(cfg["pattern"])
-    examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
     preflight(cfg)
     if quiet:
         from transformers.utils import logging as hf_logging
@@ -324,14 +276,17 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
     if not same and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)
+    for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
+        shutil.rmtree(stale, ignore_errors=True)
     run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
     record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
-              "example_ids": [e["id"] for e in examples], "checkpoint_steps": schedule, "total_steps": total,
+              "example_ids": [e["id"] for e in examples], "examples_sha256": digest, "checkpoint_steps": schedule, "total_steps": total,
               "finished": False}
     write_json(run_dir / "run.json", record)
     _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet)
     record["finished"] = True
     write_json(run_dir / "run.json", record)
+    (ckpt_dir / f"checkpoint-{total}" / STATE_FILE).unlink(missing_ok=True)  # finished: nothing to resume
     import mlflow
 
     client = mlflow.MlflowClient()
@@ -341,8 +296,6 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
 
 def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet) -> None:
-    import contextlib
-
     import mlflow
     import torch
     from tqdm.auto import tqdm
@@ -365,7 +318,7 @@ def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, r
         _load_weights(model, ckpt, cfg["finetune"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"])
+        set_rng_state(state["rng"])
     else:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     device = info["device"]
@@ -407,38 +360,7 @@ def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, r
 def _state(opt, sched, step: int) -> dict:
     """What a resume needs besides the weights. The data order is a pure function of the seed
     (memory.plan_steps), so no loader/generator state is stored."""
-    return {"step": step, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": _rng_state()}
-
-
-def dry_run_info(params: dict, run_key: str) -> dict:
-    """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
-    from oodcorr.memory import checkpoint_schedule, estimate_memory, meta_model, param_counts, plan_steps
-    from oodcorr.models import check_available, lora_targets
-
-    cfg = resolve_config(params, run_key)
-    path = check_available(cfg["model"], cfg["revision"])
-    model = meta_model(path, cfg["revision"])
-    targets = lora_targets(model, cfg["lora"]["target_modules"])
-    counts = param_counts(model, targets, cfg["lora"]["r"])
-    steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))
-    mem = estimate_memory(model.config, cfg["batch_size"], cfg["max_length"], cfg["lora"]["r"], counts["lora"],
-                          counts["total"], counts["linear"], cfg["gradient_checkpointing"])
-    trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
-    return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
-            "lora_targets": targets, "steps": steps, "checkpoint_steps": checkpoint_schedule(
-                steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
-
-
-def _print_dry_run(d: dict) -> None:
-    m = d["memory"]
-    click.echo(f"run {d['run']}: model {d['model']}")
-    click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
-               f"(LoRA on {', '.join(d['lora_targets'])})")
-    click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
-    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB):")
-    for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
-        click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
-                   f"{'yes' if m['fits'][key] else 'no'}")
+    return {"step": step, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": rng_state()}
 
 
 @click.command("train")
@@ -453,7 +375,9 @@ def train_cmd(run_key, params_file, dry_run, quiet):
 
     params = load_params(params_file)
     if dry_run:
-        _print_dry_run(dry_run_info(params, run_key))
+        from oodcorr.memory import dry_run_info, print_dry_run
+
+        print_dry_run(dry_run_info(params, run_key))
         return
     record = train_run(params, run_key, quiet=True if quiet else None)
     click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, "
