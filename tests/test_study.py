@@ -87,3 +87,11 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
     params.write_text("train:\n  lr: [1\n")
     res = run("study", "check", "--params", params)
     assert res.exit_code == 2 and f"{params}:" in res.output and "invalid YAML" in res.output
+
+
+def test_scientific_notation_reads_as_float_like_dvc(tmp_path):
+    from oodcorr.config import load_params
+
+    params = tmp_path / "params.yaml"
+    params.write_text("train:\n  lr: 1e-4\n  weight_decay: 1.5E-2\n")
+    assert load_params(params)["train"] == {"lr": 1e-4, "weight_decay": 0.015}

@@ -12,6 +12,7 @@ Layout (one section per stage, as in iterative/example-get-started):
 from __future__ import annotations
 
 import copy
+import re
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,20 @@ import yaml
 from oodcorr.errors import UserError, closest
 
 PARAMS_FILE = "params.yaml"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads `1e-4` as a float, as YAML 1.2 (and DVC, which reads the same file) does."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
 
 # Types per key: a python type, a tuple of types, or a nested dict schema. `None` in a tuple = nullable.
 _NUM = (int, float)
@@ -109,6 +124,11 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+def read_yaml(text: str):
+    """Parse YAML the way params.yaml is parsed (scientific-notation floats included)."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def _typename(t) -> str:
     if isinstance(t, tuple):
         return " or ".join("null" if x is type(None) else ("number" if x is float else x.__name__) for x in t)
@@ -159,7 +179,7 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
     if not path.exists():
         raise UserError(f"params file not found: {path}")
     try:
-        tree = yaml.safe_load(path.read_text()) or {}
+        tree = read_yaml(path.read_text()) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         loc = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import yaml
 
-from oodcorr.config import load_params, validate
+from oodcorr.config import load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -46,7 +46,7 @@ def load_preset(name: str, **overrides) -> dict:
     path = PRESETS_DIR / f"{name}.yaml"
     if not path.exists():
         raise UserError(f"unknown preset {name!r}{closest(name, presets())}; presets: {', '.join(presets())}")
-    tree = yaml.safe_load(path.read_text())
+    tree = read_yaml(path.read_text())
     grid = tree.pop("grid", None)
     if grid is not None:
         grid.update({k: v for k, v in overrides.items() if v})
