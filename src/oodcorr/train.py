@@ -26,7 +26,7 @@ from oodcorr.memory import examples_digest, rng_state, sample_shots, seed_all, s
 DEFAULTS = {
     "revision": None, "pattern": "{premise} Question: {hypothesis} Yes or No?",
     "verbalizer": {"entailment": " Yes", "non_entailment": " No"}, "loss": "full_vocab", "sampling": "balanced",
-    "lora": {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": "auto"}, "finetune": "lora",
+    "lora": {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": "auto"}, "finetune": "lora",
     "quantization": "auto", "dtype": "auto", "gradient_checkpointing": False, "lr": 1e-4, "weight_decay": 0.0,
     "warmup_ratio": 0.1, "max_grad_norm": 1.0, "batch_size": 8, "grad_accum": 1, "epochs": 40, "max_steps": None,
     "max_length": 256, "checkpoints": {"every": None, "log_spaced": 10}, "quiet": False,
@@ -141,7 +141,7 @@ def preflight(cfg: dict) -> None:
         lora_targets(meta_model(path, cfg["revision"]), cfg["lora"]["target_modules"])
 
 
-def prepare_model(cfg: dict):
+def prepare_model(cfg: dict, device: str | None = None):
     """Base model + tokenizer + prompter, wrapped for LoRA/QLoRA or made fully trainable."""
     import torch
 
@@ -150,7 +150,7 @@ def prepare_model(cfg: dict):
 
     seed_all(cfg["seed"])
     quant = "none" if cfg["finetune"] == "full" and cfg["quantization"] == "auto" else cfg["quantization"]
-    model, tok, info = load_base_model(cfg["model"], cfg["revision"], quant, cfg["dtype"])
+    model, tok, info = load_base_model(cfg["model"], cfg["revision"], quant, cfg["dtype"], device=device)
     prompter = Prompter(tok, cfg["pattern"], cfg["verbalizer"], cfg["max_length"])
     torch.manual_seed(cfg["seed"])  # LoRA A init depends only on the seed, not on how the base was loaded
     if cfg["finetune"] == "lora":
@@ -243,6 +243,7 @@ def mlflow_run(params: dict, cfg: dict, info: dict, previous: dict | None, fresh
 
 def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     """Train (or resume, or skip when finished) one run; returns its run.json content."""
+    from oodcorr import distributed
     from oodcorr.config import project_path
     from oodcorr.io import write_json
     from oodcorr.memory import checkpoint_schedule, plan_steps
@@ -268,22 +269,30 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    model, tok, prompter, info = prepare_model(cfg)
+    rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
+    model, tok, prompter, info = prepare_model(cfg, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
                       cfg["seed"])
     total = len(plan)
     schedule = checkpoint_schedule(total, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced"))
 
-    if not same and ckpt_dir.exists():
-        shutil.rmtree(ckpt_dir)
-    for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
-        shutil.rmtree(stale, ignore_errors=True)
-    run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
-    record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
-              "example_ids": [e["id"] for e in examples], "examples_sha256": digest, "checkpoint_steps": schedule, "total_steps": total,
-              "finished": False}
-    write_json(run_dir / "run.json", record)
-    _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet)
+    run_id = record = None
+    if rank == 0:
+        if not same and ckpt_dir.exists():
+            shutil.rmtree(ckpt_dir)
+        for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
+            shutil.rmtree(stale, ignore_errors=True)
+        run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
+        record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
+                  "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
+                  "checkpoint_steps": schedule, "total_steps": total, "finished": False}
+        write_json(run_dir / "run.json", record)
+    distributed.barrier()
+    _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet or rank > 0,
+          rank, world)
+    distributed.barrier()
+    if rank > 0:
+        return json.loads((run_dir / "run.json").read_text())
     record["finished"] = True
     write_json(run_dir / "run.json", record)
     (ckpt_dir / f"checkpoint-{total}" / STATE_FILE).unlink(missing_ok=True)  # finished: nothing to resume
@@ -295,9 +304,15 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     return record
 
 
-def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet) -> None:
+def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet,
+          rank: int = 0, world: int = 1) -> None:
+    """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
+    and gradients are summed over processes, so a step equals the single-process step."""
     import mlflow
     import torch
+
+    from oodcorr import distributed
+
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
@@ -319,12 +334,12 @@ def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, r
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
-    else:
+    elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     device = info["device"]
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" and torch.cuda.is_bf16_supported()
                 else contextlib.nullcontext())
-    metrics = MetricLog(mlflow.MlflowClient(), run_id)
+    metrics = MetricLog(mlflow.MlflowClient(), run_id) if rank == 0 else None
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
@@ -334,27 +349,39 @@ def _loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, r
         n = sum(len(mb) for mb in micro)
         step_loss = 0.0
         for mb in micro:
+            shard = mb[rank::world]
+            if not shard:
+                continue
             with autocast:
-                loss = batch_loss(model, prompter, [seqs[i] for i in mb], [labels[i] for i in mb],
+                loss = batch_loss(model, prompter, [seqs[i] for i in shard], [labels[i] for i in shard],
                                   tok.pad_token_id, cfg["loss"]) / n
             loss.backward()
             step_loss += loss.item()
+        if world > 1:
+            for p in trainable:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            summed = torch.tensor([step_loss], dtype=torch.float64)
+            distributed.all_reduce_sum([p.grad for p in trainable] + [summed])
+            step_loss = summed.item()
         if cfg["max_grad_norm"]:
             torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"])
         lr = sched.get_last_lr()[0]
         opt.step()
         sched.step()
-        metrics.log(step, loss=step_loss, lr=lr)
         bar.update(1)
         bar.set_postfix(loss=f"{step_loss:.4f}")
-        if step in schedule:
-            metrics.flush()
-            save_checkpoint(model, ckpt_dir, step, meta, _state(opt, sched, step))
-        if step == kill_at:
-            metrics.flush()
-            os._exit(137)
+        if rank == 0:
+            metrics.log(step, loss=step_loss, lr=lr)
+            if step in schedule:
+                metrics.flush()
+                save_checkpoint(model, ckpt_dir, step, meta, _state(opt, sched, step))
+            if step == kill_at:
+                metrics.flush()
+                os._exit(137)
     bar.close()
-    metrics.flush()
+    if rank == 0:
+        metrics.flush()
 
 
 def _state(opt, sched, step: int) -> dict:
