@@ -240,3 +240,30 @@ def test_bad_checkpoints_are_named_and_the_rest_evaluated(tmp_path, mlflow_uri):
     res = CliRunner().invoke(cli, ["evaluate", "--run", "r1", "--params", str(pfile), "--testsets", "nope", "--quiet"])
     assert res.exit_code == 2 and "nope" in res.stderr and "oodcorr data prepare" in res.stderr
     assert res.stderr.strip().count("\n") == 0
+
+
+def test_out_of_memory_backoff_halves_and_retries(monkeypatch):
+    import numpy as np
+    import torch
+
+    import oodcorr.scoring as scoring
+
+    sizes = []
+
+    def fake(model, ids, mask, last):  # "OOM" above 3 rows; log-probs depend only on each row's content
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > 3:
+            raise torch.cuda.OutOfMemoryError("fake")
+        out = torch.full((ids.shape[0], 10), -5.0)
+        out[:, 2] = -(ids * mask).sum(1).float() % 7
+        return out
+
+    monkeypatch.setattr(scoring, "last_position_logprobs", fake)
+    model = torch.nn.Linear(2, 2)
+    seqs = [[i % 5 + 1] * (1 + i % 4) for i in range(11)]
+    ref = scoring.score(model, seqs, [2, 3], 0, batch_size=1)
+    sizes.clear()
+    got = scoring.score(model, seqs, [2, 3], 0, batch_size=16)
+    assert sizes[:3] == [11, 8, 4] and max(sizes[3:]) <= 2
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])

@@ -1,4 +1,4 @@
-"""`accelerate launch --num_processes 2 --cpu -m oodcorr train`: data parallel over 2 gloo processes gives the
+"""`accelerate launch --num_processes 2 -m oodcorr train` on CPU: data parallel over 2 gloo processes gives the
 same adapter (up to float summation order) and the same logged losses as one process."""
 
 import json
@@ -16,7 +16,9 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 
 
 def _run(cmd, root, uri):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    # accelerate's `--cpu` launcher is single-process; CPU multi-process = `--multi_gpu` (torchrun) with CUDA
+    # hidden, and the processes join a gloo group.
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stderr
@@ -27,7 +29,7 @@ def test_two_process_training_equals_one_process(tmp_path):
     runs = {"d": {"max_steps": 6, "checkpoints": {"every": 3}, "lora": {"dropout": 0.0}}}
     roots = {}
     for name, launcher in (("one", [sys.executable, "-m", "oodcorr"]),
-                           ("two", [str(ACCELERATE), "launch", "--num_processes", "2", "--cpu", "--num_machines", "1",
+                           ("two", [str(ACCELERATE), "launch", "--num_processes", "2", "--multi_gpu", "--num_machines", "1",
                                     "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "oodcorr"])):
         root = tmp_path / name
         params = make_project(root, runs)

@@ -12,7 +12,9 @@ import math
 from oodcorr.prompts import LABELS
 
 POSITIVE = "non_entailment"  # the positive class of f1_non_entailment (the paper's OOD failure mode)
-CPU_TOKEN_BUDGET = 8192  # tokens per batch with batch_size "auto" on CPU (GEMMs are efficient at this size)
+# Tokens per batch with batch_size "auto" on CPU: small enough that a layer's activations stay in cache
+# (measured on a 2-core EPYC: ~1k tokens ran 2-3x faster than 8k, GEMMs are already efficient at ~1k rows).
+CPU_TOKEN_BUDGET = 1024
 GPU_TOKEN_BUDGET = 1 << 17  # starting budget on GPU; halved on out-of-memory
 
 
