@@ -218,6 +218,8 @@ def main(argv=None):
         base, base_s, base_load = baseline(ckpts, sets, dtype, args.max_length)
     n_ex = len(fast)
     agree = sum(fast[k][0] == base[k][0] for k in fast) / n_ex
+    # flips happen only where the two verbaliser log-probs are within the dtype's rounding noise
+    flip_margins = sorted(abs(base[k][1][0] - base[k][1][1]) for k in fast if fast[k][0] != base[k][0])
     max_diff = max(abs(a - b) for k in fast for a, b in zip(fast[k][1], base[k][1]))
     from oodcorr.models import SMOLLM2, load_base_model
 
@@ -240,9 +242,14 @@ def main(argv=None):
         "baseline": {"seconds_end_to_end": base_s, "seconds_model_loading": base_load, "examples_per_s": n_ex / base_s,
                      "examples_per_s_excluding_reload": n_ex / (base_s - base_load)},
         "ratio_end_to_end": base_s / fast_s, "ratio_scoring_only": (base_s - base_load) / score_time[0],
-        "prediction_agreement": agree, "max_abs_logp_diff": max_diff,
+        "prediction_agreement": agree, "disagreements": len(flip_margins),
+        "disagreement_baseline_margins": flip_margins, "max_abs_logp_diff": max_diff,
     }
-    io.write_json(args.out, res)
+    # one file, one entry per dtype measured (the latest run also at the top level)
+    old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    runs = old.get("runs") or ({old["dtype"]: {k: v for k, v in old.items() if k != "runs"}} if "dtype" in old else {})
+    runs[dtype] = res
+    io.write_json(args.out, {**res, "runs": runs})
     print(f"dtype {dtype}, {device}, {args.threads} threads; {n_ex} examples ({args.checkpoints} ckpts x {len(sets)} testsets x {args.n}), "
           f"{real_tokens[0]} real tokens")
     print(f"matmul: float32 {rates['float32']:.0f} GFLOP/s, bfloat16 {rates['bfloat16']:.0f} GFLOP/s")
@@ -251,7 +258,8 @@ def main(argv=None):
           f"of {dtype} matmul; executed {res['fast']['gflop_s_executed']:.0f} GFLOP/s = {res['fast']['fraction_of_matmul_executed']:.0%}")
     print(f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, {res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads")
     print(f"ratio: {res['ratio_end_to_end']:.1f}x end-to-end, {res['ratio_scoring_only']:.1f}x scoring only; "
-          f"agreement {agree:.2%}, max |dlogp| {max_diff:.2e} -> {args.out}")
+          f"agreement {agree:.2%} ({len(flip_margins)} flips, baseline margins {[round(m, 3) for m in flip_margins]}), "
+          f"max |dlogp| {max_diff:.2e} -> {args.out}")
 
 
 if __name__ == "__main__":

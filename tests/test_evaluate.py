@@ -151,6 +151,8 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     from oodcorr.evaluate import evaluate_run
 
     pfile = make_project(tmp_path, steps=(0, 5, 9))
+    # training still running: scheduled steps beyond the newest checkpoint are not "missing"
+    io.write_json(tmp_path / "runs" / "r1" / "run.json", {"run": "r1", "checkpoint_steps": [0, 5, 9, 100], "finished": False})
     res = evaluate_run(_params(pfile), "r1", quiet=True)
     assert len(res["scored"]) == 6 and res["cached"] == 0 and not res["failed"]
     ev = tmp_path / "runs" / "r1" / "eval"

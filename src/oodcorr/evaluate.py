@@ -19,14 +19,13 @@ from pathlib import Path
 
 import click
 
-from oodcorr import io
+from oodcorr import distributed, io
 from oodcorr.config import load_params, project_path, resolve_run
 from oodcorr.errors import UserError
 from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, LABELS
 
 ADAPTER_FILE = "adapter_model.safetensors"
 CKPT_META = "oodcorr_checkpoint.json"
-PRED_COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
 
 
 @dataclass
@@ -60,16 +59,13 @@ def _check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
     for f in (adapter, config):
         if not f.exists():
             return f"{f.name} missing"
-    try:
-        acfg = json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return f"adapter_config.json is not valid JSON ({e})"
-    meta = {}
-    if (ck.path / CKPT_META).exists():
+    docs = {}
+    for f in (config, ck.path / CKPT_META):
         try:
-            meta = json.loads((ck.path / CKPT_META).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return f"{CKPT_META} is not valid JSON"
+            docs[f.name] = json.loads(f.read_text()) if f.exists() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            return f"{f.name} is not valid JSON ({e})"
+    acfg, meta = docs[config.name], docs[CKPT_META]
     if meta.get("model") and meta["model"] != cfg["model"]:
         return f"trained from a different base model ({meta['model']!r}, this run uses {cfg['model']!r})"
     base = acfg.get("base_model_name_or_path")
@@ -87,26 +83,21 @@ def _check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
     return None
 
 
-def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=()) -> list[Checkpoint]:
+def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=(), finished=True) -> list[Checkpoint]:
     """Every checkpoint-<step> folder plus steps run.json lists but that are gone; errors filled in."""
     found: dict[int, Checkpoint] = {}
-    bad: list[Checkpoint] = []
     for d in sorted((rdir / "checkpoints").glob("checkpoint-*")):
-        m = re.fullmatch(r"checkpoint-(\d+)", d.name)
-        if not d.is_dir():
-            continue
-        if not m:
-            bad.append(Checkpoint(-1, d.name, d, error="folder name is not checkpoint-<step>"))
-            continue
-        found[int(m.group(1))] = Checkpoint(int(m.group(1)), d.name, d)
-    for step in expected_steps or ():
+        if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name)):  # others (.tmp dirs) are not ours
+            found[int(m.group(1))] = Checkpoint(int(m.group(1)), d.name, d)
+    newest = max(found, default=-1)
+    for step in [s for s in expected_steps or () if finished or s <= newest]:  # later ones: not trained yet
         found.setdefault(int(step), Checkpoint(int(step), f"checkpoint-{step}", rdir / "checkpoints" / f"checkpoint-{step}"))
     out = [found[s] for s in sorted(found)]
     for ck in out:
         ck.error = _check_checkpoint(ck, cfg, model_path)
         if ck.error is None:
             ck.sha256 = io.sha256_file(ck.path / ADAPTER_FILE)
-    return out + bad
+    return out
 
 
 def resolve_settings(params: dict, cfg: dict) -> dict:
@@ -137,19 +128,6 @@ def cache_key(ck_sha: str, testset_sha: str, settings: dict) -> str:
 def testset_names(params: dict, cfg: dict, only: list[str] | None = None) -> list[str]:
     names = [cfg["id_testset"], *(only if only else ((params.get("evaluate") or {}).get("testsets") or []))]
     return list(dict.fromkeys(str(n) for n in names))
-
-
-def _dist():
-    """(rank, world size); joins the process group accelerate/torchrun set up through the environment."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return 0, 1
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
 
 
 def _write_cache(path: Path, rows: list[dict], logp, preds, meta: dict) -> None:
@@ -210,9 +188,8 @@ def _score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) -
     import torch
     from tqdm.auto import tqdm
 
-    device = None
-    if torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}"
+    device = distributed.device_for_rank()
+    if device:
         torch.cuda.set_device(device)
     scorer = _Scorer(settings, device)
     by_step = {ck.step: ck for ck in checkpoints}
@@ -250,22 +227,17 @@ def _silence() -> None:
     import logging
 
     import mlflow  # noqa: F401  (mlflow sets its logger levels on import; override them after)
+    from transformers.utils import logging as hf_logging
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quiet: bool = False) -> dict:
-    """Evaluate every checkpoint of `run` on every testset; returns {"scored": [(step, testset)] scored by
-    this process, "cached": n, "failed": [...], "eval_dir": path}. Raises UserError (after writing the
-    outputs of what worked) when checkpoints failed."""
+    """Every checkpoint of `run` x every testset -> {"scored": [(step, testset)] by this process, "cached", "failed",
+    ...}; UserError (after writing the outputs of what worked) when checkpoints failed."""
     from oodcorr.data.prepare import load_prepared, prepared_dir, read_manifest
 
     if quiet:
@@ -283,26 +255,26 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         raise UserError(f"run {run}: no checkpoints under {rdir / 'checkpoints'}; run `oodcorr train --run {run}` first")
     run_json = read_run_json(rdir)
     settings = resolve_settings(params, cfg)
-    checkpoints = list_checkpoints(rdir, cfg, settings["_path"], run_json.get("checkpoint_steps"))
+    checkpoints = list_checkpoints(rdir, cfg, settings["_path"], run_json.get("checkpoint_steps"),
+                                   run_json.get("finished", True))
     failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
     good = [ck for ck in checkpoints if not ck.error]
     eval_dir, cache_dir = rdir / "eval", rdir / "eval" / "cache"
-    pairs = [(ck.step, n, cache_key(ck.sha256, manifest[n]["sha256"], settings)) for ck in good for n in names]
+    sha = {n: manifest[n].get("sha256") or io.sha256_file(pdir / f"{n}.jsonl") for n in names}
+    pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
     pending = [p for p in pairs if not (cache_dir / f"{p[2]}.parquet").exists()]
-    rank, world = _dist()
+    rank, world = distributed.init()
     loaded: dict[str, list[dict]] = {}
 
-    def rows_of(name):
-        if name not in loaded:
-            loaded[name] = load_prepared(pdir, name)
-        return loaded[name]
+    def rows_of(name):  # read each testset once, only if some pair needs it
+        return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
 
     mine = pending[rank::world]
     scored, fails = _score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
     if world > 1:
         import torch.distributed as dist
 
-        gathered = [None] * world
+        gathered: list = [None] * world
         dist.all_gather_object(gathered, fails)  # also the barrier: every shard's cache files are written
         fails = [f for g in gathered for f in g]
     failed += sorted(set(fails))
@@ -315,8 +287,6 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
             result.update(write_outputs(params, cfg, run, run_json, done, cache_dir, eval_dir))
     finally:
         if world > 1:
-            import torch.distributed as dist
-
             dist.barrier()
             dist.destroy_process_group()
     if failed:
@@ -366,6 +336,7 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
 def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str, int]:
     """Log into the training run; (testset, step) pairs already logged are skipped (no duplicate steps)."""
     import tarfile
+    import tempfile
 
     import mlflow
     from mlflow.entities import Metric
@@ -391,10 +362,10 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str, int]:
                 history[key].add(r["step"])
     for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
         client.log_batch(run_id, metrics=metrics[i: i + 1000])
-    with io.atomic_path(eval_dir / "predictions.tar.gz") as tmp:
-        with tarfile.open(tmp, "w:gz") as tar:
+    with tempfile.TemporaryDirectory() as tmp:  # one compressed artifact, not one file per checkpoint x testset
+        with tarfile.open(Path(tmp) / "predictions.tar.gz", "w:gz") as tar:
             tar.add(eval_dir / "predictions", arcname="predictions")
-    client.log_artifact(run_id, str(eval_dir / "predictions.tar.gz"), "eval")
+        client.log_artifact(run_id, str(Path(tmp) / "predictions.tar.gz"), "eval")
     return run_id, len(metrics)
 
 
