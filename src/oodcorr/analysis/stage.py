@@ -207,8 +207,21 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     if mlflow:
         ids = training_run_ids if training_run_ids is not None else sorted(set(_training_run_ids(runs).values()))
         summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr",
-                                                 tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db")
+                                                 tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db",
+                                                 inputs_key=_inputs_key(metrics_files, summary))
     return summary
+
+
+def _inputs_key(metrics_files, summary: dict) -> str:
+    """Hash of what the analysis read and how: rerunning it on the same inputs replaces its MLflow run."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(str(f) for f in metrics_files):
+        h.update(Path(f).read_bytes())
+    h.update(json.dumps({k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested")},
+                        sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 def _scatter_pair(runs, partials, requested, method):
@@ -228,7 +241,8 @@ def _scatter_pair(runs, partials, requested, method):
     return tuple(best)
 
 
-def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experiment: str, tracking_uri: str) -> str:
+def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experiment: str, tracking_uri: str,
+                  inputs_key: str | None = None) -> str:
     """Log the analysis as ONE MLflow run in `experiment`: summary metrics, every output file as an
     artifact, and tags linking the training runs it analysed. Returns the new run id.
 
@@ -243,6 +257,10 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     tags = {"oodcorr.kind": "analysis", "oodcorr.training_runs": ",".join(training_run_ids),
             "mlflow.runName": "analysis"}
+    if inputs_key:  # the same inputs analysed again (e.g. a forced rerun): replace, don't duplicate
+        tags["oodcorr.analysis_inputs"] = inputs_key
+        for old in client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{inputs_key}'"):
+            client.delete_run(old.info.run_id)
     tags.update({f"oodcorr.training_run.{i}": rid for i, rid in enumerate(training_run_ids)})
     run = client.create_run(exp_id, run_name="analysis", tags=tags)
     rid = run.info.run_id
