@@ -2,6 +2,7 @@
 per-checkpoint curves and analysis artifacts are read back over the REST API."""
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from study_helpers import BIN, env, sh, tiny_params
+from study_helpers import BIN, REPO, env, sh, tiny_params
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +63,7 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     params = tiny_params(None)
     params["runs"] = {k: v for k, v in params["runs"].items() if k.startswith("tiny-olmo2")}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    shutil.copytree(REPO / "data" / "raw", tmp_path / "data" / "raw")
     run_key = next(iter(params["runs"]))
     oodcorr = BIN / "oodcorr"
     for args in (["data", "prepare"], ["train", "--run", run_key, "--quiet"], ["evaluate", "--run", run_key, "--quiet"],
@@ -82,3 +84,42 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     files = rest(server, "artifacts/list", run_id=analysis["info"]["run_id"]).get("files", [])
     names = json.dumps(files)
     assert "report.html" in names
+
+
+def test_oodcorr_ui_serves_the_project_store_on_loopback(tmp_path):
+    """`oodcorr ui` starts the MLflow UI on 127.0.0.1 for the project's sqlite store."""
+    import mlflow
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "ui"}}))
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    client = mlflow.MlflowClient(f"sqlite:///{db}")
+    client.create_experiment("oodcorr/ui")
+    port = free_port()
+    proc = subprocess.Popen([str(BIN / "oodcorr"), "ui", "--port", str(port)], cwd=tmp_path, env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("oodcorr ui did not start within 120 s")
+        exp = rest(base, "experiments/get-by-name", experiment_name="oodcorr/ui")["experiment"]
+        assert exp["name"] == "oodcorr/ui"
+        # bound to loopback only
+        out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if out.strip():
+            assert all("127.0.0.1:" in line for line in out.strip().splitlines()), out
+    finally:
+        import os
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -68,3 +68,22 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def iter_json_objects(path, shown: str | None = None, prefix: str = ""):
+    """(line number, object) for each non-blank line of a JSONL file; a line that is not a JSON object is a
+    UserError naming `shown:line` (shown defaults to the path)."""
+    from oodcorr.errors import UserError
+
+    shown = shown or str(path)
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{shown}:{lineno}: {prefix}invalid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{shown}:{lineno}: {prefix}expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj

@@ -25,27 +25,20 @@ def load_metrics(files, slices: bool = False):
     pseudo-testset named "<testset>[<slice>]" (an extra OOD series in the same analysis)."""
     import pandas as pd
 
+    from oodcorr.io import iter_json_objects
+
     rows = []
     for path in map(Path, files):
         if not path.exists():
             raise UserError(f"metrics file not found: {path}")
-        with open(path) as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-                if not isinstance(obj, dict):
-                    raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-                missing = [k for k in REQUIRED if k not in obj]
-                if missing:
-                    raise UserError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-                if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
-                    raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
-                obj["_source"] = str(path)
-                rows.append(obj)
+        for lineno, obj in iter_json_objects(path):
+            missing = [k for k in REQUIRED if k not in obj]
+            if missing:
+                raise UserError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+            if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
+                raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
+            obj["_source"] = str(path)
+            rows.append(obj)
     if not rows:
         raise UserError("no metrics rows found" + (f" in {', '.join(map(str, files))}" if files else
                                                    " (no metrics files; run `oodcorr evaluate` first)"))

@@ -7,7 +7,6 @@ label_map and slice. Hub rows and local rows therefore cannot drift apart in how
 from __future__ import annotations
 
 import csv
-import json
 import os
 import random
 import socket
@@ -62,19 +61,12 @@ def read_local(spec: dict, params: dict) -> tuple[list[dict], list[int], str]:
 
 
 def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
+    from oodcorr.io import iter_json_objects
+
     rows, lines = [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{shown}:{lineno}: malformed row: invalid JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise UserError(f"{shown}:{lineno}: malformed row: expected a JSON object")
-            rows.append(obj)
-            lines.append(lineno)
+    for lineno, obj in iter_json_objects(path, shown, prefix="malformed row: "):
+        rows.append(obj)
+        lines.append(lineno)
     return rows, lines
 
 
