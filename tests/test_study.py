@@ -95,3 +95,18 @@ def test_scientific_notation_reads_as_float_like_dvc(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("train:\n  lr: 1e-4\n  weight_decay: 1.5E-2\n")
     assert load_params(params)["train"] == {"lr": 1e-4, "weight_decay": 0.015}
+
+
+def test_paper_dry_run_sizes_the_hub_models_offline(tmp_path):
+    """The paper's models are sized from built-in configs before anything is downloaded."""
+    params = tmp_path / "params.yaml"
+    assert run("study", "use", "paper", "--params", params, "--models", "olmo2-13b,opt-2.7b", "--shots", "64",
+               "--seeds", "0").exit_code == 0
+    res = run("train", "--run", "olmo2-13b_mnli_64_s0", "--params", params, "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "13,716,198,400 total" in res.output
+    lines = {line.split()[0]: line for line in res.output.splitlines() if "fits in 24 GB" in line}
+    assert lines["QLoRA"].endswith("yes") and lines["full"].endswith("no")
+    res = run("train", "--run", "opt-2.7b_snli_64_s0", "--params", params, "--dry-run")
+    assert res.exit_code == 0 and "out_proj" in res.output
+    assert not (tmp_path / "runs").exists()

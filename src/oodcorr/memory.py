@@ -113,12 +113,13 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def meta_model(model_path: str, revision: str | None = None):
-    """The architecture on the meta device (no weights read, no memory used)."""
+def meta_model(model_path, revision: str | None = None):
+    """The architecture on the meta device (no weights read, no memory used); `model_path` may be a config."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
-    config = AutoConfig.from_pretrained(model_path, revision=revision)
+    config = model_path if isinstance(model_path, PretrainedConfig) else AutoConfig.from_pretrained(
+        model_path, revision=revision)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return model
@@ -189,12 +190,11 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
 
 def dry_run_info(params: dict, run_key: str) -> dict:
     """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
-    from oodcorr.models import check_available, lora_targets
+    from oodcorr.models import lora_targets, model_config
     from oodcorr.train import resolve_config
 
     cfg = resolve_config(params, run_key)
-    path = check_available(cfg["model"], cfg["revision"])
-    model = meta_model(path, cfg["revision"])
+    model = meta_model(model_config(cfg["model"], cfg["revision"]))
     targets = lora_targets(model, cfg["lora"]["target_modules"])
     counts = param_counts(model, targets, cfg["lora"]["r"])
     steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))

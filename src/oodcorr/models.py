@@ -31,6 +31,20 @@ HUB_ALIASES = {
     "opt-6.7b": "facebook/opt-6.7b",
     "opt-13b": "facebook/opt-13b",
 }
+# Architecture configs of the paper's models (from their config.json on the hub), so that
+# `oodcorr train --dry-run` can size them before anything is downloaded.
+HUB_CONFIGS = {
+    "olmo2-7b": dict(model_type="olmo2", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=32, vocab_size=100352, max_position_embeddings=4096),
+    "olmo2-13b": dict(model_type="olmo2", hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                      num_attention_heads=40, num_key_value_heads=40, vocab_size=100352, max_position_embeddings=4096),
+    "opt-2.7b": dict(model_type="opt", hidden_size=2560, ffn_dim=10240, num_hidden_layers=32, num_attention_heads=32,
+                     word_embed_proj_dim=2560, vocab_size=50272, max_position_embeddings=2048),
+    "opt-6.7b": dict(model_type="opt", hidden_size=4096, ffn_dim=16384, num_hidden_layers=32, num_attention_heads=32,
+                     word_embed_proj_dim=4096, vocab_size=50272, max_position_embeddings=2048),
+    "opt-13b": dict(model_type="opt", hidden_size=5120, ffn_dim=20480, num_hidden_layers=40, num_attention_heads=40,
+                    word_embed_proj_dim=5120, vocab_size=50272, max_position_embeddings=2048),
+}
 LORA_TARGETS = {
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj"],
     "llama": ["q_proj", "k_proj", "v_proj", "o_proj"],
@@ -146,6 +160,20 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
         raise UserError(f"model {name!r}: the Hugging Face hub is unreachable ({type(e).__name__}); "
                         f"set HF_HUB_OFFLINE=1 with a cached model or use {SMOLLM2}") from None
     return path
+
+
+def model_config(name: str, revision: str | None = None):
+    """The model's config: from its folder/cache/hub, else (offline) the built-in copy for the paper's models."""
+    from transformers import AutoConfig
+
+    try:
+        path = check_available(name, revision)
+    except UserError:
+        if name in HUB_CONFIGS:
+            spec = dict(HUB_CONFIGS[name])
+            return AutoConfig.for_model(spec.pop("model_type"), **spec)
+        raise
+    return AutoConfig.from_pretrained(path, revision=revision)
 
 
 def pick_dtype(dtype: str = "auto"):
