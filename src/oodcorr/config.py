@@ -195,17 +195,21 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
     return tree
 
 
+def deep_merge(base: dict, over: dict) -> dict:
+    """`over` on top of `base`, recursing into mappings that both sides have (inputs are not modified)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else copy.deepcopy(value)
+    return out
+
+
 def resolve_run(params: dict, run_key: str) -> dict:
     """Merge the `train` defaults with one run's entry. Raises UserError for unknown runs/missing keys."""
     runs = params.get("runs") or {}
     if run_key not in runs:
         raise UserError(f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: {', '.join(runs) or 'none'}")
-    merged = copy.deepcopy(params.get("train") or {})
-    for key, value in (runs[run_key] or {}).items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        else:
-            merged[key] = value
+    merged = deep_merge(params.get("train") or {}, runs[run_key] or {})
     for required in ("model", "train_set", "id_testset", "shots"):
         if required not in merged:
             raise UserError(f"params: runs.{run_key}.{required}: missing (expected {_typename(RUN_SCHEMA[required])})")

@@ -20,9 +20,9 @@ from pathlib import Path
 import click
 
 from oodcorr import distributed, io
-from oodcorr.config import load_params, project_path, resolve_run
+from oodcorr.config import load_params, project_path
 from oodcorr.errors import UserError
-from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, LABELS
+from oodcorr.prompts import LABELS
 
 ADAPTER_FILE = "adapter_model.safetensors"
 CKPT_META = "oodcorr_checkpoint.json"
@@ -101,7 +101,8 @@ def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=(), 
 
 
 def resolve_settings(params: dict, cfg: dict) -> dict:
-    """Everything that changes a score besides the checkpoint and the testset (part of each cache key)."""
+    """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
+    `cfg` is the resolved run (train.resolve_config), so evaluation scores with the training defaults."""
     from oodcorr.models import _local_revision, check_available, pick_dtype, resolve_quantization
 
     ev = params.get("evaluate") or {}
@@ -110,13 +111,12 @@ def resolve_settings(params: dict, cfg: dict) -> dict:
     if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
         raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
     return {
-        "model": cfg["model"], "revision": cfg.get("revision") or _local_revision(path),
-        "pattern": cfg.get("pattern") or DEFAULT_PATTERN,
-        "verbalizer": dict(cfg.get("verbalizer") or DEFAULT_VERBALIZER),
-        "dtype": str(pick_dtype(ev.get("dtype") or cfg.get("dtype") or "auto")).replace("torch.", ""),
-        "quantization": resolve_quantization(cfg.get("quantization") or "auto"),
-        "max_length": int(ev.get("max_length") or cfg.get("max_length") or 256),
-        "_path": path, "_batch_size": bs, "_revision": cfg.get("revision"),
+        "model": cfg["model"], "revision": cfg["revision"] or _local_revision(path),
+        "pattern": cfg["pattern"], "verbalizer": dict(cfg["verbalizer"]),
+        "dtype": str(pick_dtype(ev.get("dtype") or cfg["dtype"])).replace("torch.", ""),
+        "quantization": resolve_quantization(cfg["quantization"]),
+        "max_length": int(ev.get("max_length") or cfg["max_length"]),
+        "_path": path, "_batch_size": bs, "_revision": cfg["revision"],
     }
 
 
@@ -242,7 +242,9 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
     if quiet:
         _silence()
-    cfg = resolve_run(params, run)
+    from oodcorr.train import resolve_config
+
+    cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
     names = testset_names(params, cfg, testsets)
     pdir = prepared_dir(params)
     manifest = read_manifest(pdir)["testsets"]

@@ -7,6 +7,7 @@ one code path; only the name changes.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -256,7 +257,9 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
     return model, tok, info
 
 
+@functools.lru_cache(maxsize=None)
 def _local_revision(path: str) -> str | None:
+    """Content hash of a local model folder's weights (once per process: train/evaluate ask twice)."""
     p = Path(path)
     if (p / "model.safetensors").exists():
         from oodcorr.io import sha256_file

@@ -8,7 +8,6 @@ the newest one also holds training_state.pt so a rerun continues from it).
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import shutil
@@ -19,13 +18,14 @@ import click
 
 from oodcorr.errors import UserError
 from oodcorr.memory import examples_digest, rng_state, sample_shots, seed_all, set_rng_state
+from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER
 
 # Paper-like defaults (few-shot PBFT, Mosbach et al. 2023, with LoRA): 40 epochs over the shots with
 # 10% warmup; lr 1e-4 is the usual LoRA rate (their full fine-tuning used 1e-5). Log-spaced checkpoints
 # resolve the early training dynamics that the ID/OOD correlation analysis needs.
 DEFAULTS = {
-    "revision": None, "pattern": "{premise} Question: {hypothesis} Yes or No?",
-    "verbalizer": {"entailment": " Yes", "non_entailment": " No"}, "loss": "full_vocab", "sampling": "balanced",
+    "revision": None, "pattern": DEFAULT_PATTERN, "verbalizer": DEFAULT_VERBALIZER,
+    "loss": "full_vocab", "sampling": "balanced",
     "lora": {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": "auto"}, "finetune": "lora",
     "quantization": "auto", "dtype": "auto", "gradient_checkpointing": False, "lr": 1e-4, "weight_decay": 0.0,
     "warmup_ratio": 0.1, "max_grad_norm": 1.0, "batch_size": 8, "grad_accum": 1, "epochs": 40, "max_steps": None,
@@ -39,18 +39,11 @@ META_FILE = "oodcorr_checkpoint.json"
 KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: hard-exit after this step (simulates a kill)
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def resolve_config(params: dict, run_key: str) -> dict:
     """`runs.<key>` over `train` over DEFAULTS, with value checks (types are checked by config.validate)."""
-    from oodcorr.config import resolve_run
+    from oodcorr.config import deep_merge, resolve_run
 
-    cfg = _merge(DEFAULTS, resolve_run(params, run_key))
+    cfg = deep_merge(DEFAULTS, resolve_run(params, run_key))
     where = f"params: runs.{run_key}"
     for key, allowed in CHOICES.items():
         if cfg[key] not in allowed:
