@@ -172,10 +172,10 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(args.threads)
-    import oodcorr.scoring as scoring
+    import oodcorr.evaluate.scoring as scoring
     from oodcorr import io
     from oodcorr.config import load_params
-    from oodcorr.evaluate import evaluate_run
+    from oodcorr.evaluate.stage import evaluate_run
     from oodcorr.models import pick_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"

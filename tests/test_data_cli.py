@@ -86,7 +86,7 @@ def test_failed_prepare_keeps_previous_outputs(project):
 
 
 def test_load_prepared_missing(project):
-    from oodcorr.data import load_prepared
+    from oodcorr.prepared import load_prepared
     from oodcorr.errors import UserError
 
     with pytest.raises(UserError, match=r"testset synth_id was not prepared; run `oodcorr data prepare`"):

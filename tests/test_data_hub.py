@@ -6,7 +6,7 @@ import time
 import pytest
 
 from oodcorr.data.loaders import load_hub, load_testset, to_binary
-from oodcorr.data.registry import resolve
+from oodcorr.registry import resolve
 from oodcorr.errors import UserError
 
 datasets = pytest.importorskip("datasets")

@@ -6,10 +6,11 @@ import pytest
 import yaml
 
 from oodcorr.config import load_params
-from oodcorr.data import load_prepared, prepare, read_manifest
+from oodcorr.data.prepare import prepare
+from oodcorr.prepared import load_prepared, read_manifest
 from oodcorr.data.loaders import subsample
 from oodcorr.data.prepare import build
-from oodcorr.data.registry import resolve
+from oodcorr.registry import resolve
 from oodcorr.errors import UserError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shared_nli_params.yaml"

@@ -113,7 +113,7 @@ def test_fast_scorer_equals_straightforward(tmp_path, model):
 
     from oodcorr.models import load_base_model
     from oodcorr.prompts import Prompter
-    from oodcorr.scoring import score
+    from oodcorr.evaluate.scoring import score
 
     ck = make_checkpoint(tmp_path, "r", 3, model)
     rows = _rows("x", 23, seed=7)
@@ -128,7 +128,7 @@ def test_fast_scorer_equals_straightforward(tmp_path, model):
 
 
 def test_metrics_by_hand():
-    from oodcorr.scoring import metrics, metrics_by_slice
+    from oodcorr.evaluate.scoring import metrics, metrics_by_slice
 
     lab = ["entailment", "entailment", "non_entailment", "non_entailment", "non_entailment"]
     pre = ["entailment", "non_entailment", "non_entailment", "non_entailment", "entailment"]
@@ -148,7 +148,7 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     import numpy as np
     import pandas as pd
 
-    from oodcorr.evaluate import evaluate_run
+    from oodcorr.evaluate.stage import evaluate_run
 
     pfile = make_project(tmp_path, steps=(0, 5, 9))
     # training still running: scheduled steps beyond the newest checkpoint are not "missing"
@@ -198,7 +198,7 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
 
 
 def test_two_processes_equal_one(tmp_path, mlflow_uri):
-    from oodcorr.evaluate import evaluate_run
+    from oodcorr.evaluate.stage import evaluate_run
 
     pfile = make_project(tmp_path, steps=(0, 4, 8))
     evaluate_run(_params(pfile), "r1", quiet=True)
@@ -248,7 +248,7 @@ def test_out_of_memory_backoff_halves_and_retries(monkeypatch):
     import numpy as np
     import torch
 
-    import oodcorr.scoring as scoring
+    import oodcorr.evaluate.scoring as scoring
 
     sizes = []
 

@@ -9,18 +9,17 @@ import sys
 import pytest
 import torch
 
-from test_train_helpers import adapter, make_project, patch_load_prepared
+from test_train_helpers import adapter, make_project
 
 
 @pytest.fixture
 def project(tmp_path, mlflow_uri, monkeypatch):
-    patch_load_prepared(monkeypatch)
     return tmp_path
 
 
 def _train(params_path, run):
     from oodcorr.config import load_params
-    from oodcorr.train import train_run
+    from oodcorr.train.stage import train_run
 
     return train_run(load_params(params_path), run)
 
@@ -33,7 +32,7 @@ def _client(uri):
 
 
 def test_schedule_unit():
-    from oodcorr.memory import checkpoint_schedule, plan_steps
+    from oodcorr.train.plan import checkpoint_schedule, plan_steps
 
     assert checkpoint_schedule(10, every=4) == [0, 4, 8, 10]
     assert checkpoint_schedule(100, log_spaced=5) == [0, 1, 3, 10, 32, 100]
@@ -47,7 +46,7 @@ def test_schedule_unit():
 
 def test_sampling():
     from oodcorr.errors import UserError
-    from oodcorr.memory import sample_shots
+    from oodcorr.train.plan import sample_shots
 
     pool = [{"id": i, "label": "entailment" if i < 30 else "non_entailment"} for i in range(40)]
     got = sample_shots(pool, 16, "balanced", 3)

@@ -6,12 +6,11 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from test_train_helpers import make_project, patch_load_prepared
+from test_train_helpers import make_project
 
 
 @pytest.fixture
 def project(tmp_path, mlflow_uri, monkeypatch):
-    patch_load_prepared(monkeypatch)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -62,8 +61,9 @@ def test_dry_run_writes_nothing(project):
 
 def test_dry_run_counts_match_real_model(project):
     from oodcorr.config import load_params
-    from oodcorr.memory import dry_run_info
-    from oodcorr.train import prepare_model, resolve_config
+    from oodcorr.train.sizing import dry_run_info
+    from oodcorr.run_settings import resolve_config
+    from oodcorr.train.model import prepare_model
 
     params = load_params(make_project(project, {"x": {}}))
     info = dry_run_info(params, "x")
@@ -74,7 +74,7 @@ def test_dry_run_counts_match_real_model(project):
 
 
 def test_estimate_memory_olmo2_13b():
-    from oodcorr.memory import estimate_memory
+    from oodcorr.train.sizing import estimate_memory
 
     cfg = SimpleNamespace(hidden_size=5120, num_hidden_layers=40, vocab_size=100352, intermediate_size=13824,
                           tie_word_embeddings=False)

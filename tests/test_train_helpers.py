@@ -1,6 +1,5 @@
 """Shared set-up for the train tests: a tmp project with params.yaml and a prepared synthetic pool."""
 
-import importlib.util
 import json
 import random
 from pathlib import Path
@@ -44,20 +43,6 @@ def make_project(root: Path, runs: dict, train: dict | None = None, pool: int = 
     path = root / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
-
-
-def patch_load_prepared(monkeypatch) -> None:
-    """Until the data package provides oodcorr.data.prepare, serve the JSONL files directly."""
-    if importlib.util.find_spec("oodcorr.data.prepare") is not None:
-        return
-    import sys
-    import types
-
-    from oodcorr.io import read_jsonl
-
-    mod = types.ModuleType("oodcorr.data.prepare")
-    mod.load_prepared = lambda out_dir, name: read_jsonl(Path(out_dir) / f"{name}.jsonl")
-    monkeypatch.setitem(sys.modules, "oodcorr.data.prepare", mod)
 
 
 def adapter(run_dir: Path, step: int) -> dict:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from test_train_helpers import adapter, make_project, patch_load_prepared
+from test_train_helpers import adapter, make_project
 
 
 @pytest.mark.slow
@@ -12,9 +12,8 @@ def test_smollm2_few_steps(tmp_path, mlflow_uri, monkeypatch):
     import torch
 
     from oodcorr.config import load_params
-    from oodcorr.train import train_run
+    from oodcorr.train.stage import train_run
 
-    patch_load_prepared(monkeypatch)
     p = make_project(tmp_path, {"s": {"model": "smollm2-135m", "shots": 8, "max_steps": 4, "lr": 1e-3,
                                       "max_length": 64, "checkpoints": {"every": 4}}})
     rec = train_run(load_params(p), "s")

@@ -10,13 +10,13 @@ import click
 
 from oodcorr.errors import UserError
 
-# name -> "module:attribute" of a click command/group defined next to the stage it runs.
+# name -> "module:attribute" of a click command/group: each stage package's stage.py (the entry dvc.yaml runs).
 COMMANDS = {
-    "data": "oodcorr.data.commands:data",
-    "testsets": "oodcorr.data.commands:testsets",
-    "train": "oodcorr.train:train_cmd",
-    "evaluate": "oodcorr.evaluate:evaluate_cmd",
-    "analyze": "oodcorr.analysis.commands:analyze_cmd",
+    "data": "oodcorr.data.stage:data",
+    "testsets": "oodcorr.data.stage:testsets",
+    "train": "oodcorr.train.stage:train_cmd",
+    "evaluate": "oodcorr.evaluate.stage:evaluate_cmd",
+    "analyze": "oodcorr.analysis.stage:analyze_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.study:ui_cmd",
 }

@@ -186,13 +186,32 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
         raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None
     if validate_schema:
         validate(tree)
-        from oodcorr.study import check_references
-
         check_references(tree)
     tree = copy.deepcopy(tree)
     tree["_path"] = str(path.resolve())
     tree["_root"] = str(path.resolve().parent)
     return tree
+
+
+def check_references(params: dict) -> None:
+    """Every run names a known model and known testsets; evaluate.testsets are known (one line each)."""
+    from oodcorr.registry import known_names
+    from oodcorr.models import BUILTIN_MODELS
+
+    testsets = known_names(params)
+    for key, run in (params.get("runs") or {}).items():
+        run = run or {}
+        for field in ("train_set", "id_testset"):
+            name = run.get(field)
+            if name is not None and name not in testsets:
+                raise UserError(f"params: runs.{key}.{field}: unknown testset {name!r}{closest(name, testsets)}")
+        model = run.get("model")
+        if model is not None and model not in BUILTIN_MODELS and "/" not in model and not Path(model).exists():
+            raise UserError(f"params: runs.{key}.model: unknown model {model!r}{closest(model, BUILTIN_MODELS)}; "
+                            "expected a built-in alias, a local folder or a hub id (owner/name)")
+    for i, name in enumerate((params.get("evaluate") or {}).get("testsets") or []):
+        if name not in testsets:
+            raise UserError(f"params: evaluate.testsets[{i}]: unknown testset {name!r}{closest(str(name), testsets)}")
 
 
 def deep_merge(base: dict, over: dict) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import yaml
 
-from oodcorr.config import load_params, read_yaml, validate
+from oodcorr.config import check_references, load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -53,27 +53,6 @@ def load_preset(name: str, **overrides) -> dict:
         tree["runs"] = expand_grid(grid)
     validate(tree)
     return tree
-
-
-def check_references(params: dict) -> None:
-    """Every run names a known model and known testsets; evaluate.testsets are known (one line each)."""
-    from oodcorr.data.registry import known_names
-    from oodcorr.models import BUILTIN_MODELS
-
-    testsets = known_names(params)
-    for key, run in (params.get("runs") or {}).items():
-        run = run or {}
-        for field in ("train_set", "id_testset"):
-            name = run.get(field)
-            if name is not None and name not in testsets:
-                raise UserError(f"params: runs.{key}.{field}: unknown testset {name!r}{closest(name, testsets)}")
-        model = run.get("model")
-        if model is not None and model not in BUILTIN_MODELS and "/" not in model and not Path(model).exists():
-            raise UserError(f"params: runs.{key}.model: unknown model {model!r}{closest(model, BUILTIN_MODELS)}; "
-                            "expected a built-in alias, a local folder or a hub id (owner/name)")
-    for i, name in enumerate((params.get("evaluate") or {}).get("testsets") or []):
-        if name not in testsets:
-            raise UserError(f"params: evaluate.testsets[{i}]: unknown testset {name!r}{closest(str(name), testsets)}")
 
 
 def check_params(path=None) -> dict:

@@ -5,8 +5,7 @@ out), seed pooling, cross-model consistency, figures and report.
   consistency.py  Fisher-z pooling over seeds, cross-model heterogeneity and verdicts, summary
   plots.py        heatmaps, residual scatter grid, accuracy curves
   report.py       self-contained report.html
-  stage.py        run_analysis() (the DVC stage) and log_to_mlflow()
-  commands.py     `oodcorr analyze`
+  stage.py        `oodcorr analyze`, run_analysis() (the DVC stage) and log_to_mlflow()
   simulate.py     trajectories with known residual correlation (tests, bench)
 
 Nothing heavy is imported here, so `oodcorr --help` stays fast.

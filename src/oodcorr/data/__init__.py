@@ -1,8 +1,11 @@
-"""Testsets: registry (plain data), loaders (hub / local / synthetic) and the prepare stage.
+"""The data stage (dvc.yaml `prepare`): testsets from the registry (hub / local / synthetic) ->
+data/prepared/<name>.jsonl + manifest.json.
 
-Other stages use `load_prepared(out_dir, name)`, `read_manifest(out_dir)` and `prepared_dir(params)`.
+  stage.py      `oodcorr data prepare`, `oodcorr testsets`
+  prepare.py    build, validate and write the prepared folder
+  loaders.py    hub / local-file / synthetic rows -> the two labels, seeded stratified subsampling
+  synthetic.py  the SYNTHETIC shift suite's generators
+
+The registry (`oodcorr.registry`) and the prepared-folder reader (`oodcorr.prepared`) are core modules:
+other stages read prepared data through them, not through this package.
 """
-
-from oodcorr.data.prepare import load_prepared, prepare, prepared_dir, read_manifest
-
-__all__ = ["load_prepared", "prepare", "prepared_dir", "read_manifest"]

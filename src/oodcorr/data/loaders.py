@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from oodcorr.config import project_path
-from oodcorr.data.registry import ENT, NON
+from oodcorr.registry import ENT, NON
 from oodcorr.errors import UserError
 
 FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}

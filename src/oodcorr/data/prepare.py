@@ -7,24 +7,13 @@ merged: preparing a subset (`--only`) keeps the entries of testsets prepared ear
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from oodcorr import io
-from oodcorr.config import project_path
 from oodcorr.data.loaders import label_counts, load_testset, subsample
-from oodcorr.data.registry import describe_source, resolve
 from oodcorr.errors import UserError
-
-DEFAULT_OUT = "data/prepared"
-MANIFEST = "manifest.json"
-
-
-def prepared_dir(params: dict, out_dir: str | Path | None = None) -> Path:
-    """Where prepared testsets live: `out_dir`, else params `data.out`, else data/prepared (project-relative)."""
-    if out_dir is not None:
-        return Path(out_dir)
-    return project_path(params, ((params.get("data") or {}).get("out")) or DEFAULT_OUT)
+from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file
+from oodcorr.registry import describe_source, resolve
 
 
 def referenced_names(params: dict) -> list[str]:
@@ -61,7 +50,7 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
                         "evaluate.testsets, or pass --only NAME")
     built = {name: build(params, name) for name in names}  # raises before anything is written
     out = prepared_dir(params, out_dir)
-    manifest = _read_manifest_file(out) or {"testsets": {}}
+    manifest = read_manifest_file(out) or {"testsets": {}}
     for name, (rows, entry) in built.items():
         path = out / f"{name}.jsonl"
         io.write_jsonl(path, rows)
@@ -71,31 +60,3 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
     manifest["testsets"] = {k: v for k, v in manifest["testsets"].items() if (out / f"{k}.jsonl").exists()}
     io.write_json(out / MANIFEST, manifest)
     return manifest
-
-
-def _read_manifest_file(out: Path) -> dict | None:
-    path = Path(out) / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}:{e.lineno}: invalid manifest JSON ({e.msg}); delete it and re-run "
-                        "`oodcorr data prepare`") from None
-    if not isinstance(data, dict) or not isinstance(data.get("testsets"), dict):
-        raise UserError(f"{path}: not an oodcorr manifest (no 'testsets' mapping)")
-    return data
-
-
-def read_manifest(out_dir: str | Path) -> dict:
-    """The manifest of a prepared folder ({"testsets": {}} when nothing was prepared yet)."""
-    return _read_manifest_file(Path(out_dir)) or {"testsets": {}}
-
-
-def load_prepared(out_dir: str | Path, name: str) -> list[dict]:
-    """Rows of a prepared testset; UserError telling how to prepare it when it is missing."""
-    out = Path(out_dir)
-    path = out / f"{name}.jsonl"
-    if name not in read_manifest(out)["testsets"] or not path.exists():
-        raise UserError(f"testset {name} was not prepared; run `oodcorr data prepare` (or dvc repro prepare)")
-    return io.read_jsonl(path)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import random
 
+from oodcorr.registry import SYNTHETIC, SYNTHETIC_KINDS
+
 ENT, NON = "entailment", "non_entailment"
 
 PEOPLE = ["doctor", "lawyer", "teacher", "artist", "student", "farmer", "singer", "pilot",
@@ -160,7 +162,7 @@ def _templates(kind: str):
             "embedded": _embedded_templates}[kind]()
 
 
-KINDS = ("train", "id", "overlap", "negation", "vocab", "embedded")
+KINDS = SYNTHETIC_KINDS  # the registry names them; this module generates them
 
 
 def _draw(kind: str, size: int, seed: int, exclude: set | None = None) -> list[dict]:
@@ -189,8 +191,6 @@ def generate(kind: str, size: int, seed: int = 0) -> list[dict]:
         raise ValueError(f"unknown synthetic kind {kind!r}")
     exclude = None
     if kind == "id":
-        from oodcorr.data.registry import SYNTHETIC
-
         train_size = SYNTHETIC["synth_train"][1]
         exclude = {(r["premise"], r["hypothesis"]) for r in _draw("train", train_size, seed)}
     return _draw(kind, size, seed, exclude)

@@ -83,6 +83,8 @@ BUILTINS: dict[str, dict] = {
 # The synthetic shift suite (oodcorr.data.synthetic): CPU quickstart without the hub.
 _SYN = {"premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": IDENTITY,
         "slice": "template"}
+# The generators of data/synthetic.py (its KINDS) and the built-in testsets drawn from them.
+SYNTHETIC_KINDS = ("train", "id", "overlap", "negation", "vocab", "embedded")
 SYNTHETIC = {
     "synth_train": ("train", 2000, "SYNTHETIC in-domain training pool (templated, small vocabulary)"),
     "synth_id": ("id", 400, "SYNTHETIC in-domain test (same templates/vocabulary as synth_train)"),
@@ -144,11 +146,9 @@ def resolve(params: dict | None, name: str) -> dict:
     if spec["kind"] == "local" and fmt not in (None, "tsv", "csv", "jsonl"):
         raise UserError(f"{where}.format: {fmt!r} is not tsv, csv or jsonl")
     if spec["kind"] == "synthetic":
-        from oodcorr.data.synthetic import KINDS
-
-        if spec["synthetic"] not in KINDS:
+        if spec["synthetic"] not in SYNTHETIC_KINDS:
             raise UserError(f"{where}.synthetic: unknown generator {spec['synthetic']!r}"
-                            f"{closest(spec['synthetic'], KINDS)}; known: {', '.join(KINDS)}")
+                            f"{closest(spec['synthetic'], SYNTHETIC_KINDS)}; known: {', '.join(SYNTHETIC_KINDS)}")
     return spec
 
 

@@ -1,4 +1,5 @@
-"""`oodcorr data prepare` and `oodcorr testsets` (imported lazily by oodcorr.cli)."""
+"""The data stage entry: `oodcorr data prepare` (dvc.yaml `prepare`) and `oodcorr testsets`
+(imported lazily by oodcorr.cli)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def data():
               help="prepare only this testset (repeatable); default: data.prepare or all referenced")
 def prepare_cmd(params_file, out_dir, only):
     """Write one JSONL per testset plus manifest.json. Nothing is written if any testset is bad."""
-    from oodcorr.data.prepare import prepare, prepared_dir, referenced_names
+    from oodcorr.data.prepare import prepare, referenced_names
+    from oodcorr.prepared import prepared_dir
 
     params = _params(params_file)
     names = [n.strip() for item in only for n in item.split(",") if n.strip()] or referenced_names(params)
@@ -53,8 +55,8 @@ def prepare_cmd(params_file, out_dir, only):
               help="params file (default: params.yaml of the project)")
 def testsets(params_file):
     """List known testsets: built-ins, synthetic suite and those declared in params."""
-    from oodcorr.data.prepare import prepared_dir, read_manifest
-    from oodcorr.data.registry import describe_source, known_names, label_scheme, resolve
+    from oodcorr.prepared import prepared_dir, read_manifest
+    from oodcorr.registry import describe_source, known_names, label_scheme, resolve
 
     params = _params(params_file)
     try:

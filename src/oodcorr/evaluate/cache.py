@@ -1,0 +1,51 @@
+"""The evaluation cache: one parquet file per (checkpoint, testset) pair, keyed by the checkpoint's and
+testset's content hashes and every setting that changes a score, so a rerun scores only what is new."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from oodcorr import io
+from oodcorr.errors import UserError
+from oodcorr.prompts import LABELS
+
+
+def resolve_settings(params: dict, cfg: dict) -> dict:
+    """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
+    `cfg` is the resolved run (run_settings.resolve_config), so evaluation scores with the training defaults."""
+    from oodcorr.models import _local_revision, check_available, pick_dtype, resolve_quantization
+
+    ev = params.get("evaluate") or {}
+    path = check_available(cfg["model"], cfg.get("revision"))
+    bs = ev.get("batch_size", "auto")
+    if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
+        raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
+    return {
+        "model": cfg["model"], "revision": cfg["revision"] or _local_revision(path),
+        "pattern": cfg["pattern"], "verbalizer": dict(cfg["verbalizer"]),
+        "dtype": str(pick_dtype(ev.get("dtype") or cfg["dtype"])).replace("torch.", ""),
+        "quantization": resolve_quantization(cfg["quantization"]),
+        "max_length": int(ev.get("max_length") or cfg["max_length"]),
+        "_path": path, "_batch_size": bs, "_revision": cfg["revision"],
+    }
+
+
+def cache_key(ck_sha: str, testset_sha: str, settings: dict) -> str:
+    blob = {"checkpoint": ck_sha, "testset": testset_sha, **{k: v for k, v in settings.items() if not k.startswith("_")}}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def write_cache(path: Path, rows: list[dict], logp, preds, meta: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "id": [str(r["id"]) for r in rows], "label": [r["label"] for r in rows],
+        "prediction": [LABELS[int(p)] for p in preds],
+        "logp_entailment": logp[:, 0].astype("float32"), "logp_non_entailment": logp[:, 1].astype("float32"),
+        "slice": [None if r.get("slice") in (None, "") else str(r["slice"]) for r in rows],
+    }).replace_schema_metadata({"oodcorr": json.dumps(meta)})
+    with io.atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(table, tmp)

@@ -1,0 +1,120 @@
+"""Evaluate stage entry (dvc.yaml `evaluate@<run>`): every checkpoint of a run x every testset -> metrics.jsonl, predictions, MLflow.
+
+Why it is built this way: a study has tens of checkpoints x ~10 testsets per run, so the base model is
+loaded once and LoRA adapters are swapped per checkpoint, each testset is tokenized once, and results are
+cached per (checkpoint content, testset content, scoring settings) key, so a rerun (or a new checkpoint or
+testset) only scores what is new. Under `accelerate launch` the pending pairs are sharded across
+processes; rank 0 assembles the outputs after a barrier.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from oodcorr import distributed, io
+from oodcorr.config import load_params
+from oodcorr.errors import UserError
+from oodcorr.evaluate.cache import cache_key, resolve_settings
+from oodcorr.evaluate.checkpoints import list_checkpoints
+from oodcorr.evaluate.outputs import write_outputs
+from oodcorr.evaluate.scorer import score_pairs
+from oodcorr.rundir import read_run_json, run_dir
+from oodcorr.run_settings import resolve_config
+
+
+def testset_names(params: dict, cfg: dict, only: list[str] | None = None) -> list[str]:
+    names = [cfg["id_testset"], *(only if only else ((params.get("evaluate") or {}).get("testsets") or []))]
+    return list(dict.fromkeys(str(n) for n in names))
+
+
+def _silence() -> None:
+    """--quiet: no weight-loading bars or MLflow store INFO lines, so stderr holds only errors."""
+    import logging
+
+    import mlflow  # noqa: F401  (mlflow sets its logger levels on import; override them after)
+    from transformers.utils import logging as hf_logging
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quiet: bool = False) -> dict:
+    """Every checkpoint of `run` x every testset -> {"scored": [(step, testset)] by this process, "cached", "failed",
+    ...}; UserError (after writing the outputs of what worked) when checkpoints failed."""
+    from oodcorr.prepared import load_prepared, prepared_dir, read_manifest
+
+    if quiet:
+        _silence()
+    cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
+    names = testset_names(params, cfg, testsets)
+    pdir = prepared_dir(params)
+    manifest = read_manifest(pdir)["testsets"]
+    missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
+    if missing:
+        raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; add it to data.prepare (or "
+                        "evaluate.testsets) and run `oodcorr data prepare` (or `dvc repro prepare`)")
+    rdir = run_dir(params, run)
+    if not (rdir / "checkpoints").is_dir():
+        raise UserError(f"run {run}: no checkpoints under {rdir / 'checkpoints'}; run `oodcorr train --run {run}` first")
+    run_json = read_run_json(rdir)
+    settings = resolve_settings(params, cfg)
+    checkpoints = list_checkpoints(rdir, cfg, settings["_path"], run_json.get("checkpoint_steps"),
+                                   run_json.get("finished", True))
+    failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
+    good = [ck for ck in checkpoints if not ck.error]
+    eval_dir, cache_dir = rdir / "eval", rdir / "eval" / "cache"
+    sha = {n: manifest[n].get("sha256") or io.sha256_file(pdir / f"{n}.jsonl") for n in names}
+    pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
+    pending = [p for p in pairs if not (cache_dir / f"{p[2]}.parquet").exists()]
+    rank, world = distributed.init()
+    loaded: dict[str, list[dict]] = {}
+
+    def rows_of(name):  # read each testset once, only if some pair needs it
+        return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
+
+    mine = pending[rank::world]
+    scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
+    if world > 1:
+        import torch.distributed as dist
+
+        gathered: list = [None] * world
+        dist.all_gather_object(gathered, fails)  # also the barrier: every shard's cache files are written
+        fails = [f for g in gathered for f in g]
+    failed += sorted(set(fails))
+    result = {"scored": scored, "cached": len(pairs) - len(pending), "failed": failed, "eval_dir": str(eval_dir),
+              "rank": rank, "world_size": world}
+    try:
+        if rank == 0:
+            bad_steps = {f.split(" ", 1)[0] for f in fails}
+            done = [p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
+            result.update(write_outputs(params, cfg, run, run_json, done, cache_dir, eval_dir))
+    finally:
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+    if failed:
+        if rank != 0:
+            raise SystemExit(2)
+        raise UserError(f"run {run}: {len(failed)} checkpoint(s) failed, the rest were evaluated: {'; '.join(failed)}")
+    return result
+
+
+@click.command("evaluate")
+@click.option("--run", "run_key", required=True, help="Run key from params.yaml `runs`.")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None, help="params.yaml to use.")
+@click.option("--testsets", default=None, help="Comma-separated testsets (default: evaluate.testsets); the run's ID testset is always included.")
+@click.option("--quiet", is_flag=True, help="No progress bar or summary.")
+def evaluate_cmd(run_key, params_file, testsets, quiet):
+    """Score every checkpoint of a run on every testset (cached; shard with `accelerate launch`)."""
+    params = load_params(params_file)
+    quiet = quiet or bool((params.get("evaluate") or {}).get("quiet"))
+    only = [t.strip() for t in testsets.split(",") if t.strip()] if testsets else None
+    res = evaluate_run(params, run_key, only, quiet)
+    if not quiet:
+        who = f" [rank {res['rank']}/{res['world_size']}]" if res["world_size"] > 1 else ""
+        where = f" -> {res['metrics']}" if "metrics" in res else ""
+        click.echo(f"{run_key}{who}: scored {len(res['scored'])} pair(s), {res['cached']} cached{where}")

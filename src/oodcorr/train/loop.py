@@ -1,0 +1,120 @@
+"""The optimisation loop: the verbaliser-token loss, data-parallel gradient sums, checkpoints on the
+schedule, and an exact resume from the newest checkpoint's training state."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from oodcorr.rundir import checkpoint_dirs
+from oodcorr.train.checkpoints import STATE_FILE, load_weights, save_checkpoint
+from oodcorr.train.mlflow_log import MetricLog
+from oodcorr.train.plan import rng_state, set_rng_state
+
+KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: hard-exit after this step (simulates a kill)
+
+
+def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_vocab"):
+    """Summed cross-entropy of the verbaliser token at each prompt's last non-pad position (over the full
+    vocabulary, or over the two verbaliser logits with loss=verbalizer)."""
+    import torch
+    import torch.nn.functional as F
+
+    from oodcorr.prompts import pad_batch
+
+    device = next(p for p in model.parameters() if p.device.type != "meta").device
+    ids, mask, last = pad_batch(seqs, pad_id)
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                logits_to_keep=last.unsqueeze(1).to(device))  # only the scored position reaches lm_head
+    logits = out.logits[:, 0, :].float()
+    vids = torch.tensor(prompter.verbalizer_ids, device=device)
+    target = torch.tensor(labels, device=device)
+    if loss == "verbalizer":
+        return F.cross_entropy(logits[:, vids], target, reduction="sum")
+    return F.cross_entropy(logits, vids[target], reduction="sum")
+
+
+def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet,
+          rank: int = 0, world: int = 1) -> None:
+    """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
+    and gradients are summed over processes, so a step equals the single-process step."""
+    import mlflow
+    import torch
+
+    from oodcorr import distributed
+
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    total = len(plan)
+    seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
+    labels = prompter.label_ids([e["label"] for e in examples])
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
+    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": info["path"], "revision": info["revision"],
+            "base_model_type": info["model_type"], "finetune": cfg["finetune"],
+            "quantization": info["quantization"]}
+    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if (d / STATE_FILE).exists()}
+    start = 0
+    if resumable:
+        start, ckpt = max(resumable.items())
+        state = torch.load(ckpt / STATE_FILE, weights_only=False, map_location="cpu")
+        load_weights(model, ckpt, cfg["finetune"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+    elif rank == 0:
+        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
+    device = info["device"]
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" and torch.cuda.is_bf16_supported()
+                else contextlib.nullcontext())
+    metrics = MetricLog(mlflow.MlflowClient(), run_id) if rank == 0 else None
+    kill_at = int(os.environ.get(KILL_ENV, "-1"))
+    bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
+    model.train()
+    for step in range(start + 1, total + 1):
+        opt.zero_grad(set_to_none=True)
+        micro = plan[step - 1]
+        n = sum(len(mb) for mb in micro)
+        step_loss = 0.0
+        for mb in micro:
+            shard = mb[rank::world]
+            if not shard:
+                continue
+            with autocast:
+                loss = batch_loss(model, prompter, [seqs[i] for i in shard], [labels[i] for i in shard],
+                                  tok.pad_token_id, cfg["loss"]) / n
+            loss.backward()
+            step_loss += loss.item()
+        if world > 1:
+            for p in trainable:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            summed = torch.tensor([step_loss], dtype=torch.float64)
+            distributed.all_reduce_sum([p.grad for p in trainable] + [summed])
+            step_loss = summed.item()
+        if cfg["max_grad_norm"]:
+            torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"])
+        lr = sched.get_last_lr()[0]
+        opt.step()
+        sched.step()
+        bar.update(1)
+        bar.set_postfix(loss=f"{step_loss:.4f}")
+        if rank == 0:
+            metrics.log(step, loss=step_loss, lr=lr)
+            if step in schedule:
+                metrics.flush()
+                save_checkpoint(model, ckpt_dir, step, meta, _state(opt, sched, step))
+            if step == kill_at:
+                metrics.flush()
+                os._exit(137)
+    bar.close()
+    if rank == 0:
+        metrics.flush()
+
+
+def _state(opt, sched, step: int) -> dict:
+    """What a resume needs besides the weights. The data order is a pure function of the seed
+    (plan.plan_steps), so no loader/generator state is stored."""
+    return {"step": step, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": rng_state()}

@@ -1,0 +1,116 @@
+"""Train stage entry (dvc.yaml `train@<run>`): pattern-based few-shot (Q)LoRA fine-tuning of a causal LM,
+with checkpoints on a schedule (step 0 = the untouched base), resumable after a kill (bit-identical on
+CPU), tracked in one MLflow run.
+
+Layout: runs/<run>/run.json and runs/<run>/checkpoints/checkpoint-<step>/ (see oodcorr.rundir).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import click
+
+from oodcorr.rundir import checkpoint_dirs, read_run_json
+from oodcorr.run_settings import resolve_config
+from oodcorr.train.checkpoints import STATE_FILE
+from oodcorr.train.loop import train_loop
+from oodcorr.train.mlflow_log import mlflow_run
+from oodcorr.train.model import preflight, prepare_model
+from oodcorr.train.plan import checkpoint_schedule, examples_digest, plan_steps, sample_shots
+
+NOT_IDENTITY = ("quiet",)  # keys that do not change the result: editing them does not restart a run
+
+
+def identity(cfg: dict | None) -> dict | None:
+    return None if cfg is None else {k: v for k, v in cfg.items() if k not in NOT_IDENTITY}
+
+
+def load_pool(params: dict, name: str) -> list[dict]:
+    from oodcorr.prepared import load_prepared, prepared_dir
+
+    return load_prepared(prepared_dir(params), name)
+
+
+def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
+    """Train (or resume, or skip when finished) one run; returns its run.json content."""
+    from oodcorr import distributed
+    from oodcorr.config import project_path
+    from oodcorr.io import write_json
+    from oodcorr.prompts import check_pattern
+
+    cfg = resolve_config(params, run_key)
+    quiet = cfg["quiet"] if quiet is None else quiet
+    run_dir = project_path(params, "runs") / run_key
+    ckpt_dir = run_dir / "checkpoints"
+    previous = read_run_json(run_dir) or None
+    check_pattern(cfg["pattern"])
+    examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
+    digest = examples_digest(examples)
+    same = (previous is not None and identity(previous.get("config")) == identity(cfg)
+            and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
+    if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
+        click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
+        return previous
+
+    # Everything a user can get wrong is checked before anything is written.
+    preflight(cfg)
+    if quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
+    model, tok, prompter, info = prepare_model(cfg, device=distributed.device_for_rank())
+    plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
+                      cfg["seed"])
+    total = len(plan)
+    schedule = checkpoint_schedule(total, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced"))
+
+    run_id = record = None
+    if rank == 0:
+        if not same and ckpt_dir.exists():
+            shutil.rmtree(ckpt_dir)
+        for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
+            shutil.rmtree(stale, ignore_errors=True)
+        run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
+        record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
+                  "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
+                  "checkpoint_steps": schedule, "total_steps": total, "finished": False}
+        write_json(run_dir / "run.json", record)
+    distributed.barrier()
+    train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet or rank > 0,
+          rank, world)
+    distributed.barrier()
+    if rank > 0:
+        return json.loads((run_dir / "run.json").read_text())
+    record["finished"] = True
+    write_json(run_dir / "run.json", record)
+    (ckpt_dir / f"checkpoint-{total}" / STATE_FILE).unlink(missing_ok=True)  # finished: nothing to resume
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    client.log_artifact(run_id, str(run_dir / "run.json"))
+    client.set_terminated(run_id, "FINISHED")
+    return record
+
+
+@click.command("train")
+@click.option("--run", "run_key", required=True, help="Run key under `runs:` in params.yaml.")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="params.yaml (default: the project's).")
+@click.option("--dry-run", is_flag=True, help="Print sizes, steps and a memory estimate; write nothing.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def train_cmd(run_key, params_file, dry_run, quiet):
+    """Few-shot (Q)LoRA training of one run; resumes after a kill, no-op when finished."""
+    from oodcorr.config import load_params
+
+    params = load_params(params_file)
+    if dry_run:
+        from oodcorr.train.sizing import dry_run_info, print_dry_run
+
+        print_dry_run(dry_run_info(params, run_key))
+        return
+    record = train_run(params, run_key, quiet=True if quiet else None)
+    click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, "
+               f"mlflow run {record['mlflow_run_id']}", err=True)

@@ -1,0 +1,121 @@
+"""The package layout mirrors dvc.yaml: stage packages over a thin core, imports pointing one way.
+
+Every import is read from the source (lazy imports inside functions included), so a new edge that
+makes the core depend on a stage, one stage depend on another, or any circle fails here."""
+
+from __future__ import annotations
+
+import ast
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "oodcorr"
+STAGES = ("data", "train", "evaluate", "analysis")
+ENTRY = ("oodcorr.cli", "oodcorr.study", "oodcorr.__main__")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports_of(name: str) -> set[str]:
+    """oodcorr modules that `name` imports anywhere in its source."""
+    tree = ast.parse(MODULES[name].read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "oodcorr"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "oodcorr":
+            for a in node.names:  # `from oodcorr import io` imports the module oodcorr.io
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if sub in MODULES else node.module)
+    out.discard(name)
+    return {m for m in out if m in MODULES}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def stage_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def is_core(name: str) -> bool:
+    return stage_of(name) is None and name not in ENTRY and name != "oodcorr"
+
+
+def test_every_stage_package_has_a_stage_entry():
+    for stage in STAGES:
+        assert f"oodcorr.{stage}.stage" in MODULES, f"src/oodcorr/{stage}/stage.py missing"
+
+
+def test_core_imports_no_stage_and_no_entry_point():
+    bad = [(m, d) for m, deps in GRAPH.items() if is_core(m) for d in deps if not is_core(d) and d != "oodcorr"]
+    assert not bad, f"core modules must not import stages or cli/study: {bad}"
+
+
+def test_stages_import_only_the_core_and_themselves():
+    bad = [(m, d) for m, deps in GRAPH.items() if stage_of(m) for d in deps
+           if d in ENTRY or (stage_of(d) and stage_of(d) != stage_of(m))]
+    assert not bad, f"a stage imports another stage or an entry point: {bad}"
+
+
+def test_no_import_circles():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(GRAPH[m]):
+            if state.get(d) == 1:
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+
+
+def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
+    """The checker itself: a lazy import from config back into a stage is reported."""
+    fake = dict(GRAPH)
+    fake["oodcorr.config"] = GRAPH["oodcorr.config"] | {"oodcorr.train.stage"}
+    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    with pytest.raises(AssertionError, match="core modules must not import"):
+        test_core_imports_no_stage_and_no_entry_point()
+    with pytest.raises(AssertionError, match="import circle"):
+        test_no_import_circles()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_module_imports_in_any_order(seed):
+    names = [m for m in MODULES if m != "oodcorr.__main__"]
+    random.Random(seed).shuffle(names)
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
+    res = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": str(SRC)})
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_help_imports_no_torch():
+    code = "import sys; from oodcorr.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n" \
+           "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "PYTHONPATH": str(SRC)})
+    assert res.stdout.strip().splitlines()[-1] == "False False", res.stdout + res.stderr
