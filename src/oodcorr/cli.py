@@ -17,6 +17,7 @@ COMMANDS = {
     "train": "oodcorr.train:train_cmd",
     "evaluate": "oodcorr.evaluate:evaluate_cmd",
     "analyze": "oodcorr.analysis.commands:analyze_cmd",
+    "plan": "oodcorr.analysis.plan:plan_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.study:ui_cmd",
 }
