@@ -46,7 +46,7 @@ def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float 
 def items_needed(signal_var: float, noise_var_item: float, rel: float) -> int:
     if signal_var <= 0:
         return math.inf
-    return int(math.ceil(rel / (1 - rel) * noise_var_item / signal_var))
+    return int(math.ceil(rel / (1 - rel) * noise_var_item / signal_var - 1e-9))
 
 
 def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.2, reliability: float = 0.8,

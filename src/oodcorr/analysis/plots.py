@@ -148,11 +148,12 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=0.05) -> di
     return figs
 
 
-def reliability_heatmaps(fig_dir, reliability, reliability_min: float = 0.5) -> dict:
-    """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory."""
+def reliability_heatmaps(fig_dir, reliability, reliability_min: float = 0.5, metric: str = "accuracy") -> dict:
+    """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory,
+    for the analysed metric (the other metrics' reliabilities are in reliability.csv and the report)."""
     plt = _plt()
     figures = {}
-    for (metric, method), g in reliability.groupby(["metric", "method"], sort=True):
+    for (metric, method), g in reliability[reliability["metric"] == metric].groupby(["metric", "method"], sort=True):
         wide = g.pivot_table(index="run", columns="testset", values="reliability", aggfunc="mean")
         if wide.empty:
             continue

@@ -307,7 +307,7 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
             if reliability is not None and len(reliability):
                 from oodcorr.analysis.plots import reliability_heatmaps
 
-                figures.update(reliability_heatmaps(tmp / "figures", reliability, reliability_min))
+                figures.update(reliability_heatmaps(tmp / "figures", reliability, reliability_min, metric))
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.report import write_report
