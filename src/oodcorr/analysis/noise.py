@@ -174,31 +174,42 @@ def split_masks(n_items: int, n_splits: int, rng) -> tuple[np.ndarray, np.ndarra
 
 
 def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = SPLITS, rng=None,
-                operator: np.ndarray | None = None) -> tuple[float, str]:
+                operator: np.ndarray | None = None, masks=None) -> tuple[float, str]:
     """Split-half (Spearman-Brown) reliability of the residual trajectory of one testset.
 
     items: (checkpoints, items) per-item scores; x: the ID series the residual is taken against (the full
-    ID testset); operator: the residual maker for linear/gam (computed here for linear when None)."""
-    rng = rng if rng is not None else np.random.default_rng(0)
+    ID testset); operator: the residual maker for linear/gam (computed here for linear when None); masks:
+    precomputed split_masks (shared across metrics/methods of a testset), else drawn from rng."""
+    return reliabilities(items, x, {method: operator}, n_splits, rng, masks)[method]
+
+
+def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: int = SPLITS, rng=None,
+                  masks=None) -> dict:
+    """{method: (reliability, flag)} for several methods from the same split halves (one matmul each)."""
     n, n_items = items.shape
     if n_items < MIN_ITEMS:
-        return math.nan, f"too_few_items:{n_items}<{MIN_ITEMS}"
+        return {m: (math.nan, f"too_few_items:{n_items}<{MIN_ITEMS}") for m in operators}
     if n < 4:
-        return math.nan, f"too_few_checkpoints:n={n}<4"
-    if method == "gam" and operator is None:
-        return math.nan, "gam_undefined"
-    A, B = split_masks(n_items, n_splits, rng)
+        return {m: (math.nan, f"too_few_checkpoints:n={n}<4") for m in operators}
+    if masks is None:
+        masks = split_masks(n_items, n_splits, rng if rng is not None else np.random.default_rng(0))
+    A, B = masks
     ya, yb = items @ A.T, items @ B.T  # (n, splits)
-    if method == "rank":
-        op = linear_operator(_rank0(x))
-        ra, rb = op @ _rank0(ya, 0), op @ _rank0(yb, 0)
-    else:
-        op = operator if operator is not None else linear_operator(x)
-        ra, rb = op @ ya, op @ yb
-    c = _colcorr(ra, rb, axis=0)
-    if not np.isfinite(c).any():
-        return math.nan, "constant_halves"
-    return float(spearman_brown(np.nanmean(c))), ""
+    out = {}
+    for method, operator in operators.items():
+        if method == "gam" and operator is None:
+            out[method] = (math.nan, "gam_undefined")
+            continue
+        if method == "rank":
+            op = linear_operator(_rank0(x))
+            ra, rb = op @ _rank0(ya, 0), op @ _rank0(yb, 0)
+        else:
+            op = operator if operator is not None else linear_operator(x)
+            ra, rb = op @ ya, op @ yb
+        c = _colcorr(ra, rb, axis=0)
+        out[method] = (math.nan, "constant_halves") if not np.isfinite(c).any() else \
+            (float(spearman_brown(np.nanmean(c))), "")
+    return out
 
 
 def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
@@ -276,13 +287,18 @@ def analyse_run_noise(x, Y, names, x_items, Y_items: dict, methods, n_boot: int,
     rel_items = rel_items or {"_chosen": {**Y_items}}
     rel_rows, rel_of = [], {}
     complete = np.isfinite(x) & np.isfinite(Y).all(axis=1) if Y.size else np.isfinite(x)
+    xc = x[complete]
+    lin = linear_operator(xc) if complete.sum() >= 2 else None
+    masks = {}  # the same random halves for every metric and method of a testset
     for metric, mats in rel_items.items():
-        for method in methods:
-            ops = gam_operators(x[complete], np.column_stack([mats[n].mean(axis=1)[complete] for n in names])) \
-                if method == "gam" and T else [None] * T
-            for j, name in enumerate(names):
-                items = mats[name][complete]
-                rel, flag = reliability(items, x[complete], method, n_splits, rng, ops[j])
+        gam = gam_operators(xc, np.column_stack([mats[nm].mean(axis=1)[complete] for nm in names])) \
+            if "gam" in methods and T else [None] * T
+        for j, name in enumerate(names):
+            items = mats[name][complete]
+            if items.shape[1] >= MIN_ITEMS and name not in masks:
+                masks[name] = split_masks(items.shape[1], n_splits, rng)
+            ops = {m: (gam[j] if m == "gam" else lin if m == "linear" else None) for m in methods}
+            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name)).items():
                 rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
                                  "n": int(items.shape[0]), "reliability": rel, "flag": flag})
                 rel_of[(metric, method, name)] = rel
