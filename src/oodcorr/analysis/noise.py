@@ -55,12 +55,13 @@ def _base(name: str) -> tuple[str, str | None]:
 
 
 def item_scores(table, metric: str) -> np.ndarray:
-    """Per-item score of one predictions table (pandas DataFrame) for `metric`."""
-    gold_ent = (table["label"].to_numpy() == "entailment")
-    lpe = table["logp_entailment"].to_numpy(float)
-    lpn = table["logp_non_entailment"].to_numpy(float)
+    """Per-item score of one predictions table (dict of numpy columns or a DataFrame) for `metric`."""
+    label = np.asarray(table["label"]).astype(str)
+    gold_ent = label == "entailment"
     if metric == "accuracy":
-        return (table["prediction"].astype(str).to_numpy() == table["label"].astype(str).to_numpy()).astype(float)
+        return (np.asarray(table["prediction"]).astype(str) == label).astype(float)
+    lpe = np.asarray(table["logp_entailment"], float)
+    lpn = np.asarray(table["logp_non_entailment"], float)
     if metric == "mean_margin":
         return np.where(gold_ent, lpe - lpn, lpn - lpe)
     if metric == "mean_logp_gold":
@@ -68,13 +69,24 @@ def item_scores(table, metric: str) -> np.ndarray:
     raise UserError(f"analyze.metric: unknown metric {metric!r}; known: {', '.join(METRICS)}")
 
 
+COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
+
+
+def _read_predictions(path: Path) -> dict:
+    """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=COLUMNS, use_threads=False)
+    cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in COLUMNS}
+    order = np.argsort(cols["id"].astype(str), kind="stable")
+    return {c: v[order] for c, v in cols.items()}
+
+
 def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -> dict:
     """{metric: {testset: (checkpoints x items) float array}} from the stored predictions of one run.
 
     Items are aligned by `id` across checkpoints; a missing file or a different item set at some step is a
     UserError naming the run, the file and the command that writes predictions."""
-    import pyarrow.parquet as pq
-
     pred_dir = Path(eval_dir) / "predictions"
     hint = f"run `oodcorr evaluate --run {run}` to write them"
     if not pred_dir.is_dir():
@@ -92,22 +104,21 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                 if not path.is_file():
                     raise UserError(f"run {run!r}: predictions missing: {path}; {hint}")
                 try:
-                    df = pq.read_table(path, columns=["id", "label", "prediction", "logp_entailment",
-                                                      "logp_non_entailment", "slice"]).to_pandas()
+                    cache[path] = _read_predictions(path)
                 except Exception as e:  # pyarrow raises several types for bad files/missing columns
                     raise UserError(f"run {run!r}: cannot read {path}: {str(e).splitlines()[0]}") from None
-                cache[path] = df.sort_values("id", kind="mergesort").reset_index(drop=True)
-            df = cache[path]
+            cols = cache[path]
             if sl is not None:
-                df = df[df["slice"].astype(str) == sl]
-            ids = df["id"].to_numpy()
+                keep = cols["slice"].astype(str) == sl
+                cols = {c: v[keep] for c, v in cols.items()}
+            ids = cols["id"]
             if ids0 is None:
                 ids0 = ids
             elif len(ids) != len(ids0) or (ids != ids0).any():
                 raise UserError(f"run {run!r}: {path} holds different examples than step {int(steps[0])} "
                                 f"of {name}; {hint}")
             for m in metrics:
-                mats[m].append(item_scores(df, m))
+                mats[m].append(item_scores(cols, m))
         for m in metrics:
             out[m][name] = np.vstack(mats[m]) if mats[m] else np.zeros((0, 0))
     return out
@@ -225,27 +236,36 @@ def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
 
 def item_weights(n_items: int, n_boot: int, rng) -> np.ndarray:
     """(n_boot, n_items) multinomial resampling weights (counts / n_items): a row averages a resample."""
-    idx = rng.integers(0, n_items, size=(n_boot, n_items))
-    counts = np.bincount((idx + n_items * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n_items)
+    idx = rng.integers(0, n_items, size=(n_boot, n_items), dtype=np.int64)
+    idx += n_items * np.arange(n_boot, dtype=np.int64)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=n_boot * n_items)
     return counts.reshape(n_boot, n_items) / n_items
 
 
+def two_level_resamples(x_items: np.ndarray, Y_items: list, n_boot: int, rng):
+    """(checkpoint indices (B, n), ID trajectories (B, n), [OOD trajectories (B, n)]) of B two-level
+    resamples; drawn in this order: checkpoints, OOD item weights (testset order), ID item weights."""
+    n = x_items.shape[0]
+    ck = rng.integers(0, n, size=(n_boot, n))
+    trajs = [item_weights(m.shape[1], n_boot, rng) @ m.T for m in Y_items]  # each (B, n)
+    xtraj = item_weights(x_items.shape[1], n_boot, rng) @ x_items.T
+    return ck, xtraj, trajs
+
+
 def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int, rng,
-                   gam_ops: list | None = None) -> np.ndarray:
+                   gam_ops: list | None = None, resamples=None) -> np.ndarray:
     """(n_boot, T, T) correlation matrices of residual trajectories, items and checkpoints resampled.
 
     x_items: (n, I0) ID item scores; Y_items: T arrays (n, I_j). Vectorised: one matmul per testset
     (weights (B, I) @ items.T (I, n)), one gather for the checkpoints, batched residualisation."""
     from oodcorr.analysis.partial import _corr_cols, residualise_linear
 
-    n = x_items.shape[0]
-    ck = rng.integers(0, n, size=(n_boot, n))
-    trajs = [item_weights(m.shape[1], n_boot, rng) @ m.T for m in Y_items]  # each (B, n)
+    ck, xtraj, trajs = resamples if resamples is not None else two_level_resamples(x_items, Y_items, n_boot, rng)
     if method == "gam":
         R = np.stack([t @ op.T if op is not None else np.full_like(t, np.nan)
                       for t, op in zip(trajs, gam_ops)], axis=-1)  # (B, n, T)
         return _corr_cols(np.take_along_axis(R, ck[:, :, None], axis=1))
-    xb = np.take_along_axis(item_weights(x_items.shape[1], n_boot, rng) @ x_items.T, ck, axis=1)
+    xb = np.take_along_axis(xtraj, ck, axis=1)
     Yb = np.take_along_axis(np.stack(trajs, axis=-1), ck[:, :, None], axis=1)
     if method == "rank":
         xb, Yb = _rank0(xb, 1), _rank0(Yb, 1)
@@ -304,14 +324,16 @@ def analyse_run_noise(x, Y, names, x_items, Y_items: dict, methods, n_boot: int,
                 rel_of[(metric, method, name)] = rel
     chosen = next(iter(rel_items))
     pair_rows = []
+    resamples = None
+    if n_boot and T >= 2 and complete.sum() >= 4:  # the same resamples for every method (paired)
+        xi, Yi = x_items[complete], [Y_items[nm][complete] for nm in names]
+        resamples = two_level_resamples(xi, Yi, n_boot, rng)
     for method in methods:
         boot = None
-        if n_boot and T >= 2 and complete.sum() >= 4:
-            xi = x_items[complete]
-            Yi = [Y_items[n][complete] for n in names]
+        if resamples is not None:
             ops = gam_operators(x[complete], Y[complete]) if method == "gam" else None
             if method != "gam" or any(o is not None for o in ops):
-                boot = two_level_boot(xi, Yi, method, n_boot, rng, ops)
+                boot = two_level_boot(xi, Yi, method, n_boot, rng, ops, resamples)
         for a in range(T):
             for b in range(a + 1, T):
                 pair_rows.append({"method": method, "testset_a": names[a], "testset_b": names[b],
