@@ -1,5 +1,5 @@
 """Signal or noise (issue #10): reliability, disattenuated r, two-level bootstrap, noise-aware verdicts,
-`oodcorr plan`. Statistics are checked against independent computations (statsmodels OLS, pingouin,
+`oodcorr plan`. Statistics are checked against independent computations (numpy least squares, pingouin,
 explicit loops) and against the item-response simulator whose true partial r and reliability are known."""
 
 import json
@@ -40,8 +40,6 @@ def make_project(root, models=("m1", "m2"), seeds=(0,), n=12, items=(200, 200, 1
 
 
 def test_reliability_is_the_explicit_split_half_with_ols_residuals():
-    import statsmodels.api as sm
-
     st = irt_study(15, 60, np.eye(1), tau=0.04, rng=np.random.default_rng(4))
     items, x = st["items"][0].astype(float), st["x_items"].mean(axis=1)
     rel, flag = reliability(items, x, "linear", n_splits=7, rng=np.random.default_rng(9))
@@ -49,8 +47,10 @@ def test_reliability_is_the_explicit_split_half_with_ols_residuals():
     cs = []
     for a, b in zip(A, B):
         assert (a > 0).sum() == (b > 0).sum() == 30 and not ((a > 0) & (b > 0)).any()
-        ra = sm.OLS(items[:, a > 0].mean(axis=1), sm.add_constant(x)).fit().resid
-        rb = sm.OLS(items[:, b > 0].mean(axis=1), sm.add_constant(x)).fit().resid
+        X = np.column_stack([np.ones_like(x), x])
+        ya, yb = items[:, a > 0].mean(axis=1), items[:, b > 0].mean(axis=1)
+        ra = ya - X @ np.linalg.lstsq(X, ya, rcond=None)[0]
+        rb = yb - X @ np.linalg.lstsq(X, yb, rcond=None)[0]
         cs.append(np.corrcoef(ra, rb)[0, 1])
     c = np.mean(cs)
     assert flag == "" and rel == pytest.approx(2 * c / (1 + c), abs=1e-10)
@@ -155,8 +155,8 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
 
 def test_metric_mean_margin_analyses_the_margin_trajectories(tmp_path):
     files = make_project(tmp_path, models=("m1",), items=(100, 100, 100))
-    run_analysis(files, tmp_path / "acc", methods=("linear",), bootstrap=0, plots=False)
-    run_analysis(files, tmp_path / "mar", methods=("linear",), bootstrap=0, plots=False, metric="mean_margin")
+    run_analysis(files, tmp_path / "acc", methods=("linear",), bootstrap=20, plots=False)
+    run_analysis(files, tmp_path / "mar", methods=("linear",), bootstrap=20, plots=False, metric="mean_margin")
     import pyarrow.parquet as pq
 
     def margin(name, step):
@@ -191,7 +191,7 @@ def test_missing_predictions_fail_with_one_line_naming_run_and_command(tmp_path)
         run_analysis(files[1:], out, methods=("linear",), plots=False, noise=True)
     with pytest.raises(UserError, match="unknown metric 'margin'"):
         run_analysis(files[1:], out, methods=("linear",), plots=False, metric="margin")
-    summary = run_analysis(files[1:], out, methods=("linear",), plots=False)  # auto + no predictions: skipped
+    summary = run_analysis(files[1:], out, methods=("linear",), plots=False, bootstrap=20)  # auto, none: skipped
     assert summary["noise"]["enabled"] is False and not (out / "reliability.csv").exists()
     assert "Not assessed" in (out / "report.html").read_text()
 
@@ -216,3 +216,17 @@ def test_plan_formulas_and_cli(tmp_path, monkeypatch):
     assert got["items_per_testset"] > 0 and got["checkpoints_per_run"] >= 5 and "pilot" in got["source"]
     res = CliRunner().invoke(cli, ["plan", "--accuracy", "1.5"])
     assert res.exit_code == 2 and "--accuracy must be in (0, 1)" in res.output
+
+
+def test_analyze_cli_missing_predictions_is_one_line_exit_2(tmp_path, monkeypatch):
+    from oodcorr.cli import cli
+
+    make_project(tmp_path)
+    shutil.rmtree(tmp_path / "runs" / "m1-s0" / "eval" / "predictions")
+    (tmp_path / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear], "
+                                          "bootstrap: 20, mlflow: false}\n")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["analyze", "--no-plots"])
+    assert res.exit_code == 2 and not (tmp_path / "results").exists()
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]  # (mlflow set-up logs aside)
+    assert len(lines) == 1 and "run 'm1-s0'" in lines[0] and "oodcorr evaluate --run m1-s0" in lines[0]
