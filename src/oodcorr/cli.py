@@ -17,6 +17,7 @@ COMMANDS = {
     "train": "oodcorr.train.stage:train_cmd",
     "evaluate": "oodcorr.evaluate.stage:evaluate_cmd",
     "analyze": "oodcorr.analysis.stage:analyze_cmd",
+    "plan": "oodcorr.analysis.plan:plan_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.study:ui_cmd",
 }

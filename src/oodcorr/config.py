@@ -120,6 +120,10 @@ SCHEMA: dict[str, Any] = {
         "scatter_pair": (list, type(None)),
         "seed": int,
         "mlflow": bool,
+        "noise": (bool, str),
+        "metric": str,
+        "reliability_min": _NUM,
+        "reliability_splits": int,
     },
 }
 

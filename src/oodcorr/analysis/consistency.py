@@ -13,6 +13,15 @@ Verdict per OOD pair x method across models (after pooling each model's seeds):
                       in point estimate; `sign_flip` records that separately);
   insufficient_evidence
                       otherwise (fewer than 2 models with a finite r, or fewer than 2 significant).
+
+With per-example predictions (the noise analysis, see noise.py) the verdict accounts for testset noise:
+  significant model   the seed-pooled TWO-LEVEL CI (checkpoints and items resampled) excludes 0; seeds are
+                      pooled on the Fisher-z scale, centre = the CI's midpoint, se = its half-width / z_crit,
+                      inverse-variance weights;
+  unreliable          fewer than 2 models whose pair is reliable (both testsets' mean reliability over seeds
+                      >= reliability_min, default 0.5) among the models with a finite r: the residual
+                      trajectories are too noisy to say whether the models agree. Otherwise the other
+                      verdicts are taken over the reliable models only.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import pandas as pd
 
 from oodcorr.analysis.partial import adjust_pvalues
 
-VERDICTS = ("consistent_positive", "consistent_negative", "model_dependent", "insufficient_evidence")
+VERDICTS = ("consistent_positive", "consistent_negative", "model_dependent", "insufficient_evidence", "unreliable")
 SETUP = ["train_set", "shots", "id_testset"]
 PAIR = ["method", "testset_a", "testset_b"]
 
@@ -70,6 +79,8 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             one = valid.iloc[0]
             row.update(p=float(one["p"]), ci_low=float(one["ci_low"]), ci_high=float(one["ci_high"]))
         row["weight"] = pooled["w"]
+        if "ci2_low" in g:
+            row.update(_pool_noise(valid, alpha))
         row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(set(
             f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f)))
         out.append(row)
@@ -80,6 +91,30 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     for _, idx in pooled.groupby(["model", *SETUP, "method"]).groups.items():
         pooled.loc[idx, "p_bh"] = adjust_pvalues(pooled.loc[idx, "p"].to_numpy())[1]
     return pooled
+
+
+def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
+    """Seed pooling of the noise columns: two-level CI (inverse-variance on z), mean reliabilities,
+    disattenuated r (Fisher-z mean over the seeds where it is defined)."""
+    from scipy import stats
+
+    zc = stats.norm.ppf(1 - alpha / 2)
+    lo = np.arctanh(np.clip(valid["ci2_low"].to_numpy(float), -1 + 1e-12, 1 - 1e-12))
+    hi = np.arctanh(np.clip(valid["ci2_high"].to_numpy(float), -1 + 1e-12, 1 - 1e-12))
+    ok = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    out = {"ci2_low": math.nan, "ci2_high": math.nan}
+    if ok.any():
+        centre, se = (lo[ok] + hi[ok]) / 2, (hi[ok] - lo[ok]) / (2 * zc)
+        w = 1 / se**2
+        zbar, s = float((w * centre).sum() / w.sum()), float(1 / math.sqrt(w.sum()))
+        out.update(ci2_low=math.tanh(zbar - zc * s), ci2_high=math.tanh(zbar + zc * s))
+    d = valid["r_disattenuated"].to_numpy(float)
+    d = d[np.isfinite(d)]
+    out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
+        else math.nan
+    out["rel_a"] = float(valid["rel_a"].mean()) if valid["rel_a"].notna().any() else math.nan
+    out["rel_b"] = float(valid["rel_b"].mean()) if valid["rel_b"].notna().any() else math.nan
+    return out
 
 
 def verdict(r, p_adj, alpha: float = 0.05) -> str:
@@ -97,8 +132,28 @@ def verdict(r, p_adj, alpha: float = 0.05) -> str:
     return "insufficient_evidence"
 
 
-def cross_model(pooled: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict."""
+def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = 0.5) -> str:
+    """Verdict counting a model's sign only where its two-level CI excludes 0, over reliable models."""
+    r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
+    fin = np.isfinite(r)
+    reliable = fin & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
+    if fin.sum() >= 2 and reliable.sum() < 2:
+        return "unreliable"
+    sig = reliable & np.isfinite(lo) & np.isfinite(hi) & ((lo > 0) | (hi < 0))
+    pos, neg = int((sig & (r > 0)).sum()), int((sig & (r < 0)).sum())
+    if pos and neg:
+        return "model_dependent"
+    if pos >= 2:
+        return "consistent_positive"
+    if neg >= 2:
+        return "consistent_negative"
+    return "insufficient_evidence"
+
+
+def cross_model(pooled: pd.DataFrame, alpha: float = 0.05, reliability_min: float = 0.5) -> pd.DataFrame:
+    """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
+
+    With noise columns (ci2_*, rel_*) in `pooled` the verdict is noise_verdict (raw keeps the old one)."""
     keys = [*SETUP, *PAIR]
     out = []
     if pooled.empty:
@@ -117,11 +172,17 @@ def cross_model(pooled: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             r_max=float(fin["r"].max()) if len(fin) else math.nan,
             r_pooled=across["r"], ci_low=across["ci_low"], ci_high=across["ci_high"],
             q=across["q"], q_p=across["q_p"], i2=across["i2"],
-            verdict=verdict(g["r"], g["p_bh"], alpha),
+            verdict=noise_verdict(g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min)
+            if "ci2_low" in g and g["ci2_low"].notna().any() else verdict(g["r"], g["p_bh"], alpha),
             models="; ".join(
                 f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
                 for m, r, lo, hi, p in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"])),
         )
+        if "ci2_low" in g:
+            row["models_two_level"] = "; ".join(
+                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f} r_dis {d:+.3f}"
+                for m, r, lo, hi, ra, rb, d in zip(g["model"], g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"],
+                                                   g["rel_b"], g["r_disattenuated"]))
         out.append(row)
     return pd.DataFrame(out)
 

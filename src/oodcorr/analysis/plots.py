@@ -146,3 +146,30 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=0.05) -> di
         curves(run, d, out / name)
         figs[name] = f"accuracy vs step: {run}"
     return figs
+
+
+def reliability_heatmaps(fig_dir, reliability, reliability_min: float = 0.5, metric: str = "accuracy") -> dict:
+    """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory,
+    for the analysed metric (the other metrics' reliabilities are in reliability.csv and the report)."""
+    plt = _plt()
+    figures = {}
+    for (metric, method), g in reliability[reliability["metric"] == metric].groupby(["metric", "method"], sort=True):
+        wide = g.pivot_table(index="run", columns="testset", values="reliability", aggfunc="mean")
+        if wide.empty:
+            continue
+        fig, ax = plt.subplots(figsize=(1.2 + 0.8 * wide.shape[1], 1.0 + 0.4 * wide.shape[0]))
+        im = ax.imshow(wide.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(wide.shape[0]), wide.index, fontsize=8)
+        for (i, j), v in np.ndenumerate(wide.to_numpy(float)):
+            ax.text(j, i, "–" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if not np.isfinite(v) or v < 0.6 else "black")
+        fig.colorbar(im, ax=ax, fraction=0.04)
+        ax.set_title(f"reliability of residual trajectories ({metric}, {method})", fontsize=9)
+        fig.tight_layout()
+        name = f"reliability_{safe(metric)}_{safe(method)}.png"
+        fig.savefig(Path(fig_dir) / name, dpi=100)
+        plt.close(fig)
+        figures[name] = (f"split-half reliability per run x testset ({metric}, {method}); below "
+                         f"{reliability_min} the residual trajectory is mostly testset noise")
+    return figures

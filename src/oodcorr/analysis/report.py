@@ -14,7 +14,7 @@ from oodcorr.analysis import partial as _partial
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}.consistent_negative{background:#dde6f8}
-.model_dependent{background:#f8dada}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
+.model_dependent{background:#f8dada}.unreliable{background:#f3ecd0}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
 figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}"""
 
 MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
@@ -49,8 +49,62 @@ def _img(path: Path, caption: str) -> str:
             f"<figcaption>{html.escape(path.name)}: {html.escape(caption)}</figcaption></figure>")
 
 
+def _noise_section(summary: dict, partials, reliability, figures: dict, out: Path) -> list[str]:
+    """Signal or noise? reliability table/heatmaps, observed vs disattenuated r, distinguishable pairs."""
+    from oodcorr.analysis import noise as _noise
+
+    info = summary.get("noise") or {}
+    if not info.get("enabled"):
+        return ["<h2>Signal or noise?</h2><p>Not assessed: " + html.escape(info.get("note", "noise analysis off")) +
+                ". Run <code>oodcorr evaluate</code> (it stores per-example predictions) to get reliabilities "
+                "and two-level CIs.</p>"]
+    rmin = info.get("reliability_min", _noise.RELIABILITY_MIN)
+    parts = ["<h2>Signal or noise?</h2>",
+             f"<p>Every accuracy is measured on a finite testset. <b>Reliability</b> is the share of a residual "
+             f"trajectory's variance (after removing ID progress) that is not testset noise: 1 = all signal, 0 = all "
+             f"noise (split-half, Spearman-Brown). <b>r_disattenuated</b> is what r would be without testset noise "
+             f"(r / √(rel_a·rel_b)); it is left empty where a reliability is below {rmin}. The <b>two-level CI</b> "
+             f"(ci2) resamples checkpoints and test items, so it carries both sources of noise; ci_low/ci_high "
+             f"are the checkpoint-only view. A pair is <b>distinguishable from noise</b> when its two-level CI "
+             f"excludes 0 and both testsets are reliable. Metric analysed: <code>{html.escape(str(info.get('metric')))}"
+             f"</code>.</p>"]
+    rows = []
+    for m, s in (info.get("methods") or {}).items():
+        rows.append(f"<tr><td class='l'>{m}</td>" + "".join(
+            f"<td>{_fmt(float(v)) if v is not None else '–'}</td>" for v in (
+                s["median_reliability"], s["share_reliable"], s["share_distinguishable"], s["mean_abs_r"],
+                s["mean_abs_r_disattenuated"])) + "</tr>")
+    parts.append("<table><tr><th>method</th><th>median reliability</th><th>share reliable</th>"
+                 "<th>share distinguishable</th><th>mean |r|</th><th>mean |r_disattenuated|</th></tr>"
+                 + "".join(rows) + "</table>")
+    fin = partials[partials["method"] != "raw"]
+    fin = fin[fin["r"].notna()] if "r" in fin else fin
+    words = []
+    for _, row in fin.head(60).iterrows():
+        if row.get("distinguishable"):
+            verdict = "distinguishable from noise"
+        elif "unreliable" in str(row.get("flag", "")):
+            verdict = "not distinguishable: a testset's residual trajectory is mostly noise"
+        else:
+            verdict = "not distinguishable: the two-level CI includes 0"
+        words.append(f"<tr><td class='l'>{html.escape(str(row['run']))}</td><td class='l'>{row['method']}</td>"
+                     f"<td class='l'>{html.escape(str(row['testset_a']))} ~ {html.escape(str(row['testset_b']))}</td>"
+                     f"<td>{_fmt(float(row['r']))}</td><td>{_fmt(float(row['r_disattenuated']))}</td>"
+                     f"<td>[{_fmt(float(row['ci2_low']))}, {_fmt(float(row['ci2_high']))}]</td>"
+                     f"<td>{_fmt(float(row['rel_a']))} / {_fmt(float(row['rel_b']))}</td>"
+                     f"<td class='l'>{verdict}</td></tr>")
+    parts.append("<h3>Observed vs disattenuated r</h3><table><tr><th>run</th><th>method</th><th>pair</th><th>r</th>"
+                 "<th>r_disattenuated</th><th>two-level CI</th><th>reliability a / b</th><th>in plain words</th></tr>"
+                 + "".join(words) + "</table>")
+    if reliability is not None and len(reliability):
+        parts.append("<h3>Reliability per run x testset</h3>")
+        parts.append(table(reliability, ["run", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]))
+    parts += [_img(out / "figures" / f, figures[f]) for f in sorted(figures) if f.startswith("reliability_")]
+    return parts
+
+
 def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consistency, figures: dict,
-                 alpha: float = 0.05) -> None:
+                 alpha: float = 0.05, reliability=None) -> None:
     """Write report.html into the (temporary) output folder; figures are read from the same folder."""
     path = Path(path)
     out = path.parent
@@ -73,6 +127,8 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
             "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>")
     parts.append(f"<table>{head}{''.join(rows)}</table>")
 
+    parts += _noise_section(summary, partials, reliability, figures, out)
+
     parts.append("<h2>How to read this</h2><h3>Methods</h3><pre>" +
                  html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
     parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
@@ -84,7 +140,7 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
 
     parts.append("<h2>Consistency across models</h2>")
     cols = ["train_set", "shots", "method", "testset_a", "testset_b", "verdict", "n_models_valid", "n_models_sig",
-            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "models"]
+            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "models", "models_two_level"]
     if len(consistency):
         order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
         shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
@@ -92,17 +148,19 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
 
     figs = sorted(figures)
     for title, prefix in (("Heatmaps (seeds pooled)", "heatmap_"), ("Residual scatter", "scatter_"),
-                          ("Accuracy curves", "curves_")):
+                          ("Accuracy curves", "curves_")):  # reliability_* figures: in "Signal or noise?"
         chosen = [f for f in figs if f.startswith(prefix)]
         if chosen:
             parts.append(f"<h2>{title}</h2>" + "".join(_img(out / "figures" / f, figures[f]) for f in chosen))
 
     parts.append("<h2>Seeds pooled per model</h2>")
     parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",
-                                "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "flag"]))
+                                "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "r_disattenuated", "ci2_low",
+                                "ci2_high", "rel_a", "rel_b", "flag"]))
     parts.append("<h2>Per run partial correlations</h2>")
     parts.append(table(partials, ["run", "method", "testset_a", "testset_b", "r", "n", "k", "df", "p", "p_holm",
-                                  "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "flag"]))
+                                  "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "rel_a", "rel_b",
+                                  "r_disattenuated", "ci2_low", "ci2_high", "distinguishable", "flag"]))
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"
                  "<th>ID testset</th><th>checkpoints</th><th>OOD testsets</th></tr>")
     for run, d in runs.items():

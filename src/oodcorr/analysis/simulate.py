@@ -7,6 +7,7 @@ chosen correlation rho per model, so a correct partial correlation (after removi
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -57,4 +58,108 @@ def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=Non
                          "shots": shots, "seed": seed, "step": int(step), "testset": name, "slice": None,
                          "accuracy": float(acc), "f1_non_entailment": float(acc), "macro_f1": float(acc),
                          "n": 1000})
+    return rows
+
+
+# ----------------------------------------------------------------------------- item-response simulator
+# (issue #10: is a partial correlation signal or testset sampling noise?)
+#
+# Truth, per checkpoint t (n checkpoints along a fixed schedule) and testset j (0 = ID):
+#   true expected accuracy (over the item POPULATION, i.e. infinite items)
+#       P_0t = lo + (hi - lo) * (1 - exp(-4 s_t)),  s_t = t / (n - 1)              (ID trend)
+#       P_jt = c_j + slope_j * (P_0t - mean P_0) + tau_j * d_jt,  d_t ~ N(0, Sigma)  iid over checkpoints
+#   so the partial correlation of (P_a, P_b) given P_0 (linear, population) is EXACTLY Sigma[a, b]:
+#   that is the estimand every CI is checked against.
+#   latent ability theta_jt = mu_b + sqrt(1 + a^2 sd_b^2) / a * Phi^-1(P_jt)
+#   items: difficulty b_i ~ N(mu_b, sd_b^2), discrimination a (per testset);
+#   response: margin z_it = a (theta_jt - b_i) + N(0, 1), correct = z_it > 0,
+#   so P(correct) = Phi(a (theta - b_i)) and E_b P(correct) = Phi(a (theta - mu_b) / sqrt(1 + a^2 sd_b^2))
+#   = P_jt (the probit-normal identity). The margin z is stored as log p(gold) - log p(other).
+# True reliability of a residual trajectory = var(residual of P_j on P_0) / var(residual of observed Y_j
+# on observed ID), both on the realised checkpoints.
+
+def irt_study(n_ckpt: int, n_items, sigma, tau=0.03, n_id_items: int | None = None, a: float = 1.5,
+              sd_b: float = 1.0, levels=None, slopes=None, id_range=(0.55, 0.85), rng=None) -> dict:
+    """One simulated run: true expected accuracies and item-level responses.
+
+    sigma: (T, T) correlation matrix of the OOD deviations (the true partial correlations); n_items: int or
+    one per OOD testset; tau: SD of the deviations (scalar or per testset). Returns {"P0", "P" (n, T),
+    "x_items" (n, I0) bool, "items" [T x (n, I_j) bool], "x_margin", "margins" [T x (n, I_j)]}."""
+    from scipy.stats import norm
+
+    rng = rng if rng is not None else np.random.default_rng(0)
+    sigma = np.atleast_2d(np.asarray(sigma, float))
+    T = sigma.shape[0]
+    n_items = [int(n_items)] * T if np.ndim(n_items) == 0 else [int(v) for v in n_items]
+    n_id_items = int(n_id_items or max(n_items))
+    tau = np.broadcast_to(np.asarray(tau, float), (T,))
+    levels = np.asarray(levels if levels is not None else np.linspace(0.6, 0.7, T), float)
+    slopes = np.asarray(slopes if slopes is not None else np.full(T, 0.5), float)
+    s = np.linspace(0, 1, n_ckpt)
+    P0 = id_range[0] + (id_range[1] - id_range[0]) * (1 - np.exp(-4 * s))
+    D = rng.multivariate_normal(np.zeros(T), sigma, size=n_ckpt)
+    P = np.clip(levels + slopes * (P0 - P0.mean())[:, None] + tau * D, 0.02, 0.98)
+    scale = math.sqrt(1 + a * a * sd_b * sd_b) / a
+
+    def respond(p, k):
+        theta = scale * norm.ppf(p)  # mu_b = 0
+        b = rng.normal(0, sd_b, k)
+        z = a * (theta[:, None] - b[None, :]) + rng.standard_normal((len(p), k))
+        return z > 0, z
+
+    x_items, x_margin = respond(P0, n_id_items)
+    out = [respond(P[:, j], n_items[j]) for j in range(T)]
+    return {"P0": P0, "P": P, "x_items": x_items, "x_margin": x_margin,
+            "items": [o[0] for o in out], "margins": [o[1] for o in out]}
+
+
+def true_reliability(study: dict, j: int, metric_items=None) -> float:
+    """var(residual of true P_j on true P_0) / var(residual of observed accuracy on observed ID)."""
+    from oodcorr.analysis.partial import residualise_linear
+
+    x_obs = study["x_items"].mean(axis=1)
+    y_obs = (metric_items if metric_items is not None else study["items"][j]).mean(axis=1)
+    r_true = residualise_linear(study["P0"], study["P"][:, [j]])[:, 0]
+    r_obs = residualise_linear(x_obs, y_obs[:, None])[:, 0]
+    return float(r_true.var() / r_obs.var())
+
+
+def write_predictions(eval_dir, study: dict, steps, id_name: str, ood_names) -> None:
+    """runs/<run>/eval/predictions/step-<N>/<testset>.parquet as the evaluate stage writes them, from a
+    simulated study (label alternates; the margin is log p(gold) - log p(other) of a two-way softmax)."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    eval_dir = Path(eval_dir)
+    series = [(id_name, study["x_items"], study["x_margin"]),
+              *zip(ood_names, study["items"], study["margins"])]
+    for i, step in enumerate(steps):
+        d = eval_dir / "predictions" / f"step-{int(step)}"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, items, margins in series:
+            k = items.shape[1]
+            label = np.where(np.arange(k) % 2 == 0, "entailment", "non_entailment")
+            z = margins[i]
+            lp_gold = -np.logaddexp(0, -z)
+            lp_other = -np.logaddexp(0, z)
+            ent = label == "entailment"
+            pred = np.where(items[i], label, np.where(ent, "non_entailment", "entailment"))
+            pq.write_table(pa.table({
+                "id": [f"{name}-{q:05d}" for q in range(k)], "label": label, "prediction": pred,
+                "logp_entailment": np.where(ent, lp_gold, lp_other).astype("float32"),
+                "logp_non_entailment": np.where(ent, lp_other, lp_gold).astype("float32"),
+                "slice": [None] * k}), d / f"{name}.parquet")
+
+
+def irt_metrics_rows(study: dict, run: str, model: str, seed: int, steps, id_name: str, ood_names,
+                     train_set: str = "mnli_train", shots: int = 16) -> list[dict]:
+    """metrics.jsonl rows (accuracy = mean correctness) of a simulated study."""
+    rows = []
+    for i, step in enumerate(steps):
+        for name, items in [(id_name, study["x_items"]), *zip(ood_names, study["items"])]:
+            rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": id_name, "shots": shots,
+                         "seed": seed, "step": int(step), "testset": name, "slice": None,
+                         "accuracy": float(items[i].mean()), "n": int(items.shape[1])})
     return rows

@@ -19,6 +19,7 @@ from oodcorr.errors import UserError, closest
 REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")
 META = ("model", "train_set", "shots", "seed", "id_testset")
 DEFAULT_METHODS = ("linear", "rank", "gam")
+RELIABILITY_COLUMNS = ["run", "model", "seed", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
 
 
 def load_metrics(files, slices: bool = False):
@@ -130,6 +131,92 @@ def compute_partials(runs: dict, methods, bootstrap: int = 0, alpha: float = 0.0
     return pd.concat(frames, ignore_index=True)[cols + ["flag"]]
 
 
+def noise_enabled(runs: dict, noise, metric: str) -> bool:
+    """Whether the noise analysis runs (analyze.noise: auto | true | false); raises for missing predictions.
+
+    auto: on when every run has stored predictions, skipped when none has (older outputs; the report says
+    so), an error naming the first run without them when only some have. true: required. A metric other
+    than accuracy needs predictions whatever `noise` says."""
+    from oodcorr.analysis.noise import METRICS
+
+    if metric not in METRICS:
+        raise UserError(f"analyze.metric: unknown metric {metric!r}{closest(metric, METRICS)}; "
+                        f"known: {', '.join(METRICS)}")
+    if noise in (False, "false", "off") and metric == "accuracy":
+        return False
+    if noise not in (True, False, "auto", "true", "false", "on", "off"):
+        raise UserError(f"analyze.noise: expected auto, true or false, got {noise!r}")
+    have = {run: (Path(d["sources"][0]).parent / "predictions").is_dir() for run, d in runs.items()}
+    missing = [run for run, ok in have.items() if not ok]
+    required = noise in (True, "true", "on") or metric != "accuracy"
+    if missing and (required or len(missing) < len(have)):
+        run = missing[0]
+        why = f"analyze.metric={metric} needs them" if metric != "accuracy" else "the noise analysis needs them"
+        raise UserError(f"run {run!r}: no per-example predictions in "
+                        f"{Path(runs[run]['sources'][0]).parent / 'predictions'} ({why}); run `oodcorr evaluate "
+                        f"--run {run}` to write them, or set analyze.noise: false")
+    return not missing
+
+
+def compute_noise(runs: dict, partials, metric: str = "accuracy", bootstrap: int = 1000, alpha: float = 0.05,
+                  reliability_min: float = 0.5, splits: int = 200, seed: int = 0, items: dict | None = None):
+    """Reliability table and the noise columns of `partials` (rel_a, rel_b, r_disattenuated, ci2_low,
+    ci2_high, distinguishable). `items`: {run: {metric: {testset: (n, I)}}} (loaded when None)."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from oodcorr.analysis.noise import METRICS, NOISE_METHODS, analyse_run_noise, basic_ci, disattenuate
+
+    rng = np.random.default_rng(seed + 1)
+    methods = [m for m in NOISE_METHODS if m in set(partials["method"])] if len(partials) else []
+    rel_rows, extra = [], []
+    for run, data in runs.items():
+        names = list(data["Y"].columns)
+        mats = items[run] if items is not None else None
+        if mats is None:
+            raise UserError(f"run {run!r}: no item matrices")
+        id_name = data["meta"]["id_testset"]
+        rel_items = {metric: mats[metric], **{m: mats[m] for m in METRICS if m != metric}}
+        rr, pr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, mats[metric][id_name],
+                                   mats[metric], methods, bootstrap, splits, rng, alpha, reliability_min,
+                                   rel_items={m: rel_items[m] for m in rel_items})
+        for row in rr:
+            row.update(run=run, model=data["meta"]["model"], seed=data["meta"]["seed"])
+        rel_rows += rr
+        for row in pr:
+            row["run"] = run
+        extra += pr
+    rel = pd.DataFrame(rel_rows)
+    if rel.empty:
+        rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
+    rel = rel[RELIABILITY_COLUMNS]
+    out = partials.copy()
+    for col in ("rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high"):
+        out[col] = math.nan
+    out["distinguishable"] = False
+    lookup = {(e["run"], e["method"], e["testset_a"], e["testset_b"]): e for e in extra}
+    flags = out["flag"].fillna("").astype(str).tolist()
+    for i, row in enumerate(out.itertuples(index=False)):
+        e = lookup.get((row.run, row.method, row.testset_a, row.testset_b))
+        if e is None:
+            continue
+        ra, rb = e["rel_a"], e["rel_b"]
+        d = float(disattenuate(row.r, ra, rb, reliability_min))
+        lo, hi = basic_ci(row.r, e["_boot"], alpha, n=int(row.n), k=float(row.k)) if e["_boot"] is not None \
+            else (math.nan, math.nan)
+        new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
+               if not (np.isfinite(v) and v >= reliability_min)]
+        flags[i] = ";".join(filter(None, [flags[i], *new]))
+        out.iloc[i, out.columns.get_indexer(["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high"])] = \
+            [ra, rb, d, lo, hi]
+        out.iat[i, out.columns.get_loc("distinguishable")] = bool(
+            np.isfinite(lo) and (lo > 0 or hi < 0) and not new)
+    out["flag"] = flags
+    return out, rel
+
+
 def _training_run_ids(runs: dict) -> dict[str, str]:
     """run key -> mlflow_run_id from runs/<run>/run.json next to each metrics file (when present)."""
     ids = {}
@@ -149,7 +236,8 @@ def _training_run_ids(runs: dict) -> dict[str, str]:
 def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int = 0, alpha: float = 0.05,
                  slices: bool = False, seed: int = 0, scatter_pair=None, *, plots: bool = True,
                  mlflow: bool = False, tracking_uri: str | None = None, experiment: str | None = None,
-                 training_run_ids: list[str] | None = None) -> dict:
+                 training_run_ids: list[str] | None = None, noise="auto", metric: str = "accuracy",
+                 reliability_min: float = 0.5, reliability_splits: int = 200) -> dict:
     """Run the whole analysis and write every output into `out_dir` (atomically). Returns the summary.
 
     `methods` may include "raw" (the unpartialled r); it is always computed for the report/summary
@@ -168,13 +256,35 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
         raise UserError(f"analyze.alpha: must be in (0, 1), got {alpha}")
     df = load_metrics(list(metrics_files), slices=slices)
     runs = build_runs(df)
+    if not 0 <= reliability_min <= 1:
+        raise UserError(f"analyze.reliability_min: must be in [0, 1], got {reliability_min}")
+    if reliability_splits < 1:
+        raise UserError(f"analyze.reliability_splits: must be >= 1, got {reliability_splits}")
+    use_noise = noise_enabled(runs, noise, metric)
+    items = {}
+    if use_noise:
+        from oodcorr.analysis.noise import METRICS, load_run_items
+
+        for run, d in runs.items():
+            names = [d["meta"]["id_testset"], *d["Y"].columns]
+            items[run] = load_run_items(run, Path(d["sources"][0]).parent, d["steps"], names, METRICS)
+            if metric != "accuracy":  # analyse the chosen metric's trajectories instead of accuracy
+                mats = items[run][metric]
+                d["x"] = mats[names[0]].mean(axis=1)
+                d["Y"] = pd.DataFrame({n: mats[n].mean(axis=1) for n in names[1:]}, index=d["Y"].index)
     all_methods = methods + (["raw"] if "raw" not in methods else [])
     partials = compute_partials(runs, all_methods, bootstrap, alpha, seed)
+    reliability = None
+    if use_noise:
+        partials, reliability = compute_noise(runs, partials, metric, bootstrap or 1000, alpha, reliability_min,
+                                              reliability_splits, seed, items)
     pooled = pool_seeds(partials, alpha)
-    consistency = cross_model(pooled, alpha)
+    consistency = cross_model(pooled, alpha, reliability_min)
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=bootstrap, methods_requested=methods,
                    models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
+    summary["noise"] = _noise_summary(use_noise, metric, partials, reliability, reliability_min,
+                                      bootstrap or 1000)
     pair = _scatter_pair(runs, partials, scatter_pair, methods[0])
     curves = pd.DataFrame([
         {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step), "testset": name,
@@ -187,6 +297,9 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
         partials.to_csv(tmp / "partial_correlations.csv", index=False)
         pooled.to_csv(tmp / "pooled_seeds.csv", index=False)
         consistency.to_csv(tmp / "consistency.csv", index=False)
+        if reliability is None:  # no predictions / noise off: the same columns, no rows (a declared DVC out)
+            reliability = pd.DataFrame(columns=RELIABILITY_COLUMNS)
+        reliability.to_csv(tmp / "reliability.csv", index=False)
         (tmp / "plots").mkdir()
         curves.to_csv(tmp / "plots" / "accuracy_vs_step.csv", index=False)
         figures = {}
@@ -195,17 +308,50 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
 
             (tmp / "figures").mkdir()
             figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha)
+            if reliability is not None and len(reliability):
+                from oodcorr.analysis.plots import reliability_heatmaps
+
+                figures.update(reliability_heatmaps(tmp / "figures", reliability, reliability_min, metric))
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.report import write_report
 
-        write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha)
+        write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha,
+                     reliability=reliability)
     if mlflow:
         ids = training_run_ids if training_run_ids is not None else sorted(set(_training_run_ids(runs).values()))
         summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr",
                                                  tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db",
                                                  inputs_key=_inputs_key(metrics_files, summary))
     return summary
+
+
+def _noise_summary(use_noise: bool, metric: str, partials, reliability, reliability_min: float, n_boot: int) -> dict:
+    """summary.json "noise" block: plain numbers a reader (and MLflow) can compare between analyses."""
+    import numpy as np
+
+    if not use_noise:
+        return {"enabled": False, "metric": metric,
+                "note": "no per-example predictions: reliability and two-level CIs skipped"}
+    out = {"enabled": True, "metric": metric, "reliability_min": reliability_min, "bootstrap_two_level": n_boot,
+           "methods": {}}
+    for m, g in partials.groupby("method"):
+        if m == "raw" or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
+            continue
+        rel = reliability[(reliability["method"] == m) & (reliability["metric"] == metric)]["reliability"]
+        fin = g[np.isfinite(g["r"])]
+        out["methods"][m] = {
+            "median_reliability": float(rel.median()) if rel.notna().any() else None,
+            "share_reliable": float((rel >= reliability_min).mean()) if len(rel) else None,
+            "share_distinguishable": float(fin["distinguishable"].mean()) if len(fin) else None,
+            "mean_abs_r": float(fin["r"].abs().mean()) if len(fin) else None,
+            "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
+            if fin["r_disattenuated"].notna().any() else None,
+        }
+    by_metric = reliability[reliability["method"] == "linear"].groupby("metric")["reliability"].median()
+    out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
+                                                 for k, v in by_metric.items()}
+    return out
 
 
 def _inputs_key(metrics_files, summary: dict) -> str:
@@ -215,7 +361,7 @@ def _inputs_key(metrics_files, summary: dict) -> str:
     h = hashlib.sha256()
     for f in sorted(str(f) for f in metrics_files):
         h.update(Path(f).read_bytes())
-    h.update(json.dumps({k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested")},
+    h.update(json.dumps({k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested", "noise")},
                         sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -303,7 +449,9 @@ def _tracking(params: dict | None, root: Path) -> tuple[str, str]:
 @click.option("--mlflow/--no-mlflow", "use_mlflow", default=None,
               help="Log the analysis as one MLflow run (default: params analyze.mlflow, else on).")
 @click.option("--no-plots", is_flag=True, help="Skip figures (tables, summary and report only).")
-def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots):
+@click.option("--metric", default=None, type=click.Choice(["accuracy", "mean_margin", "mean_logp_gold"]),
+              help="Per-checkpoint metric to correlate (default: params analyze.metric, else accuracy).")
+def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots, metric):
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
     from oodcorr.config import PARAMS_FILE, find_project_root, load_params, project_path
@@ -333,7 +481,10 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
         alpha=alpha if alpha is not None else float(cfg.get("alpha", 0.05)),
         slices=slices if slices is not None else bool(cfg.get("slices", False)),
         seed=int(cfg.get("seed", 0)), scatter_pair=cfg.get("scatter_pair"), plots=not no_plots,
-        mlflow=use_mlflow, tracking_uri=tracking_uri, experiment=experiment)
+        mlflow=use_mlflow, tracking_uri=tracking_uri, experiment=experiment,
+        noise=cfg.get("noise", "auto"), metric=metric or cfg.get("metric", "accuracy"),
+        reliability_min=float(cfg.get("reliability_min", 0.5)),
+        reliability_splits=int(cfg.get("reliability_splits", 200)))
     click.echo(f"analysed {summary['n_runs']} runs, {summary['n_models']} models, {summary['n_pairs']} OOD pairs "
                f"-> {out_dir}")
     for method, s in summary["methods"].items():

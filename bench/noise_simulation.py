@@ -1,0 +1,219 @@
+"""Signal or noise (issue #10): simulation study, `oodcorr plan` check and runtime at study scale.
+
+1. Coverage/bias table: >= 200 simulated runs per condition from the item-response simulator
+   (oodcorr.analysis.simulate.irt_study; the estimand is the population partial r of the TRUE expected
+   accuracies given true ID accuracy = the known rho). Per condition: coverage of the two-level 95% CI
+   (noise.basic_ci over two_level_boot), of the checkpoint-only Fisher CI and checkpoint-only percentile
+   bootstrap (today's ci_low/ci_high and boot_ci_*), mean/absolute error of the split-half reliability vs
+   the simulator's true reliability, bias of the disattenuated r where both reliabilities >= 0.5.
+2. Plan check: a pilot (simulated) -> plan_design for half-width 0.2 and reliability 0.8 -> 200 studies at
+   the planned design: median two-level half-width and mean true reliability vs the targets.
+3. Runtime: 10 models x 3 seeds x 50 checkpoints x 8 testsets (1 ID + 7 OOD) x 1,000 items, 1,000
+   bootstraps, methods linear+rank+gam(+raw): today's analysis (compute_partials with the checkpoint
+   bootstrap, seed pooling, verdicts) vs the same plus the noise analysis (3 metrics' reliabilities,
+   two-level bootstrap), both in memory in this process; loading the predictions is timed on one run
+   and scaled by 30.
+Writes bench/results/noise_simulation.json. Usage: python bench/noise_simulation.py [--studies 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+CONDITIONS = [  # (rho, items per OOD testset, checkpoints)
+    (0.0, 100, 30),
+    (0.5, 200, 30),
+    (0.3, 400, 50),
+    (0.5, 1000, 50),
+    (0.8, 300, 40),
+]
+TAU, ID_ITEMS = 0.03, 1000
+
+
+def one_study(rho, k, n, n_boot, rng):
+    from oodcorr.analysis.noise import basic_ci, disattenuate, reliability, two_level_boot
+    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
+    from oodcorr.analysis.simulate import irt_study, true_reliability
+
+    st = irt_study(n, k, np.array([[1, rho], [rho, 1]]), tau=TAU, n_id_items=ID_ITEMS, rng=rng)
+    x = st["x_items"].mean(axis=1)
+    Y = np.column_stack([m.mean(axis=1) for m in st["items"]])
+    r = float(_corr_cols(residualise_linear(x, Y))[0, 1])
+    boot = two_level_boot(st["x_items"].astype(float), [m.astype(float) for m in st["items"]], "linear",
+                          n_boot, rng)[:, 0, 1]
+    lo2, hi2 = basic_ci(r, boot, n=n)
+    flo, fhi = fisher_ci(r, n, 1)
+    ck = rng.integers(0, n, size=(n_boot, n))  # today's checkpoint-only percentile bootstrap
+    cb = _corr_cols(residualise_linear(x[ck], Y[ck]))[:, 0, 1]
+    blo, bhi = np.nanpercentile(cb, [2.5, 97.5])
+    rel = [reliability(m.astype(float), x, "linear", 200, rng)[0] for m in st["items"]]
+    return {"r": r, "cov2": lo2 <= rho <= hi2, "hw2": (hi2 - lo2) / 2, "cov_fisher": flo <= rho <= fhi,
+            "cov_ckpt_boot": blo <= rho <= bhi, "rel": rel[0], "rel_b": rel[1], "rel_true": true_reliability(st, 0),
+            "dis": float(disattenuate(r, rel[0], rel[1], 0.5))}
+
+
+def coverage_table(studies, n_boot, seed=0):
+    rows = []
+    for rho, k, n in CONDITIONS:
+        rng = np.random.default_rng(seed + int(1000 * rho) + k + n)
+        t0 = time.perf_counter()
+        res = [one_study(rho, k, n, n_boot, rng) for _ in range(studies)]
+        f = {key: np.array([r[key] for r in res], float) for key in res[0]}
+        ok = np.isfinite(f["dis"])
+        err = f["rel"] - f["rel_true"]
+        row = {"rho": rho, "items": k, "checkpoints": n, "studies": studies,
+               "coverage_two_level": float(f["cov2"].mean()), "coverage_checkpoint_fisher": float(f["cov_fisher"].mean()),
+               "coverage_checkpoint_bootstrap": float(f["cov_ckpt_boot"].mean()),
+               "median_half_width_two_level": float(np.nanmedian(f["hw2"])),
+               "mean_r_observed": float(f["r"].mean()), "true_reliability_mean": float(f["rel_true"].mean()),
+               "reliability_estimate_mean": float(f["rel"].mean()), "reliability_bias": float(err.mean()),
+               "reliability_mae": float(np.abs(err).mean()),
+               "disattenuated_mean": float(f["dis"][ok].mean()) if ok.any() else None,
+               "disattenuated_bias": float(f["dis"][ok].mean() - rho) if ok.any() else None,
+               "share_disattenuated_defined": float(ok.mean()), "seconds": round(time.perf_counter() - t0, 1)}
+        rows.append(row)
+        print(f"rho={rho:.1f} items={k:5d} n={n}: two-level {row['coverage_two_level']:.3f} | checkpoint-only "
+              f"Fisher {row['coverage_checkpoint_fisher']:.3f} boot {row['coverage_checkpoint_bootstrap']:.3f} | rel "
+              f"{row['reliability_estimate_mean']:.3f} vs true {row['true_reliability_mean']:.3f} (bias "
+              f"{row['reliability_bias']:+.3f}, MAE {row['reliability_mae']:.3f}) | r {row['mean_r_observed']:+.3f} "
+              f"r_dis {row['disattenuated_mean'] if row['disattenuated_mean'] is None else round(row['disattenuated_mean'], 3)}"
+              f" | hw2 {row['median_half_width_two_level']:.3f} ({row['seconds']}s)", flush=True)
+    return rows
+
+
+def plan_check(studies, n_boot, seed=1):
+    """Pilot (n=30, 200 items, 2 OOD testsets x 10 pilot runs) -> plan -> simulate the planned design."""
+    from oodcorr.analysis.noise import reliability
+    from oodcorr.analysis.partial import residualise_linear
+    from oodcorr.analysis.plan import plan_design
+    from oodcorr.analysis.simulate import irt_study
+
+    rng = np.random.default_rng(seed)
+    snr = []
+    pilots = []
+    for _ in range(10):
+        st = irt_study(30, 200, np.eye(2), tau=TAU, n_id_items=ID_ITEMS, rng=rng)
+        x = st["x_items"].mean(axis=1)
+        for m in st["items"]:
+            rel = min(max(reliability(m.astype(float), x, "linear", 200, rng)[0], 0.0), 0.999)
+            V = float(residualise_linear(x, m.mean(axis=1)[:, None])[:, 0].var(ddof=2))
+            pilots.append((rel * V, (1 - rel) * V * m.shape[1]))
+            snr.append(pilots[-1][0] / pilots[-1][1])
+    i = int(np.argsort(snr)[len(snr) // 2])  # the median series, as `oodcorr plan --pilot` does
+    S, v = pilots[i]
+    design = plan_design(S, v, half_width=0.2, reliability=0.8, seeds=1, testsets=3)
+    k, n = design["items_per_testset"], design["checkpoints_per_run"]
+    res = [one_study(0.0, k, n, n_boot, rng) for _ in range(studies)]
+    hw = float(np.nanmedian([r["hw2"] for r in res]))
+    rel_true = float(np.mean([r["rel_true"] for r in res]))
+    out = {"pilot": {"runs": 10, "checkpoints": 30, "items": 200, "signal_var": S, "noise_var_item": v},
+           "design": {"items_per_testset": k, "checkpoints_per_run": n,
+                      "expected_half_width": design["expected_half_width"]},
+           "simulated_median_half_width": hw, "half_width_ratio_to_target": hw / 0.2,
+           "simulated_true_reliability_mean": rel_true, "simulated_coverage_two_level": float(np.mean([r["cov2"] for r in res])),
+           "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2)}
+    print(f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
+          f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)", flush=True)
+    return out
+
+
+def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
+    import pandas as pd
+
+    from oodcorr.analysis.consistency import cross_model, pool_seeds
+    from oodcorr.analysis.noise import load_run_items
+    from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
+    from oodcorr.analysis.stage import build_runs, compute_noise, compute_partials
+
+    names = [f"ood{j}" for j in range(ood)]
+    sigma = np.full((ood, ood), 0.3) + 0.7 * np.eye(ood)
+    sigma[0, 1] = sigma[1, 0] = 0.6
+    rows, mats, first = [], {}, None
+    stepv = list(range(0, 10 * steps, 10))
+    for m in range(models):
+        for s in range(seeds):
+            st = irt_study(steps, items, sigma, tau=TAU, n_id_items=items, rng=np.random.default_rng(100 * m + s))
+            run = f"model{m}-s{s}"
+            rows += irt_metrics_rows(st, run, f"model{m}", s, stepv, "mnli", names)
+            first = first or (run, st)
+            acc = {"mnli": st["x_items"].astype(float), **{nm: it.astype(float) for nm, it in zip(names, st["items"])}}
+            mar = {"mnli": st["x_margin"], **dict(zip(names, st["margins"]))}
+            lpg = {k_: -np.logaddexp(0, -v_) for k_, v_ in mar.items()}
+            mats[run] = {"accuracy": acc, "mean_margin": mar, "mean_logp_gold": lpg}
+    df = pd.DataFrame(rows)
+    df["_source"] = "mem"
+    runs = build_runs(df)
+    methods = ["linear", "rank", "gam", "raw"]
+
+    def today():
+        p = compute_partials(runs, methods, n_boot, 0.05, 0)
+        cross_model(pool_seeds(p))
+        return p
+
+    def new():
+        p = compute_partials(runs, methods, n_boot, 0.05, 0)
+        p, rel = compute_noise(runs, p, "accuracy", n_boot, 0.05, 0.5, 200, 0, mats)
+        cross_model(pool_seeds(p), 0.05, 0.5)
+        return p
+
+    warm = {k_: runs[k_] for k_ in list(runs)[:1]}  # imports and first-call costs outside the timings
+    compute_noise(warm, compute_partials(warm, methods, 10, 0.05, 0), "accuracy", 10, 0.05, 0.5, 10, 0, mats)
+    t0 = time.perf_counter()
+    today()
+    t_today = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    new()
+    t_new = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:  # loading predictions: one run written, read, x runs
+        run, st = first
+        write_predictions(Path(tmp), st, stepv, "mnli", names)
+        t0 = time.perf_counter()
+        load_run_items(run, Path(tmp), stepv, ["mnli", *names])
+        t_load = (time.perf_counter() - t0) * models * seeds
+    out = {"scale": {"models": models, "seeds": seeds, "checkpoints": steps, "testsets": ood + 1, "items": items,
+                     "bootstrap": n_boot, "methods": methods},
+           "today_s": round(t_today, 2), "with_noise_s": round(t_new, 2), "ratio": round(t_new / t_today, 2),
+           "noise_part_s": round(t_new - t_today, 2), "loading_predictions_s_estimated": round(t_load, 2),
+           "ratio_including_loading": round((t_new + t_load) / t_today, 2)}
+    print(f"runtime: today's analysis {t_today:.1f}s, with the noise analysis {t_new:.1f}s (x{t_new / t_today:.2f}); "
+          f"+ loading predictions ~{t_load:.1f}s (x{(t_new + t_load) / t_today:.2f} in all)", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--studies", type=int, default=200)
+    ap.add_argument("--boot", type=int, default=500, help="bootstrap replicates per simulated study")
+    ap.add_argument("--runtime-boot", type=int, default=1000)
+    ap.add_argument("--skip", nargs="*", default=[], choices=["coverage", "plan", "runtime"])
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_simulation.json"))
+    args = ap.parse_args()
+    result = {"python": platform.python_version(), "cpus": os.cpu_count(),
+              "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "tau": TAU, "id_items": ID_ITEMS,
+              "boot_per_study": args.boot}
+    if "coverage" not in args.skip:
+        result["coverage"] = coverage_table(args.studies, args.boot)
+    if "plan" not in args.skip:
+        result["plan_check"] = plan_check(args.studies, args.boot)
+    if "runtime" not in args.skip:
+        result["runtime"] = runtime(args.runtime_boot)
+    out = Path(args.out)
+    if out.exists():  # keep parts not rerun
+        old = json.loads(out.read_text())
+        result = {**old, **result}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""Signal or noise: how much of each partial correlation is testset sampling noise (issue #10).
+
+Every accuracy is a mean over a finite testset, so each checkpoint's residual (after regressing out ID)
+carries item sampling noise. This module reads the per-example predictions the evaluate stage stores
+(runs/<run>/eval/predictions/step-<N>/<testset>.parquet) as checkpoints x items score matrices and adds:
+
+  reliability     per run x testset x method x metric: split the items into random halves (many seeded
+                  splits), residualise each half's trajectory on the ID series, correlate the two halves,
+                  average over splits, Spearman-Brown correct (rel = 2c / (1 + c)). It estimates
+                  var(true residual) / var(observed residual); near 0 the residual trajectory is noise.
+                  linear/gam use the full-data residual operator (gam: the smoothing weight GCV chose on
+                  the whole testset), rank re-ranks each half. Fewer than MIN_ITEMS items: NaN + flag.
+  r_disattenuated r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN + flag `unreliable:<testset>` where a
+                  reliability is below `reliability_min` (default 0.5): too noisy to divide by.
+  ci2_low/high    two-level bootstrap: each replicate resamples the items of every testset (one
+                  multinomial weight vector per testset, applied to all checkpoints of the run because
+                  the items are shared) and then the checkpoints; linear/rank re-residualise every
+                  replicate (ID items resampled too). Item resampling adds a second dose of noise, so the
+                  replicates are attenuated once more than the estimate is; the interval is therefore the
+                  basic (bias-corrected) bootstrap on the Fisher-z scale, [2 z - z*_hi, 2 z - z*_lo],
+                  which removes the first-order attenuation and targets the partial r of the noise-free
+                  (infinite-item) accuracies. gam (cheaper): items resampled through the fixed full-data
+                  smoother, then checkpoints resampled on the residual pairs (the smooth's own
+                  variability and ID item noise are not carried).
+  distinguishable the two-level CI excludes 0 and both reliabilities >= reliability_min.
+
+Metrics (analyze.metric): accuracy (default, as in the paper), mean_margin (mean of log p(gold) -
+log p(other)) and mean_logp_gold, all means of per-item scores, so the same machinery applies.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from oodcorr.errors import UserError
+
+METRICS = ("accuracy", "mean_margin", "mean_logp_gold")
+NOISE_METHODS = ("linear", "rank", "gam")  # raw is not residualised: no reliability / two-level CI
+MIN_ITEMS = 20
+RELIABILITY_MIN = 0.5
+SPLITS = 200
+
+
+# ----------------------------------------------------------------------------- loading predictions
+
+def _base(name: str) -> tuple[str, str | None]:
+    """'hans[lexical_overlap]' -> ('hans', 'lexical_overlap'); 'hans' -> ('hans', None)."""
+    if name.endswith("]") and "[" in name:
+        base, sl = name[:-1].split("[", 1)
+        return base, sl
+    return name, None
+
+
+def item_scores(table, metric: str) -> np.ndarray:
+    """Per-item score of one predictions table (dict of numpy columns or a DataFrame) for `metric`."""
+    label = np.asarray(table["label"]).astype(str)
+    gold_ent = label == "entailment"
+    if metric == "accuracy":
+        return (np.asarray(table["prediction"]).astype(str) == label).astype(float)
+    lpe = np.asarray(table["logp_entailment"], float)
+    lpn = np.asarray(table["logp_non_entailment"], float)
+    if metric == "mean_margin":
+        return np.where(gold_ent, lpe - lpn, lpn - lpe)
+    if metric == "mean_logp_gold":
+        return np.where(gold_ent, lpe, lpn)
+    raise UserError(f"analyze.metric: unknown metric {metric!r}; known: {', '.join(METRICS)}")
+
+
+COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
+
+
+def _read_predictions(path: Path) -> dict:
+    """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=COLUMNS, use_threads=False)
+    cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in COLUMNS}
+    order = np.argsort(cols["id"].astype(str), kind="stable")
+    return {c: v[order] for c, v in cols.items()}
+
+
+def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -> dict:
+    """{metric: {testset: (checkpoints x items) float array}} from the stored predictions of one run.
+
+    Items are aligned by `id` across checkpoints; a missing file or a different item set at some step is a
+    UserError naming the run, the file and the command that writes predictions."""
+    pred_dir = Path(eval_dir) / "predictions"
+    hint = f"run `oodcorr evaluate --run {run}` to write them"
+    if not pred_dir.is_dir():
+        raise UserError(f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} "
+                        "(or set analyze.noise: false)")
+    out = {m: {} for m in metrics}
+    cache = {}
+    for name in testsets:
+        base, sl = _base(name)
+        mats = {m: [] for m in metrics}
+        ids0 = None
+        for step in steps:
+            path = pred_dir / f"step-{int(step)}" / f"{base}.parquet"
+            if path not in cache:
+                if not path.is_file():
+                    raise UserError(f"run {run!r}: predictions missing: {path}; {hint}")
+                try:
+                    cache[path] = _read_predictions(path)
+                except Exception as e:  # pyarrow raises several types for bad files/missing columns
+                    raise UserError(f"run {run!r}: cannot read {path}: {str(e).splitlines()[0]}") from None
+            cols = cache[path]
+            if sl is not None:
+                keep = cols["slice"].astype(str) == sl
+                cols = {c: v[keep] for c, v in cols.items()}
+            ids = cols["id"]
+            if ids0 is None:
+                ids0 = ids
+            elif len(ids) != len(ids0) or (ids != ids0).any():
+                raise UserError(f"run {run!r}: {path} holds different examples than step {int(steps[0])} "
+                                f"of {name}; {hint}")
+            for m in metrics:
+                mats[m].append(item_scores(cols, m))
+        for m in metrics:
+            out[m][name] = np.vstack(mats[m]) if mats[m] else np.zeros((0, 0))
+    return out
+
+
+# ----------------------------------------------------------------------------- residual operators
+
+def linear_operator(x: np.ndarray) -> np.ndarray:
+    """(n, n) residual maker I - H of OLS on [1, x]."""
+    n = len(x)
+    Z = np.column_stack([np.ones(n), x])
+    return np.eye(n) - Z @ np.linalg.pinv(Z)
+
+
+def gam_operators(x: np.ndarray, Y: np.ndarray) -> list[np.ndarray | None]:
+    """Per column of Y: I - H of the penalised spline with the GCV weight chosen on that full column."""
+    from oodcorr.analysis.partial import GAM_MIN_N, gam_design, gam_fit
+
+    n = len(x)
+    if n < GAM_MIN_N or np.std(x) <= 1e-12:
+        return [None] * Y.shape[1]
+    _, _, alphas = gam_fit(x, Y)
+    Z, P, _ = gam_design(x)
+    ops = []
+    for a in alphas:
+        if not np.isfinite(a):
+            ops.append(None)
+            continue
+        ops.append(np.eye(n) - Z @ np.linalg.solve(Z.T @ Z + 2 * a * P, Z.T))
+    return ops
+
+
+def _colcorr(A: np.ndarray, B: np.ndarray, axis: int = 0) -> np.ndarray:
+    Ac = A - A.mean(axis=axis, keepdims=True)
+    Bc = B - B.mean(axis=axis, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (Ac * Bc).sum(axis) / np.sqrt((Ac**2).sum(axis) * (Bc**2).sum(axis))
+
+
+def _rank0(a: np.ndarray, axis: int = 0) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=axis)
+
+
+# ----------------------------------------------------------------------------- reliability
+
+def spearman_brown(c):
+    c = np.asarray(c, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.clip(2 * c / (1 + c), -1.0, 1.0)
+
+
+def split_masks(n_items: int, n_splits: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Two (n_splits, n_items) averaging weight matrices: random disjoint halves of floor(I/2) items."""
+    h = n_items // 2
+    order = np.argsort(rng.random((n_splits, n_items)), axis=1)
+    rows = np.arange(n_splits)[:, None]
+    A = np.zeros((n_splits, n_items))
+    B = np.zeros((n_splits, n_items))
+    A[rows, order[:, :h]] = 1.0 / h
+    B[rows, order[:, h:2 * h]] = 1.0 / h
+    return A, B
+
+
+def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = SPLITS, rng=None,
+                operator: np.ndarray | None = None, masks=None) -> tuple[float, str]:
+    """Split-half (Spearman-Brown) reliability of the residual trajectory of one testset.
+
+    items: (checkpoints, items) per-item scores; x: the ID series the residual is taken against (the full
+    ID testset); operator: the residual maker for linear/gam (computed here for linear when None); masks:
+    precomputed split_masks (shared across metrics/methods of a testset), else drawn from rng."""
+    return reliabilities(items, x, {method: operator}, n_splits, rng, masks)[method]
+
+
+def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: int = SPLITS, rng=None,
+                  masks=None) -> dict:
+    """{method: (reliability, flag)} for several methods from the same split halves (one matmul each)."""
+    n, n_items = items.shape
+    if n_items < MIN_ITEMS:
+        return {m: (math.nan, f"too_few_items:{n_items}<{MIN_ITEMS}") for m in operators}
+    if n < 4:
+        return {m: (math.nan, f"too_few_checkpoints:n={n}<4") for m in operators}
+    if masks is None:
+        masks = split_masks(n_items, n_splits, rng if rng is not None else np.random.default_rng(0))
+    A, B = masks
+    ya, yb = items @ A.T, items @ B.T  # (n, splits)
+    out = {}
+    for method, operator in operators.items():
+        if method == "gam" and operator is None:
+            out[method] = (math.nan, "gam_undefined")
+            continue
+        if method == "rank":
+            op = linear_operator(_rank0(x))
+            ra, rb = op @ _rank0(ya, 0), op @ _rank0(yb, 0)
+        else:
+            op = operator if operator is not None else linear_operator(x)
+            ra, rb = op @ ya, op @ yb
+        c = _colcorr(ra, rb, axis=0)
+        out[method] = (math.nan, "constant_halves") if not np.isfinite(c).any() else \
+            (float(spearman_brown(np.nanmean(c))), "")
+    return out
+
+
+def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
+    """r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN where a reliability is < reliability_min or NaN."""
+    r, ra, rb = (np.asarray(v, float) for v in (r, rel_a, rel_b))
+    ok = np.isfinite(r) & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.clip(r / np.sqrt(np.where(ok, ra * rb, np.nan)), -1.0, 1.0)
+    return np.where(ok, d, np.nan)
+
+
+# ----------------------------------------------------------------------------- two-level bootstrap
+
+def item_weights(n_items: int, n_boot: int, rng) -> np.ndarray:
+    """(n_boot, n_items) multinomial resampling weights (counts / n_items): a row averages a resample."""
+    idx = rng.integers(0, n_items, size=(n_boot, n_items), dtype=np.int64)
+    idx += n_items * np.arange(n_boot, dtype=np.int64)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=n_boot * n_items)
+    return counts.reshape(n_boot, n_items) / n_items
+
+
+def two_level_resamples(x_items: np.ndarray, Y_items: list, n_boot: int, rng):
+    """(checkpoint indices (B, n), ID trajectories (B, n), [OOD trajectories (B, n)]) of B two-level
+    resamples; drawn in this order: checkpoints, OOD item weights (testset order), ID item weights."""
+    n = x_items.shape[0]
+    ck = rng.integers(0, n, size=(n_boot, n))
+    trajs = [item_weights(m.shape[1], n_boot, rng) @ m.T for m in Y_items]  # each (B, n)
+    xtraj = item_weights(x_items.shape[1], n_boot, rng) @ x_items.T
+    return ck, xtraj, trajs
+
+
+def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int, rng,
+                   gam_ops: list | None = None, resamples=None) -> np.ndarray:
+    """(n_boot, T, T) correlation matrices of residual trajectories, items and checkpoints resampled.
+
+    x_items: (n, I0) ID item scores; Y_items: T arrays (n, I_j). Vectorised: one matmul per testset
+    (weights (B, I) @ items.T (I, n)), one gather for the checkpoints, batched residualisation."""
+    from oodcorr.analysis.partial import _corr_cols, residualise_linear
+
+    ck, xtraj, trajs = resamples if resamples is not None else two_level_resamples(x_items, Y_items, n_boot, rng)
+    if method == "gam":
+        R = np.stack([t @ op.T if op is not None else np.full_like(t, np.nan)
+                      for t, op in zip(trajs, gam_ops)], axis=-1)  # (B, n, T)
+        return _corr_cols(np.take_along_axis(R, ck[:, :, None], axis=1))
+    xb = np.take_along_axis(xtraj, ck, axis=1)
+    Yb = np.take_along_axis(np.stack(trajs, axis=-1), ck[:, :, None], axis=1)
+    if method == "rank":
+        xb, Yb = _rank0(xb, 1), _rank0(Yb, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _corr_cols(residualise_linear(xb, Yb))
+
+
+def basic_ci(r, boot, alpha: float = 0.05, n: int | None = None, k: float = 1.0, min_ok: int = 10):
+    """Basic (bias-corrected) bootstrap interval on the Fisher-z scale.
+
+    [tanh(2z - m - c (q_hi - m)), tanh(2z - m - c (q_lo - m))] with m the bootstrap median and q the
+    alpha/2 quantiles of z*: reflected around z, so the extra attenuation of the replicates is added back
+    once. c = sqrt(n / (n - 3 - k)) stretches the spread by the small-sample factor by which the bootstrap
+    underestimates the variance of Fisher's z (1/n instead of 1/(n - 3 - k)); c = 1 without n."""
+    boot = np.asarray(boot, float)
+    ok = np.isfinite(boot)
+    if not np.isfinite(r) or ok.sum() < min_ok:
+        return math.nan, math.nan
+    c = math.sqrt(n / (n - 3 - k)) if n is not None and n - 3 - k > 0 else 1.0
+    z = math.atanh(float(np.clip(r, -1 + 1e-12, 1 - 1e-12)))
+    zb = np.arctanh(np.clip(boot[ok], -1 + 1e-12, 1 - 1e-12))
+    q_lo, m, q_hi = np.percentile(zb, [100 * alpha / 2, 50, 100 * (1 - alpha / 2)])
+    return math.tanh(2 * z - m - c * (q_hi - m)), math.tanh(2 * z - m - c * (q_lo - m))
+
+
+# ----------------------------------------------------------------------------- one run
+
+def analyse_run_noise(x, Y, names, x_items, Y_items: dict, methods, n_boot: int, n_splits: int, rng,
+                      alpha: float = 0.05, reliability_min: float = RELIABILITY_MIN, rel_items: dict | None = None):
+    """Reliability rows and per-pair noise columns of one run.
+
+    x, Y: the analysed series (n,), (n, T) (from metrics.jsonl or the chosen metric); x_items, Y_items:
+    item matrices of the chosen metric ({testset: (n, I)}); rel_items: {metric: {testset: (n, I)}} for the
+    reliability table (defaults to the chosen metric only). Returns (reliability rows, pair rows) where
+    pair rows are {method, testset_a, testset_b, rel_a, rel_b, ci2_low, ci2_high}; r_disattenuated and
+    `distinguishable` are added by the caller that knows r."""
+    x, Y = np.asarray(x, float), np.asarray(Y, float)
+    T = len(names)
+    rel_items = rel_items or {"_chosen": {**Y_items}}
+    rel_rows, rel_of = [], {}
+    complete = np.isfinite(x) & np.isfinite(Y).all(axis=1) if Y.size else np.isfinite(x)
+    xc = x[complete]
+    lin = linear_operator(xc) if complete.sum() >= 2 else None
+    masks = {}  # the same random halves for every metric and method of a testset
+    for metric, mats in rel_items.items():
+        gam = gam_operators(xc, np.column_stack([mats[nm].mean(axis=1)[complete] for nm in names])) \
+            if "gam" in methods and T else [None] * T
+        for j, name in enumerate(names):
+            items = mats[name][complete]
+            if items.shape[1] >= MIN_ITEMS and name not in masks:
+                masks[name] = split_masks(items.shape[1], n_splits, rng)
+            ops = {m: (gam[j] if m == "gam" else lin if m == "linear" else None) for m in methods}
+            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name)).items():
+                rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
+                                 "n": int(items.shape[0]), "reliability": rel, "flag": flag})
+                rel_of[(metric, method, name)] = rel
+    chosen = next(iter(rel_items))
+    pair_rows = []
+    resamples = None
+    if n_boot and T >= 2 and complete.sum() >= 4:  # the same resamples for every method (paired)
+        xi, Yi = x_items[complete], [Y_items[nm][complete] for nm in names]
+        resamples = two_level_resamples(xi, Yi, n_boot, rng)
+    for method in methods:
+        boot = None
+        if resamples is not None:
+            ops = gam_operators(x[complete], Y[complete]) if method == "gam" else None
+            if method != "gam" or any(o is not None for o in ops):
+                boot = two_level_boot(xi, Yi, method, n_boot, rng, ops, resamples)
+        for a in range(T):
+            for b in range(a + 1, T):
+                pair_rows.append({"method": method, "testset_a": names[a], "testset_b": names[b],
+                                  "rel_a": rel_of.get((chosen, method, names[a]), math.nan),
+                                  "rel_b": rel_of.get((chosen, method, names[b]), math.nan),
+                                  "_boot": None if boot is None else boot[:, a, b]})
+    return rel_rows, pair_rows

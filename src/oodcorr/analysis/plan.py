@@ -1,0 +1,192 @@
+"""`oodcorr plan`: how big a study must be for partial correlations that are signal, not testset noise.
+
+Model (the same as noise.py measures and simulate.irt_study generates): the residual trajectory of a
+testset (after regressing out ID) has a true variance S across checkpoints; a testset of I items adds
+noise of variance v / I per checkpoint (v = per-item noise variance; for accuracy at most p(1 - p)).
+  reliability(I)   = S / (S + v / I)             -> items needed: I >= rel/(1 - rel) * v / S
+  two-level CI     on Fisher's z with n checkpoints per run and m seeds pooled (inverse variance):
+                   se_z = f(rel) * sqrt(n / (n - 4)) / sqrt(m (n - 4)),  f(rel)^2 = 1 + (1 - rel) / (2 rel)
+                   half-width on r at partial r = r0: tanh(atanh(r0) + z_crit se_z) - r0 (the wider side
+                   for r0 >= 0). sqrt(n / (n - 4)) is the small-sample stretch noise.basic_ci applies, f the
+                   widening by item resampling (calibrated on the simulator: bench/noise_simulation.py).
+S and v come from a pilot's predictions (median over run x OOD testset series of the split-half
+reliability, or the `quantile` share of series that must reach the target) or from stated assumptions
+(accuracy level p -> v = p(1 - p), residual SD -> S; or a reliability at a known item count).
+Compute: examples = items x checkpoints x testsets per run; hours at a measured examples/s
+(bench/results/eval_throughput.json by default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from oodcorr.errors import UserError
+
+
+def item_inflation(rel: float) -> float:
+    return math.sqrt(1 + (1 - rel) / (2 * rel))
+
+
+def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = 0.05) -> float:
+    """Expected two-level CI half-width on partial r (see the module docstring); inf where n <= 4."""
+    from scipy.stats import norm
+
+    if n <= 4:
+        return math.inf
+    se = item_inflation(rel) * math.sqrt(n / (n - 4)) / math.sqrt(seeds * (n - 4))
+    z0 = math.atanh(min(abs(r0), 0.999))
+    zc = norm.ppf(1 - alpha / 2)
+    return max(math.tanh(z0 + zc * se) - math.tanh(z0), math.tanh(z0) - math.tanh(z0 - zc * se))
+
+
+def items_needed(signal_var: float, noise_var_item: float, rel: float) -> int:
+    if signal_var <= 0:
+        return math.inf
+    return int(math.ceil(rel / (1 - rel) * noise_var_item / signal_var - 1e-9))
+
+
+def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.2, reliability: float = 0.8,
+                seeds: int = 1, r0: float = 0.0, alpha: float = 0.05, testsets: int = 8, runs: int = 1,
+                examples_per_s: float | None = None, max_checkpoints: int = 100000) -> dict:
+    """Items per testset and checkpoints per run for the targets, and the compute that implies."""
+    if not 0 < reliability < 1:
+        raise UserError(f"plan: target reliability must be in (0, 1), got {reliability}")
+    if not 0 < half_width < 1:
+        raise UserError(f"plan: target half-width must be in (0, 1), got {half_width}")
+    items = items_needed(signal_var, noise_var_item, reliability)
+    if items == math.inf:
+        raise UserError("plan: the residual trajectories carry no signal (signal variance <= 0): no number of "
+                        "items makes them reliable")
+    n = 5
+    while halfwidth(n, reliability, seeds, r0, alpha) > half_width and n < max_checkpoints:
+        n += 1
+    per_run = items * n * testsets
+    out = {"items_per_testset": items, "checkpoints_per_run": n, "seeds": seeds, "reliability": reliability,
+           "expected_half_width": halfwidth(n, reliability, seeds, r0, alpha), "target_half_width": half_width,
+           "r0": r0, "testsets": testsets, "runs": runs, "examples_per_run": per_run, "examples_total": per_run * runs,
+           "signal_var": signal_var, "noise_var_item": noise_var_item}
+    if examples_per_s:
+        out["examples_per_s"] = examples_per_s
+        out["hours_total"] = per_run * runs / examples_per_s / 3600
+    return out
+
+
+def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = "accuracy", splits: int = 200) -> dict:
+    """Signal variance S and per-item noise variance v of a pilot (from its stored predictions), at the
+    series where the signal-to-noise ratio S/v is at the `1 - quantile` quantile (0.5: the median)."""
+    import numpy as np
+
+    from oodcorr.analysis.noise import load_run_items, reliability
+    from oodcorr.analysis.partial import residualise_linear
+    from oodcorr.analysis.stage import build_runs, load_metrics
+
+    runs = build_runs(load_metrics(list(metrics_files)))
+    rows = []
+    rng = np.random.default_rng(0)
+    for run, d in runs.items():
+        names = [d["meta"]["id_testset"], *d["Y"].columns]
+        mats = load_run_items(run, Path(d["sources"][0]).parent, d["steps"], names, (metric,))[metric]
+        x = mats[names[0]].mean(axis=1)
+        for name in names[1:]:
+            items = mats[name]
+            rel, _ = reliability(items, x, "linear", splits, rng)
+            if not np.isfinite(rel):
+                continue
+            resid = residualise_linear(x, items.mean(axis=1)[:, None])[:, 0]
+            V = float(resid.var(ddof=2))
+            rel_c = min(max(rel, 0.0), 0.999)
+            rows.append({"run": run, "testset": name, "n_items": items.shape[1], "reliability": rel,
+                         "signal_var": rel_c * V, "noise_var_item": (1 - rel_c) * V * items.shape[1]})
+    if not rows:
+        raise UserError("plan: no pilot series with >= 20 items and >= 4 checkpoints to estimate noise from")
+    snr = np.array([r["signal_var"] / r["noise_var_item"] for r in rows])
+    target = float(np.quantile(snr, 1 - quantile))
+    i = int(np.argmin(np.abs(snr - target)))
+    return {"signal_var": rows[i]["signal_var"], "noise_var_item": rows[i]["noise_var_item"], "snr": target,
+            "series": rows, "n_runs": len(runs), "median_reliability": float(np.median([r["reliability"] for r in rows])),
+            "n_items_median": int(np.median([r["n_items"] for r in rows]))}
+
+
+def measured_throughput(root: Path) -> tuple[float | None, str]:
+    path = root / "bench" / "results" / "eval_throughput.json"
+    try:
+        data = json.loads(path.read_text())
+        eps = float(data["fast"]["examples_per_s"])
+        return eps, f"{path} ({data.get('model')}, {data.get('device')}, {data.get('dtype')})"
+    except (OSError, KeyError, ValueError, TypeError):
+        return None, ""
+
+
+@click.command("plan")
+@click.option("--pilot", "pilot", multiple=True, type=click.Path(dir_okay=False),
+              help="metrics.jsonl of pilot runs (their stored predictions are read); default: assumptions.")
+@click.option("--accuracy", type=float, default=0.6, show_default=True,
+              help="Assumed accuracy level (per-item noise variance p(1-p)) when no pilot is given.")
+@click.option("--residual-sd", type=float, default=0.02, show_default=True,
+              help="Assumed SD of the TRUE residual trajectory (accuracy after removing ID progress).")
+@click.option("--pilot-reliability", type=float, default=None,
+              help="Instead of --residual-sd: a reliability observed at --pilot-items items.")
+@click.option("--pilot-items", type=int, default=None, help="Items per testset behind --pilot-reliability.")
+@click.option("--half-width", type=float, default=0.2, show_default=True, help="Target CI half-width on partial r.")
+@click.option("--reliability", "target_rel", type=float, default=0.8, show_default=True,
+              help="Target reliability of every residual trajectory.")
+@click.option("--seeds", type=int, default=1, show_default=True, help="Seeds pooled per model.")
+@click.option("--r", "r0", type=float, default=0.0, show_default=True,
+              help="Expected partial r (0 gives the widest CI).")
+@click.option("--testsets", type=int, default=8, show_default=True, help="Testsets evaluated per checkpoint (ID included).")
+@click.option("--runs", type=int, default=1, show_default=True, help="Runs (models x setups x seeds) in the study.")
+@click.option("--examples-per-s", type=float, default=None,
+              help="Evaluation throughput (default: bench/results/eval_throughput.json).")
+@click.option("--quantile", type=float, default=0.5, show_default=True,
+              help="With --pilot: share of the pilot's series that must reach the target reliability.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_width, target_rel, seeds, r0,
+             testsets, runs, examples_per_s, quantile, as_json):
+    """Examples per testset and checkpoints per run (and seeds) needed for a target CI half-width on
+    partial r and reliability of the residual trajectories, with the compute that implies."""
+    from oodcorr.config import find_project_root
+
+    if seeds < 1 or testsets < 1 or runs < 1:
+        raise UserError("plan: --seeds, --testsets and --runs must be >= 1")
+    if pilot:
+        stats = pilot_stats(pilot, quantile)
+        S, v = stats["signal_var"], stats["noise_var_item"]
+        source = (f"pilot: {stats['n_runs']} runs, {len(stats['series'])} series, median reliability "
+                  f"{stats['median_reliability']:.2f} at {stats['n_items_median']} items")
+    else:
+        if not 0 < accuracy < 1:
+            raise UserError(f"plan: --accuracy must be in (0, 1), got {accuracy}")
+        v = accuracy * (1 - accuracy)
+        if pilot_reliability is not None:
+            if not pilot_items or not 0 < pilot_reliability < 1:
+                raise UserError("plan: --pilot-reliability needs --pilot-items and a value in (0, 1)")
+            S = pilot_reliability / (1 - pilot_reliability) * v / pilot_items
+            source = f"assumed: accuracy {accuracy}, reliability {pilot_reliability} at {pilot_items} items"
+        else:
+            if residual_sd <= 0:
+                raise UserError(f"plan: --residual-sd must be > 0, got {residual_sd}")
+            S = residual_sd**2
+            source = f"assumed: accuracy {accuracy}, residual SD {residual_sd}"
+    where = ""
+    if examples_per_s is None:
+        examples_per_s, where = measured_throughput(find_project_root())
+    out = plan_design(S, v, half_width, target_rel, seeds, r0, 0.05, testsets, runs, examples_per_s)
+    out["source"] = source
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"plan ({source}; signal var {S:.3g}, per-item noise var {v:.3g})")
+    click.echo(f"  examples per testset : {out['items_per_testset']}  (reliability >= {target_rel})")
+    click.echo(f"  checkpoints per run  : {out['checkpoints_per_run']}  with {seeds} seed(s) pooled "
+               f"(expected two-level CI half-width {out['expected_half_width']:.3f} <= {half_width} at r = {r0})")
+    click.echo(f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x {testsets} = "
+               f"{out['examples_per_run']:,} examples per run; x {runs} runs = {out['examples_total']:,}")
+    if examples_per_s:
+        click.echo(f"  time                 : {out['hours_total']:.1f} h at {examples_per_s:.3g} examples/s"
+                   + (f" (measured: {where})" if where else ""))
+    else:
+        click.echo("  time                 : pass --examples-per-s (no measured throughput found)")
