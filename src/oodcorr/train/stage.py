@@ -20,7 +20,8 @@ from oodcorr.train.mlflow_log import mlflow_run
 from oodcorr.train.model import preflight, prepare_model
 from oodcorr.train.plan import checkpoint_schedule, examples_digest, plan_steps, sample_shots
 
-NOT_IDENTITY = ("quiet",)  # keys that do not change the result: editing them does not restart a run
+NOT_IDENTITY = ("quiet", "gradient_checkpointing")  # keys that do not change the result: editing them does
+# not restart a run
 
 
 def identity(cfg: dict | None) -> dict | None:
