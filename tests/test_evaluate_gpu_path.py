@@ -17,6 +17,7 @@ def _seqs(tok, rows):
     return Prompter(tok, max_length=48).encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
 
 
+@pytest.mark.slow
 def test_merged_adapters_score_like_unmerged_and_restore_weights(tmp_path):
     import numpy as np
     import torch

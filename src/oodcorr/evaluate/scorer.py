@@ -39,6 +39,12 @@ class Adapters:
         self.model.eval()
         return self.model
 
+    def unmerge(self) -> None:
+        """Back to the base weights, bit for bit, with the adapter applied unmerged (peft's LoRA forward)."""
+        if self.merge and self.model is not None:
+            self.model.unmerge_adapter()
+            _restore_weights(self.model, self._pristine)
+
 
 def _lora_layers(model):
     from peft.tuners.lora import LoraLayer
