@@ -78,8 +78,14 @@ def random_model(config, device: str, dtype, nf4: bool, seed: int = 0):
     from oodcorr.models import attention_implementation, disable_cpu_repack
 
     attn = attention_implementation(device, dtype)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, **({"attn_implementation": attn} if attn else {}))
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, **({"attn_implementation": attn} if attn else {}))
+    except (ImportError, ValueError):  # flash-attn installed but unusable: SDPA, as load_base_model falls back
+        if attn != "flash_attention_2":
+            raise
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     gen = torch.Generator(device=device).manual_seed(seed)
     head = model.get_output_embeddings()
     tied = getattr(config, "tie_word_embeddings", False)

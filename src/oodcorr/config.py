@@ -94,7 +94,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
     "size": (int, type(None)),  # rows a synthetic generator produces
 }
 SCHEMA: dict[str, Any] = {
-    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None))},
+    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
+              "tracking": str},  # mlflow (default) | none: local outputs only, MLflow never imported
     "data": {
         "out": str,
         "max_examples": (int, type(None)),

@@ -67,7 +67,6 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
-    import mlflow
     import torch
 
     from oodcorr import distributed
@@ -96,7 +95,9 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     autocast = autocast_for(info["device"])
-    metrics = MetricLog(mlflow.MlflowClient(), run_id) if rank == 0 else None
+    metrics = None
+    if rank == 0:
+        metrics = _NoMetrics() if run_id is None else _metric_log(run_id)  # None: study.tracking none
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
@@ -139,6 +140,22 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     bar.close()
     if rank == 0:
         metrics.flush()
+
+
+class _NoMetrics:
+    """study.tracking: none: the loss/lr log goes nowhere (checkpoints and run.json are still written)."""
+
+    def log(self, step, **values):
+        pass
+
+    def flush(self):
+        pass
+
+
+def _metric_log(run_id: str):
+    import mlflow
+
+    return MetricLog(mlflow.MlflowClient(), run_id)
 
 
 def _state(opt, sched, step: int) -> dict:
