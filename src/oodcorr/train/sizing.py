@@ -54,8 +54,9 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
     Rule: weights (nf4 0.55 B/param for Linear layers, fp32 4 B for the rest under QLoRA; bf16 2 B for LoRA;
     full FT 16 B/param) + LoRA params x 16 B (10 B with 8-bit AdamW) + activations batch x seq x hidden x
     layers x 34 B (2 B with gradient checkpointing, plus one layer's full activations) + last-position
-    logits + 1 GiB overhead. gradient_checkpointing "auto" sizes the GPU run, where it is on. `config` is a
-    transformers config (or any object with hidden_size, num_hidden_layers, vocab_size). Parameter counts default to a dense-transformer formula."""
+    logits (+ for QLoRA a bf16 copy of the output layer and of the largest 4-bit weight) + 1 GiB overhead. gradient_checkpointing "auto" sizes the GPU run, where it is on. `config` is a
+    transformers config (or any object with hidden_size, num_hidden_layers, vocab_size). Parameter counts
+    default to a dense-transformer formula."""
     hidden = config.hidden_size
     layers = config.num_hidden_layers
     vocab = config.vocab_size
@@ -77,8 +78,12 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
     else:
         act = tokens * hidden * layers * ACT_BYTES
     act += batch_size * vocab * 4 * 3  # fp32 logits at the scored position, their softmax and grad
+    # QLoRA transients: autocast's bf16 copy of the (fp32, see QLORA_OTHER_BYTES) output layer for its matmul,
+    # and bitsandbytes' bf16 dequantisation of the largest 4-bit weight
+    qlora_transient = (vocab * hidden + inter * hidden) * BF16_BYTES
     parts = {
-        "qlora": linear_params * NF4_BYTES + other * QLORA_OTHER_BYTES + lora_params * lora_bytes + act,
+        "qlora": linear_params * NF4_BYTES + other * QLORA_OTHER_BYTES + lora_params * lora_bytes + act
+        + qlora_transient,
         "lora": n_params * BF16_BYTES + lora_params * lora_bytes + act,
         "full": n_params * FULL_BYTES + act,
     }
@@ -112,7 +117,9 @@ def dry_run_info(params: dict, run_key: str) -> dict:
                                  cfg["gradient_checkpointing"], cfg.get("optim") or "adamw")
     trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
     return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
-            "lora_targets": targets, "steps": steps, "checkpoint_steps": checkpoint_schedule(
+            "lora_targets": targets, "steps": steps, "optim": cfg.get("optim") or "adamw",
+            "gradient_checkpointing": cfg["gradient_checkpointing"] in (True, "auto"),  # auto: on for CUDA
+            "checkpoint_steps": checkpoint_schedule(
                 steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
 
 
@@ -124,7 +131,8 @@ def print_dry_run(d: dict) -> None:
     click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
                f"(LoRA on {', '.join(d['lora_targets'])})")
     click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
-    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB):")
+    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB, gradient checkpointing "
+               f"{'on' if d.get('gradient_checkpointing') else 'off'}, {d.get('optim', 'adamw')}):")
     for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
         click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
                    f"{'yes' if m['fits'][key] else 'no'}")
