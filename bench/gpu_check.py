@@ -315,7 +315,8 @@ def oom_check(model, seqs, device, pad_id: int, ref_logp, args) -> dict:
     if cuda:
         index = torch.cuda.current_device()
         total = torch.cuda.get_device_properties(index).total_memory
-        cap = (torch.cuda.memory_allocated(index) + args.oom_headroom_gib * GIB) / total
+        held = max(torch.cuda.memory_reserved(index), torch.cuda.memory_allocated(index))  # the cap is on reserved
+        cap = (held + args.oom_headroom_gib * GIB) / total
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap), index)
         how = f"allocator capped at weights + {args.oom_headroom_gib} GiB ({cap:.3f} of the card)"
     else:
@@ -393,7 +394,9 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
                                                   rate_tflops), "model": "bf16 + unmerged LoRA (peft)",
                                      "pad_to": args.length, "batch_size": 8,
                                      "prediction_agreement_with_merged": float(
-                                         np.mean(b_preds == merged_preds[: len(base_seqs)]))}
+                                         np.mean(b_preds == merged_preds[: len(base_seqs)])),
+                                     "max_abs_logp_diff_vs_merged": float(
+                                         np.max(np.abs(b_logp - merged_logp[: len(base_seqs)])))}
         del model, adapters, base
         free_memory()
     else:
