@@ -48,7 +48,8 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "finetune": str,  # lora | full
     "quantization": str,  # auto | nf4 | none
     "dtype": str,  # auto | float32 | bfloat16 | float16
-    "gradient_checkpointing": bool,
+    "gradient_checkpointing": (bool, str),  # true | false | auto (on for CUDA)
+    "optim": str,  # adamw | paged_adamw_8bit (bitsandbytes, CUDA)
     "lr": _NUM,
     "weight_decay": _NUM,
     "warmup_ratio": _NUM,
@@ -93,7 +94,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
     "size": (int, type(None)),  # rows a synthetic generator produces
 }
 SCHEMA: dict[str, Any] = {
-    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None))},
+    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
+              "tracking": str},  # mlflow (default) | none: local outputs only, MLflow never imported
     "data": {
         "out": str,
         "max_examples": (int, type(None)),

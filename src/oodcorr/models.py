@@ -225,9 +225,32 @@ def load_tokenizer(name: str, revision: str | None = None):
     return tok
 
 
+def attention_implementation(device: str, torch_dtype) -> str | None:
+    """On CUDA: flash_attention_2 when the flash-attn package is installed and the dtype is 16-bit, else
+    PyTorch's fused SDPA kernels. None (transformers' own default) on CPU, so CPU results do not change."""
+    import importlib.util
+
+    import torch
+
+    if not str(device).startswith("cuda"):
+        return None
+    if torch_dtype in (torch.bfloat16, torch.float16) and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
+def nf4_config(compute_dtype):
+    """The QLoRA quantization (Dettmers et al., 2023): NF4 weights, double-quantised scales."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=compute_dtype)
+
+
 def load_base_model(name: str, revision: str | None = None, quantization: str = "auto", dtype: str = "auto",
                     device: str | None = None):
-    """-> (model, tokenizer, info). `quantization` auto = nf4 (QLoRA) on CUDA, none on CPU."""
+    """-> (model, tokenizer, info). `quantization` auto = nf4 (QLoRA) on CUDA, none on CPU. On CUDA the
+    attention runs in flash-attention 2 when installed, else SDPA (see attention_implementation)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -237,14 +260,17 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = {"revision": revision, "dtype": torch_dtype}
     if quant == "nf4":
-        from transformers import BitsAndBytesConfig
-
         compute = torch.bfloat16 if device != "cpu" or torch_dtype == torch.bfloat16 else torch.float32
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=compute)
+        kwargs["quantization_config"] = nf4_config(compute)
         kwargs["device_map"] = {"": device if device != "cuda" else torch.cuda.current_device()}
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    attn = attention_implementation(device, torch_dtype)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs, **({"attn_implementation": attn} if attn else {}))
+    except (ImportError, ValueError):
+        if attn != "flash_attention_2":  # flash-attn installed but unusable here (GPU too old, model unsupported)
+            raise
+        attn = "sdpa"
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs, attn_implementation=attn)
     if quant == "nf4":
         disable_cpu_repack(model)
     else:
@@ -253,8 +279,40 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tok.pad_token_id
     info = {"model": name, "path": path, "revision": revision or _local_revision(path), "quantization": quant,
-            "dtype": str(torch_dtype).replace("torch.", ""), "device": device, "model_type": model.config.model_type}
+            "dtype": str(torch_dtype).replace("torch.", ""), "device": device, "model_type": model.config.model_type,
+            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
     return model, tok, info
+
+
+def meta_model(model_path, revision: str | None = None):
+    """The architecture on the meta device (no weights read, no memory used); `model_path` may be a config."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+
+    config = model_path if isinstance(model_path, PretrainedConfig) else AutoConfig.from_pretrained(
+        model_path, revision=revision)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return model
+
+
+# Evaluation keeps a 16-bit copy of the base on the GPU (LoRA merged per checkpoint) when its weights take
+# at most this share of the card; the rest is for activations (the token budget is sized from what is free).
+BF16_FIT_FRACTION = 0.8
+
+
+def eval_quantization(quantization: str, name: str, revision: str | None = None, device_index: int = 0) -> str:
+    """The quantization `evaluate` loads the base with: an explicit setting as given; `auto` on CUDA is none
+    (16-bit weights, adapters merged) when they fit in BF16_FIT_FRACTION of the card's total memory, else
+    nf4. Decided from the card's total (not free) memory, so every process and rerun gets the same cache key."""
+    import torch
+
+    quant = resolve_quantization(quantization)
+    if quantization != "auto" or not torch.cuda.is_available():
+        return quant
+    n_params = sum(p.numel() for p in meta_model(model_config(name, revision)).parameters())
+    total = torch.cuda.get_device_properties(device_index).total_memory
+    return "none" if 2 * n_params <= BF16_FIT_FRACTION * total else "nf4"
 
 
 @functools.lru_cache(maxsize=None)
@@ -293,11 +351,12 @@ def add_lora(model, lora: dict | None = None, quantized: bool = False, gradient_
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     lora = {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": "auto", **(lora or {})}
-    if quantized:
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
+    if quantized:  # non-reentrant checkpointing: torch's recommended mode, gradients reach the LoRA inputs
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
         disable_cpu_repack(model)
     elif gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                         target_modules=lora_targets(model, lora["target_modules"]), task_type="CAUSAL_LM")

@@ -18,10 +18,12 @@ DEFAULTS = {
     "revision": None, "pattern": DEFAULT_PATTERN, "verbalizer": DEFAULT_VERBALIZER,
     "loss": "full_vocab", "sampling": "balanced",
     "lora": {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": "auto"}, "finetune": "lora",
-    "quantization": "auto", "dtype": "auto", "gradient_checkpointing": False, "lr": 1e-4, "weight_decay": 0.0,
+    "quantization": "auto", "dtype": "auto", "gradient_checkpointing": "auto", "lr": 1e-4, "weight_decay": 0.0,
     "warmup_ratio": 0.1, "max_grad_norm": 1.0, "batch_size": 8, "grad_accum": 1, "epochs": 40, "max_steps": None,
     "max_length": 256, "checkpoints": {"every": None, "log_spaced": 10}, "quiet": False,
 }
+# Not in DEFAULTS (so runs trained before it existed keep their identity): optim, default adamw.
+OPTIMIZERS = ("adamw", "paged_adamw_8bit")
 CHOICES = {"loss": ("full_vocab", "verbalizer"), "sampling": ("balanced", "uniform"), "finetune": ("lora", "full"),
            "quantization": ("auto", "nf4", "none"), "dtype": ("auto", "float32", "bfloat16", "float16")}
 
@@ -39,6 +41,11 @@ def resolve_config(params: dict, run_key: str) -> dict:
     for key, value in (("lr", cfg["lr"]), ("epochs", cfg["epochs"]), ("lora.r", cfg["lora"]["r"])):
         if value <= 0:
             raise UserError(f"{where}.{key}: must be > 0, got {value}")
+    if cfg["gradient_checkpointing"] not in (True, False, "auto"):
+        raise UserError(f"{where}.gradient_checkpointing: expected true, false or auto, "
+                        f"got {cfg['gradient_checkpointing']!r}")
+    if cfg.get("optim", "adamw") not in OPTIMIZERS:
+        raise UserError(f"{where}.optim: expected one of {', '.join(OPTIMIZERS)}, got {cfg['optim']!r}")
     if not 0 <= cfg["warmup_ratio"] < 1:
         raise UserError(f"{where}.warmup_ratio: must be in [0, 1), got {cfg['warmup_ratio']}")
     if cfg["max_steps"] is not None and cfg["max_steps"] < 1:
@@ -51,3 +58,10 @@ def resolve_config(params: dict, run_key: str) -> dict:
     if cfg["sampling"] == "balanced" and cfg["shots"] % 2:
         raise UserError(f"{where}.shots: balanced sampling needs an even number of shots, got {cfg['shots']}")
     return cfg
+
+
+def resolve_gradient_checkpointing(value, device: str | None) -> bool:
+    """`auto` = on for CUDA (QLoRA of 7-13B models: activations, not weights, decide what fits), off on CPU."""
+    if value == "auto":
+        return str(device or "").startswith("cuda")
+    return bool(value)

@@ -11,6 +11,17 @@ from pathlib import Path
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
 
 
+def enabled(params: dict | None) -> bool:
+    """study.tracking: mlflow (default) or none (no MLflow at all: train, evaluate and analyze write their
+    local outputs only, and mlflow need not be installed)."""
+    from oodcorr.errors import UserError
+
+    value = ((params or {}).get("study") or {}).get("tracking") or "mlflow"
+    if value not in ("mlflow", "none"):
+        raise UserError(f"params: study.tracking: expected mlflow or none, got {value!r}")
+    return value == "mlflow"
+
+
 def project_root(params: dict) -> Path:
     return Path(params.get("_root") or os.getcwd()).resolve()
 

@@ -471,8 +471,10 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     else:
         files = sorted(glob.glob(str(root / "runs" / "*" / "eval" / "metrics.jsonl")))
     out_dir = Path(out) if out else (project_path(params, cfg["out"]) if params and cfg.get("out") else root / "results")
-    tracking_uri, experiment = _tracking(params, root)
-    use_mlflow = use_mlflow if use_mlflow is not None else cfg.get("mlflow", True)
+    from oodcorr import tracking
+
+    use_mlflow = use_mlflow if use_mlflow is not None else cfg.get("mlflow", True) and tracking.enabled(params)
+    tracking_uri, experiment = _tracking(params, root) if use_mlflow else (None, None)
 
     summary = run_analysis(
         files, out_dir,

@@ -42,7 +42,9 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)
             pq.write_table(table.replace_schema_metadata(None), tmp / f"step-{step}" / f"{testset}.parquet")
-    logged = _log_mlflow(params, run, run_json, rows, eval_dir)
+    from oodcorr import tracking
+
+    logged = _log_mlflow(params, run, run_json, rows, eval_dir) if tracking.enabled(params) else (None, 0)
     return {"metrics": str(eval_dir / "metrics.jsonl"), "rows": rows, "mlflow_run_id": logged[0],
             "mlflow_logged": logged[1]}
 

@@ -8,8 +8,72 @@ from oodcorr.evaluate.cache import write_cache
 from oodcorr.evaluate.checkpoints import Checkpoint
 
 
+class Adapters:
+    """A base model with one LoRA adapter active at a time: load new, activate, drop old. With `merge` (a
+    16-bit base, see cache.resolve_settings) the active adapter is merged into the base weights, so scoring
+    runs the plain model at full speed; before the next adapter is merged the original weights are copied
+    back from a CPU copy taken once, so no rounding error accumulates over checkpoints."""
+
+    def __init__(self, base, merge: bool = False):
+        self.base, self.merge = base, merge
+        self.model, self.active, self._pristine = None, None, None
+
+    def activate(self, path, name: str):
+        from peft import PeftModel
+
+        if self.model is None:
+            self.model = PeftModel.from_pretrained(self.base, str(path), adapter_name=name)
+            if self.merge:
+                self._pristine = _lora_base_weights(self.model)
+        else:
+            if self.merge:
+                self.model.unmerge_adapter()  # peft's bookkeeping; the weights themselves are restored exactly:
+                _restore_weights(self.model, self._pristine)
+            self.model.load_adapter(str(path), adapter_name=name)
+            self.model.set_adapter(name)
+            if self.active and self.active != name:
+                self.model.delete_adapter(self.active)
+        self.active = name
+        if self.merge:
+            self.model.merge_adapter()
+        self.model.eval()
+        return self.model
+
+    def unmerge(self) -> None:
+        """Back to the base weights, bit for bit, with the adapter applied unmerged (peft's LoRA forward)."""
+        if self.merge and self.model is not None:
+            self.model.unmerge_adapter()
+            _restore_weights(self.model, self._pristine)
+
+
+def _lora_layers(model):
+    from peft.tuners.lora import LoraLayer
+
+    return {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}
+
+
+def _lora_base_weights(model) -> dict:
+    """CPU copies of the weights LoRA adapters merge into (pinned when on CUDA: fast copies back)."""
+    saved = {}
+    for name, layer in _lora_layers(model).items():
+        w = layer.get_base_layer().weight.detach()
+        copy = w.to("cpu", copy=True)
+        saved[name] = copy.pin_memory() if w.is_cuda else copy
+    return saved
+
+
+def _restore_weights(model, saved: dict) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, layer in _lora_layers(model).items():
+            layer.get_base_layer().weight.copy_(saved[name], non_blocking=True)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 class _Scorer:
-    """One base model per process; adapters swapped per checkpoint (load new, activate, drop old)."""
+    """One base model per process; adapters swapped per checkpoint (Adapters: merged on a 16-bit CUDA base)."""
 
     def __init__(self, settings: dict, device: str | None):
         from oodcorr.models import load_base_model
@@ -19,21 +83,11 @@ class _Scorer:
         self.base, self.tok, self.info = load_base_model(
             settings["model"], settings["_revision"], settings["quantization"], settings["dtype"], device)
         self.prompter = Prompter(self.tok, settings["pattern"], settings["verbalizer"], settings["max_length"])
-        self.model, self.active, self.encoded = None, None, {}
+        self.adapters = Adapters(self.base, merge=bool(settings.get("lora_merge")))
+        self.model, self.encoded = None, {}
 
     def activate(self, ck: Checkpoint) -> None:
-        from peft import PeftModel
-
-        name = f"step{ck.step}"
-        if self.model is None:
-            self.model = PeftModel.from_pretrained(self.base, str(ck.path), adapter_name=name)
-        else:
-            self.model.load_adapter(str(ck.path), adapter_name=name)
-            self.model.set_adapter(name)
-            if self.active:
-                self.model.delete_adapter(self.active)
-        self.active = name
-        self.model.eval()
+        self.model = self.adapters.activate(ck.path, f"step{ck.step}")
 
     def encode(self, name: str, rows: list[dict]) -> list[list[int]]:
         if name not in self.encoded:  # each testset is tokenized once per process

@@ -15,7 +15,37 @@ POSITIVE = "non_entailment"  # the positive class of f1_non_entailment (the pape
 # Tokens per batch with batch_size "auto" on CPU: small enough that a layer's activations stay in cache
 # (measured on a 2-core EPYC: ~1k tokens ran 2-3x faster than 8k, GEMMs are already efficient at ~1k rows).
 CPU_TOKEN_BUDGET = 1024
-GPU_TOKEN_BUDGET = 1 << 17  # starting budget on GPU; halved on out-of-memory
+GPU_TOKEN_BUDGET = 1 << 17  # the most tokens per batch on GPU; halved on out-of-memory
+GPU_FREE_FRACTION = 0.7  # share of the free GPU memory a batch's activations may take
+# Test seam: a batch with more tokens (rows x padded length) than this raises torch.cuda.OutOfMemoryError,
+# as the GPU would, so the back-off path runs on CPU (bench/gpu_check.py --cpu-smoke, tests). None = off.
+SIMULATED_OOM_TOKENS: int | None = None
+
+
+def activation_bytes_per_token(config, dtype_bytes: int = 2) -> int:
+    """Peak bytes one token of a batch needs in an inference forward: the residual stream and a layer's
+    attention (q, k, v, output; SDPA/flash keep no L x L matrix) and MLP intermediates (gate, up, act),
+    with a factor 2 for the allocator's transient copies."""
+    hidden = config.hidden_size
+    inter = getattr(config, "intermediate_size", None) or getattr(config, "ffn_dim", None) or 4 * hidden
+    return 2 * dtype_bytes * (6 * hidden + 3 * inter)
+
+
+def gpu_token_budget(config, free_bytes: int, dtype_bytes: int = 2) -> int:
+    """Tokens per batch from the free GPU memory (GPU_FREE_FRACTION of it), capped at GPU_TOKEN_BUDGET."""
+    per_token = activation_bytes_per_token(config, dtype_bytes)
+    return int(max(256, min(GPU_TOKEN_BUDGET, GPU_FREE_FRACTION * free_bytes // per_token)))
+
+
+def initial_token_budget(model, device) -> int:
+    """CPU: CPU_TOKEN_BUDGET. CUDA: sized from torch.cuda.mem_get_info's free memory (gpu_token_budget)."""
+    import torch
+
+    if device.type != "cuda":
+        return CPU_TOKEN_BUDGET
+    free, _ = torch.cuda.mem_get_info(device)
+    dtype_bytes = 4 if next(model.parameters()).dtype == torch.float32 else 2
+    return gpu_token_budget(split_causal_lm(model)[2].config, free, dtype_bytes)
 
 
 def split_causal_lm(model):
@@ -62,10 +92,12 @@ def batches(lengths: list[int], batch_size: int | None, token_budget: int):
 
 
 def score(model, seqs: list[list[int]], verbalizer_ids: list[int], pad_id: int, batch_size="auto",
-          on_batch=None):
+          on_batch=None, token_budget: int | None = None, stats: dict | None = None):
     """-> (logp [n, 2] float32 numpy in LABELS order, predictions [n] int: argmax over the two tokens).
-    `batch_size` "auto" = a token budget per batch; on CUDA out-of-memory the budget (or batch size) is
-    halved and the batch retried. `on_batch(n_examples)` is called after each batch (progress)."""
+    `batch_size` "auto" = a token budget per batch (`token_budget`, default initial_token_budget: sized from
+    the free GPU memory); on CUDA out-of-memory the budget (or batch size) is halved and the batch retried.
+    `on_batch(n_examples)` is called after each batch (progress); `stats`, when given, receives the
+    starting and final budget, the batches run and the out-of-memory retries."""
     import numpy as np
     import torch
 
@@ -73,7 +105,8 @@ def score(model, seqs: list[list[int]], verbalizer_ids: list[int], pad_id: int, 
 
     device = next(model.parameters()).device
     fixed = None if batch_size in (None, "auto") else int(batch_size)
-    budget = GPU_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET
+    budget = token_budget or initial_token_budget(model, device)
+    info = {"initial_budget": budget, "batches": 0, "oom_retries": 0, "max_batch_tokens": 0}
     lengths = [len(s) for s in seqs]
     out = np.zeros((len(seqs), len(LABELS)), dtype=np.float32)
     vocab_ids = torch.tensor(verbalizer_ids, device=device)
@@ -87,23 +120,35 @@ def score(model, seqs: list[list[int]], verbalizer_ids: list[int], pad_id: int, 
                 for idx in batches(sub, fixed, budget):
                     rows = [pending[j] for j in idx]
                     ids, mask, last = pad_batch([seqs[r] for r in rows], pad_id)
+                    if SIMULATED_OOM_TOKENS is not None and ids.numel() > SIMULATED_OOM_TOKENS:
+                        raise torch.cuda.OutOfMemoryError(f"simulated: {ids.numel()} tokens > {SIMULATED_OOM_TOKENS}")
                     logp = last_position_logprobs(model, ids.to(device), mask.to(device), last.to(device))
                     out[rows] = logp[:, vocab_ids].cpu().numpy()
                     done.extend(rows)
+                    info["batches"] += 1
+                    info["max_batch_tokens"] = max(info["max_batch_tokens"], int(ids.numel()))
                     if on_batch:
                         on_batch(len(rows))
             except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
+                oom = True
+            else:
+                oom = False
+            if oom:  # outside the except block, so the failed batch's tensors are freed before retrying
+                info["oom_retries"] += 1
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
                 if fixed is not None:
                     if fixed == 1:
-                        raise
+                        raise torch.cuda.OutOfMemoryError("out of memory with batch size 1")
                     fixed = max(1, fixed // 2)
                 else:
                     if budget <= 1:
-                        raise
+                        raise torch.cuda.OutOfMemoryError("out of memory with a token budget of 1")
                     budget //= 2
             finished = set(done)
             pending = [i for i in pending if i not in finished]
+    if stats is not None:
+        stats.update(info, final_budget=budget, final_batch_size=fixed)
     # argmax of log-probs over two tokens == argmax of their logits (ties -> the first label, like torch.argmax)
     preds = (out[:, 1] > out[:, 0]).astype(np.int64)
     return out, preds

@@ -33,8 +33,12 @@ def _silence() -> None:
     """--quiet: no weight-loading bars or MLflow store INFO lines, so stderr holds only errors."""
     import logging
 
-    import mlflow  # noqa: F401  (mlflow sets its logger levels on import; override them after)
     from transformers.utils import logging as hf_logging
+
+    try:
+        import mlflow  # noqa: F401  (mlflow sets its logger levels on import; override them after)
+    except ImportError:  # study.tracking: none on a machine without mlflow
+        pass
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"

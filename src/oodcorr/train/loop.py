@@ -34,11 +34,39 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
     return F.cross_entropy(logits, vids[target], reduction="sum")
 
 
+def make_optimizer(params, cfg: dict, device: str | None):
+    """AdamW (torch), or with `optim: paged_adamw_8bit` bitsandbytes' paged 8-bit AdamW (CUDA only: 8-bit
+    moments, optimizer state paged to CPU memory under pressure instead of running out of memory)."""
+    import torch
+
+    name = cfg.get("optim") or "adamw"
+    if name == "paged_adamw_8bit":
+        from oodcorr.errors import UserError
+
+        if not str(device or "").startswith("cuda"):
+            raise UserError(f"params: runs.{cfg['run']}.optim: paged_adamw_8bit needs a CUDA GPU; use adamw")
+        try:
+            import bitsandbytes as bnb
+        except ImportError:
+            raise UserError(f"params: runs.{cfg['run']}.optim: paged_adamw_8bit needs bitsandbytes "
+                            "(pip install bitsandbytes)") from None
+        return bnb.optim.PagedAdamW8bit(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    return torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+
+
+def autocast_for(device: str | None):
+    """bf16 autocast on a CUDA device that supports it (any index, e.g. cuda:1), else nothing."""
+    import torch
+
+    if str(device or "").startswith("cuda") and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet,
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
-    import mlflow
     import torch
 
     from oodcorr import distributed
@@ -50,7 +78,7 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
     labels = prompter.label_ids([e["label"] for e in examples])
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    opt = make_optimizer(trainable, cfg, info["device"])
     sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
     meta = {"run": cfg["run"], "model": cfg["model"], "model_path": info["path"], "revision": info["revision"],
             "base_model_type": info["model_type"], "finetune": cfg["finetune"],
@@ -66,10 +94,10 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
         set_rng_state(state["rng"])
     elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
-    device = info["device"]
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" and torch.cuda.is_bf16_supported()
-                else contextlib.nullcontext())
-    metrics = MetricLog(mlflow.MlflowClient(), run_id) if rank == 0 else None
+    autocast = autocast_for(info["device"])
+    metrics = None
+    if rank == 0:
+        metrics = _NoMetrics() if run_id is None else _metric_log(run_id)  # None: study.tracking none
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
@@ -112,6 +140,22 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     bar.close()
     if rank == 0:
         metrics.flush()
+
+
+class _NoMetrics:
+    """study.tracking: none: the loss/lr log goes nowhere (checkpoints and run.json are still written)."""
+
+    def log(self, step, **values):
+        pass
+
+    def flush(self):
+        pass
+
+
+def _metric_log(run_id: str):
+    import mlflow
+
+    return MetricLog(mlflow.MlflowClient(), run_id)
 
 
 def _state(opt, sched, step: int) -> dict:

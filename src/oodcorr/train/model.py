@@ -24,18 +24,21 @@ def prepare_model(cfg: dict, device: str | None = None):
 
     from oodcorr.models import add_lora, load_base_model
     from oodcorr.prompts import Prompter
+    from oodcorr.run_settings import resolve_gradient_checkpointing
 
     seed_all(cfg["seed"])
     quant = "none" if cfg["finetune"] == "full" and cfg["quantization"] == "auto" else cfg["quantization"]
     model, tok, info = load_base_model(cfg["model"], cfg["revision"], quant, cfg["dtype"], device=device)
     prompter = Prompter(tok, cfg["pattern"], cfg["verbalizer"], cfg["max_length"])
+    checkpointing = resolve_gradient_checkpointing(cfg["gradient_checkpointing"], info["device"])
+    info["gradient_checkpointing"] = checkpointing
     torch.manual_seed(cfg["seed"])  # LoRA A init depends only on the seed, not on how the base was loaded
     if cfg["finetune"] == "lora":
         model = add_lora(model, cfg["lora"], quantized=info["quantization"] == "nf4",
-                         gradient_checkpointing=cfg["gradient_checkpointing"])
+                         gradient_checkpointing=checkpointing)
     else:
         for p in model.parameters():
             p.requires_grad_(True)
-        if cfg["gradient_checkpointing"]:
-            model.gradient_checkpointing_enable()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tok, prompter, info

@@ -3,6 +3,7 @@ peak GPU-memory estimate for QLoRA / LoRA / full fine-tuning, from the model con
 
 from __future__ import annotations
 
+from oodcorr.models import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
 from oodcorr.run_settings import resolve_config
 from oodcorr.train.plan import checkpoint_schedule, plan_steps
 
@@ -11,23 +12,15 @@ GB = 1024**3
 # Bytes per parameter / per activation element, documented rule of thumb for the estimate:
 NF4_BYTES = 0.55  # 4-bit NF4 weights + double-quantised absmax/scales (bitsandbytes)
 BF16_BYTES = 2.0  # frozen weights in bf16 (embeddings / lm_head are never quantised by bitsandbytes)
-LORA_BYTES = 2 + 2 + 8  # trainable LoRA params: weights + grads (bf16) + AdamW moments (fp32 m, v)
+# QLoRA: peft's prepare_model_for_kbit_training casts every non-4-bit parameter (embeddings, norms, lm_head)
+# to fp32, and LoRA weights are kept in fp32 on a 16-bit base (peft autocast_adapter_dtype).
+QLORA_OTHER_BYTES = 4.0
+LORA_BYTES = 4 + 4 + 8  # trainable LoRA params: fp32 weights + grads + AdamW moments (fp32 m, v)
+LORA_BYTES_8BIT = 4 + 4 + 2  # the same with 8-bit AdamW moments (optim: paged_adamw_8bit)
 FULL_BYTES = 16  # full fine-tuning with AdamW: bf16 weights 2 + grads 2 + fp32 master 4 + moments 8
 ACT_BYTES = 34  # activations per token x hidden x layer in bf16 (Korthikanti et al., 2022, flash attention)
 CKPT_ACT_BYTES = 2  # with gradient checkpointing: one bf16 hidden state kept per layer (+ one layer recomputed)
 OVERHEAD = 1.0 * GB  # CUDA context, allocator fragmentation, kernels' workspace
-
-
-def meta_model(model_path, revision: str | None = None):
-    """The architecture on the meta device (no weights read, no memory used); `model_path` may be a config."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
-
-    config = model_path if isinstance(model_path, PretrainedConfig) else AutoConfig.from_pretrained(
-        model_path, revision=revision)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return model
 
 
 def param_counts(model, lora_targets: list[str], lora_r: int) -> dict:
@@ -54,14 +47,16 @@ def param_counts(model, lora_targets: list[str], lora_r: int) -> dict:
 
 def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora_params: int | None = None,
                     n_params: int | None = None, linear_params: int | None = None,
-                    gradient_checkpointing: bool = False, budget_gb: float = 24.0) -> dict:
+                    gradient_checkpointing: bool | str = False, budget_gb: float = 24.0,
+                    optim: str = "adamw") -> dict:
     """Peak GPU memory (GiB) for QLoRA (nf4), LoRA (bf16) and full fine-tuning (AdamW).
 
-    Rule: weights (nf4 0.55 B/param for Linear layers, bf16 2 B for the rest; bf16 2 B for LoRA;
-    full FT 16 B/param) + LoRA params x 12 B + activations batch x seq x hidden x layers x 34 B
-    (2 B with gradient checkpointing, plus one layer's full activations) + last-position logits
-    + 1 GiB overhead. `config` is a transformers config (or any object with hidden_size,
-    num_hidden_layers, vocab_size). Parameter counts default to a dense-transformer formula."""
+    Rule: weights (nf4 0.55 B/param for Linear layers, fp32 4 B for the rest under QLoRA; bf16 2 B for LoRA;
+    full FT 16 B/param) + LoRA params x 16 B (10 B with 8-bit AdamW) + activations batch x seq x hidden x
+    layers x 34 B (2 B with gradient checkpointing, plus one layer's full activations) + last-position
+    logits (+ for QLoRA a bf16 copy of the output layer and of the largest 4-bit weight) + 1 GiB overhead. gradient_checkpointing "auto" sizes the GPU run, where it is on. `config` is a
+    transformers config (or any object with hidden_size, num_hidden_layers, vocab_size). Parameter counts
+    default to a dense-transformer formula."""
     hidden = config.hidden_size
     layers = config.num_hidden_layers
     vocab = config.vocab_size
@@ -75,14 +70,21 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
         lora_params = layers * 4 * lora_r * 2 * hidden  # q, k, v, o projections
     other = n_params - linear_params
     tokens = batch_size * seq_len
+    if gradient_checkpointing == "auto":
+        gradient_checkpointing = True  # the default on CUDA (run_settings.resolve_gradient_checkpointing)
+    lora_bytes = LORA_BYTES_8BIT if optim == "paged_adamw_8bit" else LORA_BYTES
     if gradient_checkpointing:
         act = tokens * hidden * (layers * CKPT_ACT_BYTES + ACT_BYTES)
     else:
         act = tokens * hidden * layers * ACT_BYTES
     act += batch_size * vocab * 4 * 3  # fp32 logits at the scored position, their softmax and grad
+    # QLoRA transients: autocast's bf16 copy of the (fp32, see QLORA_OTHER_BYTES) output layer for its matmul,
+    # and bitsandbytes' bf16 dequantisation of the largest 4-bit weight
+    qlora_transient = (vocab * hidden + inter * hidden) * BF16_BYTES
     parts = {
-        "qlora": linear_params * NF4_BYTES + other * BF16_BYTES + lora_params * LORA_BYTES + act,
-        "lora": n_params * BF16_BYTES + lora_params * LORA_BYTES + act,
+        "qlora": linear_params * NF4_BYTES + other * QLORA_OTHER_BYTES + lora_params * lora_bytes + act
+        + qlora_transient,
+        "lora": n_params * BF16_BYTES + lora_params * lora_bytes + act,
         "full": n_params * FULL_BYTES + act,
     }
     out = {name: round((v + OVERHEAD) / GB, 2) for name, v in parts.items()}
@@ -93,6 +95,16 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
     return out
 
 
+def model_estimate(model, targets: list[str], lora_r: int, batch_size: int, seq_len: int,
+                   gradient_checkpointing: bool | str = "auto", optim: str = "adamw") -> tuple[dict, dict]:
+    """(parameter counts, memory estimate) of a (meta-device) model: what `--dry-run` prints, and what
+    bench/gpu_check.py compares with the measured peak."""
+    counts = param_counts(model, targets, lora_r)
+    mem = estimate_memory(model.config, batch_size, seq_len, lora_r, counts["lora"], counts["total"],
+                          counts["linear"], gradient_checkpointing, optim=optim)
+    return counts, mem
+
+
 def dry_run_info(params: dict, run_key: str) -> dict:
     """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
     from oodcorr.models import lora_targets, model_config
@@ -100,13 +112,14 @@ def dry_run_info(params: dict, run_key: str) -> dict:
     cfg = resolve_config(params, run_key)
     model = meta_model(model_config(cfg["model"], cfg["revision"]))
     targets = lora_targets(model, cfg["lora"]["target_modules"])
-    counts = param_counts(model, targets, cfg["lora"]["r"])
     steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))
-    mem = estimate_memory(model.config, cfg["batch_size"], cfg["max_length"], cfg["lora"]["r"], counts["lora"],
-                          counts["total"], counts["linear"], cfg["gradient_checkpointing"])
+    counts, mem = model_estimate(model, targets, cfg["lora"]["r"], cfg["batch_size"], cfg["max_length"],
+                                 cfg["gradient_checkpointing"], cfg.get("optim") or "adamw")
     trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
     return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
-            "lora_targets": targets, "steps": steps, "checkpoint_steps": checkpoint_schedule(
+            "lora_targets": targets, "steps": steps, "optim": cfg.get("optim") or "adamw",
+            "gradient_checkpointing": cfg["gradient_checkpointing"] in (True, "auto"),  # auto: on for CUDA
+            "checkpoint_steps": checkpoint_schedule(
                 steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
 
 
@@ -118,7 +131,8 @@ def print_dry_run(d: dict) -> None:
     click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
                f"(LoRA on {', '.join(d['lora_targets'])})")
     click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
-    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB):")
+    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB, gradient checkpointing "
+               f"{'on' if d.get('gradient_checkpointing') else 'off'}, {d.get('optim', 'adamw')}):")
     for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
         click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
                    f"{'yes' if m['fits'][key] else 'no'}")

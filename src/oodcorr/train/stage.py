@@ -20,7 +20,8 @@ from oodcorr.train.mlflow_log import mlflow_run
 from oodcorr.train.model import preflight, prepare_model
 from oodcorr.train.plan import checkpoint_schedule, examples_digest, plan_steps, sample_shots
 
-NOT_IDENTITY = ("quiet",)  # keys that do not change the result: editing them does not restart a run
+NOT_IDENTITY = ("quiet", "gradient_checkpointing")  # keys that do not change the result: editing them does
+# not restart a run
 
 
 def identity(cfg: dict | None) -> dict | None:
@@ -35,7 +36,7 @@ def load_pool(params: dict, name: str) -> list[dict]:
 
 def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     """Train (or resume, or skip when finished) one run; returns its run.json content."""
-    from oodcorr import distributed
+    from oodcorr import distributed, tracking
     from oodcorr.config import project_path
     from oodcorr.io import write_json
     from oodcorr.prompts import check_pattern
@@ -73,7 +74,7 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
             shutil.rmtree(ckpt_dir)
         for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
             shutil.rmtree(stale, ignore_errors=True)
-        run_id = mlflow_run(params, cfg, info, previous, fresh=not same)
+        run_id = mlflow_run(params, cfg, info, previous, fresh=not same) if tracking.enabled(params) else None
         record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
                   "checkpoint_steps": schedule, "total_steps": total, "finished": False}
@@ -87,6 +88,8 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     record["finished"] = True
     write_json(run_dir / "run.json", record)
     (ckpt_dir / f"checkpoint-{total}" / STATE_FILE).unlink(missing_ok=True)  # finished: nothing to resume
+    if run_id is None:  # study.tracking: none
+        return record
     import mlflow
 
     client = mlflow.MlflowClient()
