@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
+from oodcorr.launch.schema import LAUNCH_SCHEMA
 
 PARAMS_FILE = "params.yaml"
 
@@ -93,7 +94,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
     "size": (int, type(None)),  # rows a synthetic generator produces
 }
 SCHEMA: dict[str, Any] = {
-    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None))},
+    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
+              "launch": LAUNCH_SCHEMA},
     "data": {
         "out": str,
         "max_examples": (int, type(None)),
