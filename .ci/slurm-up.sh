@@ -18,7 +18,9 @@ stop() {
   for p in slurmd slurmctld munged; do
     if [[ -f "$DIR/$p.pid" ]]; then
       pid=$(cat "$DIR/$p.pid" 2>/dev/null)
-      [[ -n "$pid" ]] && kill "$pid" 2>/dev/null
+      if [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; then
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      fi
       rm -f "$DIR/$p.pid"
     fi
   done
@@ -33,8 +35,6 @@ for tool in munged mungekey slurmctld slurmd scontrol sinfo sbatch; do
 done
 export PATH="$PATH:/usr/sbin"
 [[ "$(id -u)" == 0 ]] || fail "needs root (slurmd starts jobs as the submitting user); point at an existing cluster instead"
-if [[ -f "$CONF" ]] && up; then echo "SLURM_CONF=$CONF"; exit 0; fi
-stop
 mkdir -p "$DIR"/{spool/ctld,spool/d,log,munge} || fail "cannot create $DIR"
 chmod 700 "$DIR/munge"
 
@@ -46,15 +46,7 @@ read -r CPUS MEM < <(slurmd -C 2>/dev/null | awk '{for(i=1;i<=NF;i++){split($i,a
 [[ -n "${CPUS:-}" && -n "${MEM:-}" ]] || fail "slurmd -C cannot read this machine's CPUs/memory"
 MEM=$(( MEM * 9 / 10 ))
 
-# munge: private key and socket (leaves any system munged alone)
-[[ -f "$DIR/munge/munge.key" ]] || mungekey --create --keyfile="$DIR/munge/munge.key" >/dev/null 2>&1 || \
-  dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none || fail "cannot create a munge key"
-chmod 400 "$DIR/munge/munge.key"
-munged --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket" \
-  --pid-file="$DIR/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munge.seed" \
-  >"$DIR/log/munged.out" 2>&1 || fail "munged did not start: $(tail -n1 "$DIR/log/munged.out" "$DIR/log/munged.log" 2>/dev/null | grep -v '^==' | grep . | tail -n1)"
-
-cat > "$CONF" <<CONF
+cat > "$CONF.new" <<CONF
 # written by .ci/slurm-up.sh: single node on 127.0.0.1, no cgroups, no accounting
 ClusterName=oodcorr
 SlurmctldHost=$HOST($addr)
@@ -63,7 +55,7 @@ SlurmdPort=$SLURMD_PORT
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$DIR/spool/ctld
@@ -92,6 +84,19 @@ MaxArraySize=10001
 NodeName=$HOST NodeAddr=$addr CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
+# already running with this configuration: nothing to do
+if [[ -f "$CONF" ]] && cmp -s "$CONF" "$CONF.new" && up; then rm -f "$CONF.new"; echo "SLURM_CONF=$CONF"; exit 0; fi
+stop
+mv "$CONF.new" "$CONF"
+
+# munge: private key and socket (leaves any system munged alone)
+[[ -f "$DIR/munge/munge.key" ]] || mungekey --create --keyfile="$DIR/munge/munge.key" >/dev/null 2>&1 || \
+  dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none || fail "cannot create a munge key"
+chmod 400 "$DIR/munge/munge.key"
+munged --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket" \
+  --pid-file="$DIR/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munge.seed" \
+  >"$DIR/log/munged.out" 2>&1 || fail "munged did not start: $(tail -n1 "$DIR/log/munged.out" "$DIR/log/munged.log" 2>/dev/null | grep -v '^==' | grep . | tail -n1)"
+
 
 slurmctld -i >"$DIR/log/slurmctld.out" 2>&1 || fail "slurmctld did not start: $(tail -n1 "$DIR/log/slurmctld.log" 2>/dev/null)"
 slurmd >"$DIR/log/slurmd.out" 2>&1 || fail "slurmd did not start: $(tail -n1 "$DIR/log/slurmd.log" 2>/dev/null)"

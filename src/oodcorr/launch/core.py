@@ -532,16 +532,17 @@ def _stage_gitignores(root: Path, outs: list[str]) -> None:
     """The .gitignore files DVC writes next to the committed outputs: `git add` them when the project sets
     core.autostage (as `dvc repro` does), else say so."""
     files = sorted({str(Path(o).parent / ".gitignore") for o in outs if (root / Path(o).parent / ".gitignore").is_file()})
-    if not files or not (root / ".git").exists():
+    if not (root / ".git").exists():
         return
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
         autostage = bool(repo.config["core"].get("autostage", False))
+    files = ["dvc.lock", *files]
     if autostage:
         subprocess.run(["git", "add", "--", *files], cwd=root, capture_output=True)
     else:
-        echo("To track the changes with git, run:\n\n\tgit add dvc.lock " + " ".join(files), err=True)
+        echo("To track the changes with git, run:\n\n\tgit add " + " ".join(files), err=True)
 
 
 def summary(outcome: dict) -> str:
