@@ -52,21 +52,24 @@ def settings(params: dict, **overrides) -> dict:
 
 
 def parse_time(value) -> int:
-    """Minutes from an int, "90", "HH:MM", "HH:MM:SS" or "D-HH:MM[:SS]" (sbatch's formats)."""
+    """Minutes (rounded up) from sbatch's --time formats: minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes, days-hours:minutes:seconds (an int is minutes)."""
     if isinstance(value, int) and not isinstance(value, bool):
         minutes = value
     else:
         text = str(value).strip()
         try:
-            days, _, rest = text.rpartition("-")
+            days, sep, rest = text.partition("-") if "-" in text else ("0", "", text)
             parts = [int(p) for p in rest.split(":")]
-            if len(parts) == 1 and not days:
-                minutes = parts[0]
-            else:
-                h, m, s = (parts + [0, 0])[:3] if len(parts) >= 2 else (parts[0], 0, 0)
-                minutes = int(days or 0) * 1440 + h * 60 + m + (1 if s else 0)
-        except ValueError:
-            raise UserError(f"study.launch.time: expected minutes or [D-]HH:MM[:SS], got {value!r}") from None
+            if len(parts) > 3 or any(p < 0 for p in parts):
+                raise ValueError
+            if sep:  # days-hours[:minutes[:seconds]]
+                h, m, s = (parts + [0, 0])[:3]
+            else:  # minutes | minutes:seconds | hours:minutes:seconds
+                h, m, s = {1: (0, parts[0], 0), 2: (0, *parts), 3: tuple(parts)}[len(parts)]
+            minutes = int(days) * 1440 + h * 60 + m + (1 if s else 0)
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"study.launch.time: expected minutes or sbatch's [D-]HH:MM:SS, got {value!r}") from None
     if minutes < 1:
         raise UserError(f"study.launch.time: expected at least 1 minute, got {value!r}")
     return minutes
@@ -496,7 +499,9 @@ def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> 
                 todo.append((path, record, key))
             elif st["state"] in ("FAILED", "LOST"):
                 outcome["failed"].append(key)
-                echo(f"FAILED {key} (job {run.get('job_id')}): {st['detail']}; log: {run.get('stderr')}", err=True)
+                if not quiet:
+                    echo(f"FAILED {key} (job {run.get('job_id')}): {st['detail']}; log: {run.get('stderr')}",
+                         err=True)
             elif st["state"] in ACTIVE or st["state"] == "UNKNOWN":
                 outcome["active"].append(key)
     current = params.get("runs") or {}
