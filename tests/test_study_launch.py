@@ -176,3 +176,84 @@ def test_local_launch_reports_a_failed_run_commits_the_others_and_resumes_a_kill
     assert steps == list(range(1, 9))
     status = sh(["oodcorr", "study", "status", "--all"], root).stdout
     assert "COMMITTED" in status and "SUPERSEDED" in status
+
+
+FAKE_DVC_YAML = """
+stages:
+  prepare:
+    cmd: mkdir -p prepared && echo data > prepared/data.txt
+    outs: [prepared]
+  train:
+    foreach: ${runs}
+    do:
+      cmd: mkdir -p out/${key} && cat prepared/data.txt src/code.txt > out/${key}/ckpt.txt
+      deps: [prepared, src/code.txt]
+      params:
+        - train
+        - runs.${key}
+      outs:
+        - out/${key}/ckpt.txt:
+            persist: true
+  evaluate:
+    foreach: ${runs}
+    do:
+      cmd: wc -c out/${key}/ckpt.txt > out/${key}/metrics.txt
+      deps:
+        - out/${key}/ckpt.txt
+      params: [evaluate]
+      outs:
+        - out/${key}/metrics.txt
+"""
+
+
+def _fake_project(tmp_path):
+    """A git + DVC project whose stages are shell one-liners: the launch machinery in seconds."""
+    root = tmp_path / "fake"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "code.txt").write_text("v1\n")
+    params = small_params()
+    params["runs"]["tiny-opt_synth_16_s0"]["seed"] = 1
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "dvc.yaml").write_text(FAKE_DVC_YAML)
+    sh(["git", "init", "-q"], root)
+    sh(["dvc", "init", "-q"], root)
+    sh(["dvc", "config", "core.autostage", "true"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "fake"], root)
+    return root, params
+
+
+@pytest.mark.slow  # no model, but a dozen DVC and Python start-ups (about 60 s on 2 cores)
+def test_local_launch_commits_runs_and_refuses_runs_whose_inputs_changed(tmp_path):
+    root, _ = _fake_project(tmp_path)
+    oodcorr = [sys.executable, "-m", "oodcorr", "study"]
+    res = sh(oodcorr + ["launch", "--executor", "local", "--max-parallel", "2"], root)
+    assert "prepare is out of date" in res.stderr
+    assert "2 run(s) committed to dvc.lock" in res.stdout
+    assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+    assert "nothing to launch" in sh(oodcorr + ["launch", "--executor", "local"], root).stdout
+
+    # one run's params change: only it is relaunched; its code changes while it "runs": not committed
+    from oodcorr.config import load_params
+
+    text = (root / "params.yaml").read_text()
+    (root / "params.yaml").write_text(text.replace("seed: 1", "seed: 2"))
+    params = load_params(root / "params.yaml")
+    cfg = core.settings(params)
+    stale, _ = core.plan(params, cfg, None)
+    assert stale == {"tiny-opt_synth_16_s0": ["train@tiny-opt_synth_16_s0", "evaluate@tiny-opt_synth_16_s0"]}
+    path = core.submit(params, cfg, stale, set())
+    (root / "src" / "code.txt").write_text("v2\n")
+    outcome = core.collect(params, cfg, [path])
+    assert outcome["stale"] == ["tiny-opt_synth_16_s0"] and not outcome["committed"]
+    status = sh(oodcorr + ["status"], root).stdout
+    assert "STALE" in status and "changed since launch: src/code.txt" in status
+    # relaunch: every train stage now depends on the new code; both are committed, the stale attempt stays listed
+    res = sh(oodcorr + ["launch", "--executor", "local"], root)
+    assert "2 run(s) committed to dvc.lock" in res.stdout
+    assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+    history = sh(oodcorr + ["status", "--all"], root).stdout
+    assert history.count("launch ") == 3 and "STALE" in history
+    assert (root / "out" / "tiny-opt_synth_16_s0" / "ckpt.txt").read_text() == "data\nv2\n"
+    staged = sh(["git", "status", "--porcelain"], root).stdout.splitlines()
+    assert "A  dvc.lock" in staged and "A  out/tiny-opt_synth_16_s0/.gitignore" in staged, staged  # autostage

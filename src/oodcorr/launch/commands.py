@@ -53,7 +53,10 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
     # earlier launches first: commit what finished, and never run a run twice at once
     previous = core.open_records(root, cfg)
     busy: set[str] = set()
-    if previous and not dry_run:
+    if previous and dry_run:
+        busy = {key for path in previous for key, st in core.run_states(core.read_record(path)).items()
+                if st["state"] in core.ACTIVE or st["state"] == "UNKNOWN"}
+    elif previous:
         outcome = core.collect(params, cfg, previous, quiet=True)
         busy = set(outcome["active"])
         if outcome["committed"]:
@@ -85,7 +88,12 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
         core.echo("not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
                   "finished ones in dvc.lock")
         return
-    core.wait(path)
+    try:
+        core.wait(path)
+    except KeyboardInterrupt:
+        core.echo("\nstopped waiting; the jobs keep running: `oodcorr study status`, `oodcorr study collect`",
+                  err=True)
+        raise SystemExit(130) from None
     outcome = core.collect(params, cfg, [path])
     if outcome["failed"] or outcome["stale"]:
         raise SystemExit(1)

@@ -10,6 +10,7 @@ collect: `dvc commit -f` of the finished runs' stages, once their dependencies a
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -91,8 +92,9 @@ def dvc(args: list[str], root: Path, capture: bool = True) -> subprocess.Complet
     res = subprocess.run([exe, *args], cwd=root, env=_env(), text=True,
                          capture_output=capture)
     if res.returncode != 0:
-        last = [line for line in ((res.stderr or "") + (res.stdout or "")).splitlines() if line.strip()]
-        raise UserError(f"`dvc {' '.join(args)}` failed: {last[-1] if last else f'exit {res.returncode}'}")
+        lines = [line.strip() for line in ((res.stderr or "") + (res.stdout or "")).splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[:1]
+        raise UserError(f"`dvc {' '.join(args)}` failed: {errors[0] if errors else f'exit {res.returncode}'}")
     return res
 
 
@@ -140,13 +142,18 @@ def stage_specs(root: Path, names: list[str], prepare_outputs: bool) -> dict[str
     stages do not produce themselves (code, data, params values), checked again before `dvc commit`.
     With prepare_outputs, the stage's outputs are readied as `dvc repro` does before running it
     (non-persistent outputs removed, persistent ones unprotected)."""
+    from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     from oodcorr.config import read_yaml
 
     specs = {}
-    with Repo(str(root)) as repo, repo.lock:
-        stages = {name: repo.stage.collect(name)[0] for name in names}
+    with Repo(str(root)) as repo, (repo.lock if prepare_outputs else contextlib.nullcontext()):
+        try:
+            dvc_yaml = str(root / "dvc.yaml")  # not relative to the current folder
+            stages = {name: repo.stage.collect(f"{dvc_yaml}:{name}")[0] for name in names}
+        except DvcException as e:
+            raise UserError(f"dvc.yaml: {e}") from None
         produced = {o.def_path for s in stages.values() for o in s.outs}
         for name, stage in stages.items():
             fingerprint = {}
