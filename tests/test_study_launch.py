@@ -242,7 +242,7 @@ def test_local_launch_commits_runs_and_refuses_runs_whose_inputs_changed(tmp_pat
     cfg = core.settings(params)
     stale, _ = core.plan(params, cfg, None)
     assert stale == {"tiny-opt_synth_16_s0": ["train@tiny-opt_synth_16_s0", "evaluate@tiny-opt_synth_16_s0"]}
-    path = core.submit(params, cfg, stale, set())
+    path = core.submit(params, cfg, stale)
     (root / "src" / "code.txt").write_text("v2\n")
     outcome = core.collect(params, cfg, [path])
     assert outcome["stale"] == ["tiny-opt_synth_16_s0"] and not outcome["committed"]

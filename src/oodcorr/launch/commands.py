@@ -83,7 +83,7 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
 
     tracking.setup(params)  # create the store and experiment once, before jobs log to it concurrently
     core.supersede(core.open_records(root, cfg), set(stale))
-    path = core.submit(params, cfg, stale, busy)
+    path = core.submit(params, cfg, stale)
     if cfg["executor"] == "slurm" and not wait:
         core.echo("not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
                   "finished ones in dvc.lock")

@@ -376,7 +376,7 @@ def _slurm_executor(folder: Path, cfg: dict, n_jobs: int):
     return ex
 
 
-def submit(params: dict, cfg: dict, stale: dict[str, list[str]], busy: set[str]) -> Path:
+def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     """Submit one job per run; returns the launch record's path. Local jobs are started (and throttled) by
     `wait_local`, which this function calls before returning."""
     from oodcorr.launch.job import RunJob
