@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast quickstart bench clean-venv
+.PHONY: setup test test-fast quickstart bench clean-venv slurm-up slurm-down
 
 setup: $(STAMP) data/raw
 
@@ -32,6 +32,13 @@ test-fast: setup
 
 quickstart: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc repro
+
+# A throw-away single-node SLURM cluster on 127.0.0.1 (root; apt-get install -y slurm-wlm munge); prints SLURM_CONF=...
+slurm-up:
+	.ci/slurm-up.sh
+
+slurm-down:
+	.ci/slurm-up.sh --down
 
 clean-venv:
 	rm -rf $(VENV)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
+from oodcorr.launch.schema import LAUNCH_SCHEMA
 
 PARAMS_FILE = "params.yaml"
 
@@ -95,7 +96,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
 }
 SCHEMA: dict[str, Any] = {
     "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
-              "tracking": str},  # mlflow (default) | none: local outputs only, MLflow never imported
+              "tracking": str,  # mlflow (default) | none: local outputs only, MLflow never imported
+              "launch": LAUNCH_SCHEMA},
     "data": {
         "out": str,
         "max_examples": (int, type(None)),

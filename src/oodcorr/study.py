@@ -66,6 +66,12 @@ def study():
     """Presets and checks for the whole study (dvc.yaml runs every stage)."""
 
 
+from oodcorr.launch.commands import COMMANDS as _LAUNCH_COMMANDS  # noqa: E402  launch | status | collect
+
+for _command in _LAUNCH_COMMANDS:
+    study.add_command(_command)
+
+
 @study.command("use")
 @click.argument("preset")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False))
