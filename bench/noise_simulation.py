@@ -2,16 +2,20 @@
 
 1. Coverage/bias table: >= 200 simulated runs per condition from the item-response simulator
    (oodcorr.analysis.simulate.irt_study; the estimand is the population partial r of the TRUE expected
-   accuracies given true ID accuracy = the known rho). Per condition: coverage of the two-level 95% CI
-   (noise.basic_ci over two_level_boot), of the checkpoint-only Fisher CI and checkpoint-only percentile
-   bootstrap (today's ci_low/ci_high and boot_ci_*), mean/absolute error of the split-half reliability vs
-   the simulator's true reliability, bias of the disattenuated r where both reliabilities >= 0.5.
+   accuracies given true ID accuracy = the known rho). Per condition: coverage of the noise-corrected 95% CI
+   ci2 (noise.disattenuated_ci: Fisher CI of r / sqrt(rel_a rel_b) with the split-half reliabilities, as
+   `oodcorr analyze` computes it; defined where both reliabilities >= 0.5, so conditions where that is rare
+   get extra studies until >= 200 have it), of the earlier two-level bootstrap CI (noise.basic_ci over
+   two_level_boot, for comparison), of the checkpoint-only Fisher CI and checkpoint-only percentile bootstrap
+   (ci_low/ci_high and boot_ci_*), mean/absolute error of the split-half reliability and of Cronbach's alpha
+   on the residualised items (an analytic alternative, not used by the tool) vs the simulator's true
+   reliability, bias of the disattenuated r where both reliabilities >= 0.5.
 2. Plan check: a pilot (simulated) -> plan_design for half-width 0.2 and reliability 0.8 -> 200 studies at
-   the planned design: median two-level half-width and mean true reliability vs the targets.
+   the planned design: median ci2 half-width and mean true reliability vs the targets.
 3. Runtime: 10 models x 3 seeds x 50 checkpoints x 8 testsets (1 ID + 7 OOD) x 1,000 items, 1,000
    bootstraps, methods linear+rank+gam(+raw): today's analysis (compute_partials with the checkpoint
    bootstrap, seed pooling, verdicts) vs the same plus the noise analysis (3 metrics' reliabilities,
-   two-level bootstrap), both in memory in this process; loading the predictions is timed on one run
+   ci2), both in memory in this process; loading the predictions is timed on one run
    and scaled by 30.
 Writes bench/results/noise_simulation.json. Usage: python bench/noise_simulation.py [--studies 200]
 """
@@ -40,8 +44,18 @@ CONDITIONS = [  # (rho, items per OOD testset, checkpoints)
 TAU, ID_ITEMS = 0.03, 1000
 
 
-def one_study(rho, k, n, n_boot, rng):
-    from oodcorr.analysis.noise import basic_ci, disattenuate, reliability, two_level_boot
+def alpha_reliability(items, x):
+    """Cronbach's alpha of the OLS-residualised item scores, checkpoints as subjects (the mean of all
+    split-half Rulon coefficients): k/(k-1) (1 - sum_i var(r_i) / var(sum_i r_i)). Comparison only."""
+    from oodcorr.analysis.noise import linear_operator
+
+    R = linear_operator(x) @ items
+    k = items.shape[1]
+    return float(k / (k - 1) * (1 - (R**2).sum() / (R.sum(axis=1) ** 2).sum()))
+
+
+def one_study(rho, k, n, n_boot, rng, old=True):
+    from oodcorr.analysis.noise import basic_ci, disattenuate, disattenuated_ci, reliability, two_level_boot
     from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
     from oodcorr.analysis.simulate import irt_study, true_reliability
 
@@ -49,45 +63,77 @@ def one_study(rho, k, n, n_boot, rng):
     x = st["x_items"].mean(axis=1)
     Y = np.column_stack([m.mean(axis=1) for m in st["items"]])
     r = float(_corr_cols(residualise_linear(x, Y))[0, 1])
-    boot = two_level_boot(st["x_items"].astype(float), [m.astype(float) for m in st["items"]], "linear",
-                          n_boot, rng)[:, 0, 1]
-    lo2, hi2 = basic_ci(r, boot, n=n)
     flo, fhi = fisher_ci(r, n, 1)
-    ck = rng.integers(0, n, size=(n_boot, n))  # today's checkpoint-only percentile bootstrap
-    cb = _corr_cols(residualise_linear(x[ck], Y[ck]))[:, 0, 1]
-    blo, bhi = np.nanpercentile(cb, [2.5, 97.5])
+    t0 = time.perf_counter()
     rel = [reliability(m.astype(float), x, "linear", 200, rng)[0] for m in st["items"]]
-    return {"r": r, "cov2": lo2 <= rho <= hi2, "hw2": (hi2 - lo2) / 2, "cov_fisher": flo <= rho <= fhi,
-            "cov_ckpt_boot": blo <= rho <= bhi, "rel": rel[0], "rel_b": rel[1], "rel_true": true_reliability(st, 0),
-            "dis": float(disattenuate(r, rel[0], rel[1], 0.5))}
+    lo, hi = (float(v) for v in disattenuated_ci(flo, fhi, rel[0], rel[1], 0.5))
+    t_new = time.perf_counter() - t0
+    lo_any, hi_any = (float(v) for v in disattenuated_ci(flo, fhi, rel[0], rel[1], 1e-9))  # no threshold
+    out = {"r": r, "cov_new": lo <= rho <= hi if np.isfinite(lo) else np.nan, "hw_new": (hi - lo) / 2,
+           "cov_new_any": lo_any <= rho <= hi_any if np.isfinite(lo_any) else np.nan,
+           "cov_fisher": flo <= rho <= fhi, "rel": rel[0], "rel_b": rel[1], "rel_true": true_reliability(st, 0),
+           "alpha": alpha_reliability(st["items"][0].astype(float), x),
+           "dis": float(disattenuate(r, rel[0], rel[1], 0.5)), "t_new": t_new,
+           "cov2": np.nan, "hw2": np.nan, "cov_ckpt_boot": np.nan, "t_old": np.nan}
+    if old:
+        t0 = time.perf_counter()
+        boot = two_level_boot(st["x_items"].astype(float), [m.astype(float) for m in st["items"]], "linear",
+                              n_boot, rng)[:, 0, 1]
+        lo2, hi2 = basic_ci(r, boot, n=n)
+        out.update(cov2=lo2 <= rho <= hi2, hw2=(hi2 - lo2) / 2, t_old=time.perf_counter() - t0 - t_new)
+        ck = rng.integers(0, n, size=(n_boot, n))  # checkpoint-only percentile bootstrap (boot_ci_*)
+        cb = _corr_cols(residualise_linear(x[ck], Y[ck]))[:, 0, 1]
+        blo, bhi = np.nanpercentile(cb, [2.5, 97.5])
+        out["cov_ckpt_boot"] = blo <= rho <= bhi
+    return out
 
 
-def coverage_table(studies, n_boot, seed=0):
+def coverage_table(studies, n_boot, seed=0, min_defined=200, max_studies=4000):
     rows = []
     for rho, k, n in CONDITIONS:
         rng = np.random.default_rng(seed + int(1000 * rho) + k + n)
         t0 = time.perf_counter()
         res = [one_study(rho, k, n, n_boot, rng) for _ in range(studies)]
         f = {key: np.array([r[key] for r in res], float) for key in res[0]}
+        extra = []  # ci2 is NaN where a reliability < 0.5: more studies (ci2 only) until >= min_defined have it
+        while np.isfinite(f["cov_new"]).sum() + np.isfinite([e["cov_new"] for e in extra]).sum() < min_defined \
+                and studies + len(extra) < max_studies:
+            extra.append(one_study(rho, k, n, n_boot, rng, old=False))
+        new = np.r_[f["cov_new"], [e["cov_new"] for e in extra]]
+        hw_new = np.r_[f["hw_new"], [e["hw_new"] for e in extra]]
+        new_any = np.r_[f["cov_new_any"], [e["cov_new_any"] for e in extra]]
         ok = np.isfinite(f["dis"])
-        err = f["rel"] - f["rel_true"]
+        err, err_a = f["rel"] - f["rel_true"], f["alpha"] - f["rel_true"]
         row = {"rho": rho, "items": k, "checkpoints": n, "studies": studies,
-               "coverage_two_level": float(f["cov2"].mean()), "coverage_checkpoint_fisher": float(f["cov_fisher"].mean()),
-               "coverage_checkpoint_bootstrap": float(f["cov_ckpt_boot"].mean()),
+               "coverage_new_ci": float(np.nanmean(new)), "studies_new_ci_defined": int(np.isfinite(new).sum()),
+               "studies_new_ci_total": int(len(new)), "share_new_ci_defined": float(np.isfinite(new).mean()),
+               "median_half_width_new_ci": float(np.nanmedian(hw_new)),
+               "coverage_new_ci_any_reliability": float(np.nanmean(new_any)),
+               "coverage_two_level": float(np.nanmean(f["cov2"])),
+               "coverage_checkpoint_fisher": float(f["cov_fisher"].mean()),
+               "coverage_checkpoint_bootstrap": float(np.nanmean(f["cov_ckpt_boot"])),
                "median_half_width_two_level": float(np.nanmedian(f["hw2"])),
                "mean_r_observed": float(f["r"].mean()), "true_reliability_mean": float(f["rel_true"].mean()),
                "reliability_estimate_mean": float(f["rel"].mean()), "reliability_bias": float(err.mean()),
                "reliability_mae": float(np.abs(err).mean()),
+               "alpha_reliability_bias": float(err_a.mean()), "alpha_reliability_mae": float(np.abs(err_a).mean()),
                "disattenuated_mean": float(f["dis"][ok].mean()) if ok.any() else None,
                "disattenuated_bias": float(f["dis"][ok].mean() - rho) if ok.any() else None,
-               "share_disattenuated_defined": float(ok.mean()), "seconds": round(time.perf_counter() - t0, 1)}
+               "share_disattenuated_defined": float(ok.mean()),
+               "ms_per_study_new_ci": round(1000 * float(f["t_new"].mean()), 2),
+               "ms_per_study_two_level": round(1000 * float(f["t_old"].mean()), 2),
+               "seconds": round(time.perf_counter() - t0, 1)}
         rows.append(row)
-        print(f"rho={rho:.1f} items={k:5d} n={n}: two-level {row['coverage_two_level']:.3f} | checkpoint-only "
-              f"Fisher {row['coverage_checkpoint_fisher']:.3f} boot {row['coverage_checkpoint_bootstrap']:.3f} | rel "
+        print(f"rho={rho:.1f} items={k:5d} n={n}: ci2 {row['coverage_new_ci']:.3f} ({row['studies_new_ci_defined']}/"
+              f"{row['studies_new_ci_total']} defined; any reliability {row['coverage_new_ci_any_reliability']:.3f}) | "
+              f"old two-level {row['coverage_two_level']:.3f} | checkpoint-only Fisher "
+              f"{row['coverage_checkpoint_fisher']:.3f} boot {row['coverage_checkpoint_bootstrap']:.3f} | rel "
               f"{row['reliability_estimate_mean']:.3f} vs true {row['true_reliability_mean']:.3f} (bias "
-              f"{row['reliability_bias']:+.3f}, MAE {row['reliability_mae']:.3f}) | r {row['mean_r_observed']:+.3f} "
-              f"r_dis {row['disattenuated_mean'] if row['disattenuated_mean'] is None else round(row['disattenuated_mean'], 3)}"
-              f" | hw2 {row['median_half_width_two_level']:.3f} ({row['seconds']}s)", flush=True)
+              f"{row['reliability_bias']:+.3f}, MAE {row['reliability_mae']:.3f}; alpha {row['alpha_reliability_bias']:+.3f}"
+              f" / {row['alpha_reliability_mae']:.3f}) | r {row['mean_r_observed']:+.3f} r_dis "
+              f"{row['disattenuated_mean'] if row['disattenuated_mean'] is None else round(row['disattenuated_mean'], 3)}"
+              f" | hw ci2 {row['median_half_width_new_ci']:.3f} old {row['median_half_width_two_level']:.3f} "
+              f"({row['seconds']}s)", flush=True)
     return rows
 
 
@@ -113,14 +159,15 @@ def plan_check(studies, n_boot, seed=1):
     S, v = pilots[i]
     design = plan_design(S, v, half_width=0.2, reliability=0.8, seeds=1, testsets=3)
     k, n = design["items_per_testset"], design["checkpoints_per_run"]
-    res = [one_study(0.0, k, n, n_boot, rng) for _ in range(studies)]
-    hw = float(np.nanmedian([r["hw2"] for r in res]))
+    res = [one_study(0.0, k, n, n_boot, rng, old=False) for _ in range(studies)]
+    hw = float(np.nanmedian([r["hw_new"] for r in res]))
     rel_true = float(np.mean([r["rel_true"] for r in res]))
     out = {"pilot": {"runs": 10, "checkpoints": 30, "items": 200, "signal_var": S, "noise_var_item": v},
            "design": {"items_per_testset": k, "checkpoints_per_run": n,
                       "expected_half_width": design["expected_half_width"]},
            "simulated_median_half_width": hw, "half_width_ratio_to_target": hw / 0.2,
-           "simulated_true_reliability_mean": rel_true, "simulated_coverage_two_level": float(np.mean([r["cov2"] for r in res])),
+           "simulated_true_reliability_mean": rel_true, "simulated_coverage_new_ci": float(np.nanmean([r["cov_new"] for r in res])),
+           "simulated_share_new_ci_defined": float(np.mean([np.isfinite(r["cov_new"]) for r in res])),
            "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2)}
     print(f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
           f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)", flush=True)
@@ -162,12 +209,12 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
 
     def new():
         p = compute_partials(runs, methods, n_boot, 0.05, 0)
-        p, rel = compute_noise(runs, p, "accuracy", n_boot, 0.05, 0.5, 200, 0, mats)
+        p, rel = compute_noise(runs, p, "accuracy", 0.5, 200, 0, mats)
         cross_model(pool_seeds(p), 0.05, 0.5)
         return p
 
     warm = {k_: runs[k_] for k_ in list(runs)[:1]}  # imports and first-call costs outside the timings
-    compute_noise(warm, compute_partials(warm, methods, 10, 0.05, 0), "accuracy", 10, 0.05, 0.5, 10, 0, mats)
+    compute_noise(warm, compute_partials(warm, methods, 10, 0.05, 0), "accuracy", 0.5, 10, 0, mats)
     t0 = time.perf_counter()
     today()
     t_today = time.perf_counter() - t0
@@ -195,6 +242,8 @@ def main():
     ap.add_argument("--studies", type=int, default=200)
     ap.add_argument("--boot", type=int, default=500, help="bootstrap replicates per simulated study")
     ap.add_argument("--runtime-boot", type=int, default=1000)
+    ap.add_argument("--min-defined", type=int, default=200,
+                    help="studies per condition with a defined ci2 (both reliabilities >= 0.5) at least")
     ap.add_argument("--skip", nargs="*", default=[], choices=["coverage", "plan", "runtime"])
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_simulation.json"))
     args = ap.parse_args()
@@ -202,7 +251,7 @@ def main():
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "tau": TAU, "id_items": ID_ITEMS,
               "boot_per_study": args.boot}
     if "coverage" not in args.skip:
-        result["coverage"] = coverage_table(args.studies, args.boot)
+        result["coverage"] = coverage_table(args.studies, args.boot, min_defined=args.min_defined)
     if "plan" not in args.skip:
         result["plan_check"] = plan_check(args.studies, args.boot)
     if "runtime" not in args.skip:

@@ -7,8 +7,8 @@ out), seed pooling, cross-model consistency, figures and report.
   report.py       self-contained report.html
   stage.py        `oodcorr analyze`, run_analysis() (the DVC stage) and log_to_mlflow()
   simulate.py     trajectories with known residual correlation; item-response studies (tests, bench)
-  noise.py        testset noise: split-half reliability, disattenuated r, two-level (items x checkpoints)
-                  bootstrap, from the stored per-example predictions
+  noise.py        testset noise: split-half reliability, disattenuated r and its noise-corrected CI,
+                  from the stored per-example predictions
   plan.py         `oodcorr plan`: examples per testset / checkpoints per run for a target CI and reliability
 
 Nothing heavy is imported here, so `oodcorr --help` stays fast.

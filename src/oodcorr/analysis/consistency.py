@@ -15,9 +15,9 @@ Verdict per OOD pair x method across models (after pooling each model's seeds):
                       otherwise (fewer than 2 models with a finite r, or fewer than 2 significant).
 
 With per-example predictions (the noise analysis, see noise.py) the verdict accounts for testset noise:
-  significant model   the seed-pooled TWO-LEVEL CI (checkpoints and items resampled) excludes 0; seeds are
-                      pooled on the Fisher-z scale, centre = the CI's midpoint, se = its half-width / z_crit,
-                      inverse-variance weights;
+  significant model   the seed-pooled noise-corrected CI (ci2) excludes 0; seeds are pooled like r (Fisher
+                      z, weights n - 3 - k) over the seeds where ci2 is defined (both testsets reliable), and
+                      the pooled CI is divided by the same-weighted mean of sqrt(rel_a * rel_b);
   unreliable          fewer than 2 models whose pair is reliable (both testsets' mean reliability over seeds
                       >= reliability_min, default 0.5) among the models with a finite r: the residual
                       trajectories are too noisy to say whether the models agree. Otherwise the other
@@ -94,20 +94,22 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
 
 def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
-    """Seed pooling of the noise columns: two-level CI (inverse-variance on z), mean reliabilities,
+    """Seed pooling of the noise columns: noise-corrected CI (Fisher pooling of r over the seeds where ci2
+    is defined, divided by their weighted mean sqrt(rel_a * rel_b), clipped), mean reliabilities,
     disattenuated r (Fisher-z mean over the seeds where it is defined)."""
-    from scipy import stats
-
-    zc = stats.norm.ppf(1 - alpha / 2)
-    lo = np.arctanh(np.clip(valid["ci2_low"].to_numpy(float), -1 + 1e-12, 1 - 1e-12))
-    hi = np.arctanh(np.clip(valid["ci2_high"].to_numpy(float), -1 + 1e-12, 1 - 1e-12))
-    ok = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
     out = {"ci2_low": math.nan, "ci2_high": math.nan}
+    ok = (np.isfinite(valid["ci2_low"].to_numpy(float)) & np.isfinite(valid["ci2_high"].to_numpy(float))
+          & np.isfinite(valid["rel_a"].to_numpy(float)) & np.isfinite(valid["rel_b"].to_numpy(float)))
     if ok.any():
-        centre, se = (lo[ok] + hi[ok]) / 2, (hi[ok] - lo[ok]) / (2 * zc)
-        w = 1 / se**2
-        zbar, s = float((w * centre).sum() / w.sum()), float(1 / math.sqrt(w.sum()))
-        out.update(ci2_low=math.tanh(zbar - zc * s), ci2_high=math.tanh(zbar + zc * s))
+        v = valid[ok]
+        w = (v["n"] - 3 - v["k"]).to_numpy(float)
+        pooled = fisher_pool(v["r"], w, alpha)
+        good = np.isfinite(v["r"].to_numpy(float)) & (w > 0)
+        if pooled["m"] and good.any():
+            att = float((w[good] * np.sqrt(v["rel_a"].to_numpy(float)[good] * v["rel_b"].to_numpy(float)[good])).sum()
+                        / w[good].sum())
+            out.update(ci2_low=float(np.clip(pooled["ci_low"] / att, -1, 1)),
+                       ci2_high=float(np.clip(pooled["ci_high"] / att, -1, 1)))
     d = valid["r_disattenuated"].to_numpy(float)
     d = d[np.isfinite(d)]
     out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
@@ -133,7 +135,7 @@ def verdict(r, p_adj, alpha: float = 0.05) -> str:
 
 
 def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = 0.5) -> str:
-    """Verdict counting a model's sign only where its two-level CI excludes 0, over reliable models."""
+    """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
     r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
     fin = np.isfinite(r)
     reliable = fin & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
@@ -173,7 +175,8 @@ def cross_model(pooled: pd.DataFrame, alpha: float = 0.05, reliability_min: floa
             r_pooled=across["r"], ci_low=across["ci_low"], ci_high=across["ci_high"],
             q=across["q"], q_p=across["q_p"], i2=across["i2"],
             verdict=noise_verdict(g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min)
-            if "ci2_low" in g and g["ci2_low"].notna().any() else verdict(g["r"], g["p_bh"], alpha),
+            if "ci2_low" in g and g[["ci2_low", "rel_a", "rel_b"]].notna().any().any()  # noise analysed
+            else verdict(g["r"], g["p_bh"], alpha),
             models="; ".join(
                 f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
                 for m, r, lo, hi, p in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"])),

@@ -4,11 +4,10 @@ Model (the same as noise.py measures and simulate.irt_study generates): the resi
 testset (after regressing out ID) has a true variance S across checkpoints; a testset of I items adds
 noise of variance v / I per checkpoint (v = per-item noise variance; for accuracy at most p(1 - p)).
   reliability(I)   = S / (S + v / I)             -> items needed: I >= rel/(1 - rel) * v / S
-  two-level CI     on Fisher's z with n checkpoints per run and m seeds pooled (inverse variance):
-                   se_z = f(rel) * sqrt(n / (n - 4)) / sqrt(m (n - 4)),  f(rel)^2 = 1 + (1 - rel) / (2 rel)
-                   half-width on r at partial r = r0: tanh(atanh(r0) + z_crit se_z) - r0 (the wider side
-                   for r0 >= 0). sqrt(n / (n - 4)) is the small-sample stretch noise.basic_ci applies, f the
-                   widening by item resampling (calibrated on the simulator: bench/noise_simulation.py).
+  noise-corrected  CI (ci2, noise.disattenuated_ci) with n checkpoints per run and m seeds pooled: the
+                   Fisher CI of the observed r = r0 * rel (se_z = 1 / sqrt(m (n - 4))) divided by rel;
+                   half-width on r at partial r = r0: the wider side, clipped to [-1, 1] like ci2
+                   (checked on the simulator: bench/noise_simulation.py).
 S and v come from a pilot's predictions (median over run x OOD testset series of the split-half
 reliability, or the `quantile` share of series that must reach the target) or from stated assumptions
 (accuracy level p -> v = p(1 - p), residual SD -> S; or a reliability at a known item count).
@@ -27,20 +26,18 @@ import click
 from oodcorr.errors import UserError
 
 
-def item_inflation(rel: float) -> float:
-    return math.sqrt(1 + (1 - rel) / (2 * rel))
-
-
 def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = 0.05) -> float:
-    """Expected two-level CI half-width on partial r (see the module docstring); inf where n <= 4."""
+    """Expected half-width of the noise-corrected CI on partial r (module docstring); inf where n <= 4."""
     from scipy.stats import norm
 
-    if n <= 4:
+    if n <= 4 or rel <= 0:
         return math.inf
-    se = item_inflation(rel) * math.sqrt(n / (n - 4)) / math.sqrt(seeds * (n - 4))
-    z0 = math.atanh(min(abs(r0), 0.999))
+    se = 1 / math.sqrt(seeds * (n - 4))
+    z0 = math.atanh(min(abs(r0) * rel, 0.999))
     zc = norm.ppf(1 - alpha / 2)
-    return max(math.tanh(z0 + zc * se) - math.tanh(z0), math.tanh(z0) - math.tanh(z0 - zc * se))
+    hi, lo = min(math.tanh(z0 + zc * se) / rel, 1.0), max(math.tanh(z0 - zc * se) / rel, -1.0)
+    centre = min(abs(r0), 1.0)
+    return max(hi - centre, centre - lo)
 
 
 def items_needed(signal_var: float, noise_var_item: float, rel: float) -> int:
@@ -182,7 +179,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
     click.echo(f"plan ({source}; signal var {S:.3g}, per-item noise var {v:.3g})")
     click.echo(f"  examples per testset : {out['items_per_testset']}  (reliability >= {target_rel})")
     click.echo(f"  checkpoints per run  : {out['checkpoints_per_run']}  with {seeds} seed(s) pooled "
-               f"(expected two-level CI half-width {out['expected_half_width']:.3f} <= {half_width} at r = {r0})")
+               f"(expected noise-corrected CI half-width {out['expected_half_width']:.3f} <= {half_width} at r = {r0})")
     click.echo(f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x {testsets} = "
                f"{out['examples_per_run']:,} examples per run; x {runs} runs = {out['examples_total']:,}")
     if examples_per_s:

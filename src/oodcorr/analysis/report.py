@@ -57,15 +57,16 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
     if not info.get("enabled"):
         return ["<h2>Signal or noise?</h2><p>Not assessed: " + html.escape(info.get("note", "noise analysis off")) +
                 ". Run <code>oodcorr evaluate</code> (it stores per-example predictions) to get reliabilities "
-                "and two-level CIs.</p>"]
+                "and noise-corrected CIs.</p>"]
     rmin = info.get("reliability_min", _noise.RELIABILITY_MIN)
     parts = ["<h2>Signal or noise?</h2>",
              f"<p>Every accuracy is measured on a finite testset. <b>Reliability</b> is the share of a residual "
              f"trajectory's variance (after removing ID progress) that is not testset noise: 1 = all signal, 0 = all "
              f"noise (split-half, Spearman-Brown). <b>r_disattenuated</b> is what r would be without testset noise "
-             f"(r / √(rel_a·rel_b)); it is left empty where a reliability is below {rmin}. The <b>two-level CI</b> "
-             f"(ci2) resamples checkpoints and test items, so it carries both sources of noise; ci_low/ci_high "
-             f"are the checkpoint-only view. A pair is <b>distinguishable from noise</b> when its two-level CI "
+             f"(r / √(rel_a·rel_b)); it is left empty where a reliability is below {rmin}. The <b>noise-corrected CI</b> "
+             f"(ci2) is the checkpoint-level Fisher CI of r divided the same way, so it is a CI for the noise-free "
+             f"r and carries both checkpoint and testset noise (empty where r_disattenuated is); ci_low/ci_high "
+             f"are the CI of the observed r. A pair is <b>distinguishable from noise</b> when its noise-corrected CI "
              f"excludes 0 and both testsets are reliable. Metric analysed: <code>{html.escape(str(info.get('metric')))}"
              f"</code>.</p>"]
     rows = []
@@ -86,7 +87,7 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
         elif "unreliable" in str(row.get("flag", "")):
             verdict = "not distinguishable: a testset's residual trajectory is mostly noise"
         else:
-            verdict = "not distinguishable: the two-level CI includes 0"
+            verdict = "not distinguishable: the noise-corrected CI includes 0"
         words.append(f"<tr><td class='l'>{html.escape(str(row['run']))}</td><td class='l'>{row['method']}</td>"
                      f"<td class='l'>{html.escape(str(row['testset_a']))} ~ {html.escape(str(row['testset_b']))}</td>"
                      f"<td>{_fmt(float(row['r']))}</td><td>{_fmt(float(row['r_disattenuated']))}</td>"
@@ -94,7 +95,7 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
                      f"<td>{_fmt(float(row['rel_a']))} / {_fmt(float(row['rel_b']))}</td>"
                      f"<td class='l'>{verdict}</td></tr>")
     parts.append("<h3>Observed vs disattenuated r</h3><table><tr><th>run</th><th>method</th><th>pair</th><th>r</th>"
-                 "<th>r_disattenuated</th><th>two-level CI</th><th>reliability a / b</th><th>in plain words</th></tr>"
+                 "<th>r_disattenuated</th><th>noise-corrected CI</th><th>reliability a / b</th><th>in plain words</th></tr>"
                  + "".join(words) + "</table>")
     if reliability is not None and len(reliability):
         parts.append("<h3>Reliability per run x testset</h3>")

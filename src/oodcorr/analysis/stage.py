@@ -158,16 +158,17 @@ def noise_enabled(runs: dict, noise, metric: str) -> bool:
     return not missing
 
 
-def compute_noise(runs: dict, partials, metric: str = "accuracy", bootstrap: int = 1000, alpha: float = 0.05,
-                  reliability_min: float = 0.5, splits: int = 200, seed: int = 0, items: dict | None = None):
+def compute_noise(runs: dict, partials, metric: str = "accuracy", reliability_min: float = 0.5, splits: int = 200,
+                  seed: int = 0, items: dict | None = None):
     """Reliability table and the noise columns of `partials` (rel_a, rel_b, r_disattenuated, ci2_low,
-    ci2_high, distinguishable). `items`: {run: {metric: {testset: (n, I)}}} (loaded when None)."""
+    ci2_high, distinguishable). `items`: {run: {metric: {testset: (n, I)}}} (loaded when None). ci2 is the
+    row's Fisher CI (ci_low, ci_high) disattenuated like r (noise.disattenuated_ci)."""
     import math
 
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.noise import METRICS, NOISE_METHODS, analyse_run_noise, basic_ci, disattenuate
+    from oodcorr.analysis.noise import METRICS, NOISE_METHODS, analyse_run_noise, disattenuate, disattenuated_ci
 
     rng = np.random.default_rng(seed + 1)
     methods = [m for m in NOISE_METHODS if m in set(partials["method"])] if len(partials) else []
@@ -177,11 +178,9 @@ def compute_noise(runs: dict, partials, metric: str = "accuracy", bootstrap: int
         mats = items[run] if items is not None else None
         if mats is None:
             raise UserError(f"run {run!r}: no item matrices")
-        id_name = data["meta"]["id_testset"]
         rel_items = {metric: mats[metric], **{m: mats[m] for m in METRICS if m != metric}}
-        rr, pr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, mats[metric][id_name],
-                                   mats[metric], methods, bootstrap, splits, rng, alpha, reliability_min,
-                                   rel_items={m: rel_items[m] for m in rel_items})
+        rr, pr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
+                                   {m: {nm: rel_items[m][nm] for nm in names} for m in rel_items})
         for row in rr:
             row.update(run=run, model=data["meta"]["model"], seed=data["meta"]["seed"])
         rel_rows += rr
@@ -204,8 +203,7 @@ def compute_noise(runs: dict, partials, metric: str = "accuracy", bootstrap: int
             continue
         ra, rb = e["rel_a"], e["rel_b"]
         d = float(disattenuate(row.r, ra, rb, reliability_min))
-        lo, hi = basic_ci(row.r, e["_boot"], alpha, n=int(row.n), k=float(row.k)) if e["_boot"] is not None \
-            else (math.nan, math.nan)
+        lo, hi = (float(v) for v in disattenuated_ci(row.ci_low, row.ci_high, ra, rb, reliability_min))
         new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
                if not (np.isfinite(v) and v >= reliability_min)]
         flags[i] = ";".join(filter(None, [flags[i], *new]))
@@ -276,15 +274,14 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     partials = compute_partials(runs, all_methods, bootstrap, alpha, seed)
     reliability = None
     if use_noise:
-        partials, reliability = compute_noise(runs, partials, metric, bootstrap or 1000, alpha, reliability_min,
-                                              reliability_splits, seed, items)
+        partials, reliability = compute_noise(runs, partials, metric, reliability_min, reliability_splits, seed,
+                                              items)
     pooled = pool_seeds(partials, alpha)
     consistency = cross_model(pooled, alpha, reliability_min)
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=bootstrap, methods_requested=methods,
                    models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
-    summary["noise"] = _noise_summary(use_noise, metric, partials, reliability, reliability_min,
-                                      bootstrap or 1000)
+    summary["noise"] = _noise_summary(use_noise, metric, partials, reliability, reliability_min)
     pair = _scatter_pair(runs, partials, scatter_pair, methods[0])
     curves = pd.DataFrame([
         {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step), "testset": name,
@@ -326,15 +323,15 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     return summary
 
 
-def _noise_summary(use_noise: bool, metric: str, partials, reliability, reliability_min: float, n_boot: int) -> dict:
+def _noise_summary(use_noise: bool, metric: str, partials, reliability, reliability_min: float) -> dict:
     """summary.json "noise" block: plain numbers a reader (and MLflow) can compare between analyses."""
     import numpy as np
 
     if not use_noise:
         return {"enabled": False, "metric": metric,
-                "note": "no per-example predictions: reliability and two-level CIs skipped"}
-    out = {"enabled": True, "metric": metric, "reliability_min": reliability_min, "bootstrap_two_level": n_boot,
-           "methods": {}}
+                "note": "no per-example predictions: reliability and noise-corrected CIs skipped"}
+    out = {"enabled": True, "metric": metric, "reliability_min": reliability_min,
+           "ci2": "fisher_ci / sqrt(rel_a * rel_b)", "methods": {}}
     for m, g in partials.groupby("method"):
         if m == "raw" or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
             continue
