@@ -175,6 +175,10 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     assert wn["r_disattenuated"].isna().all() and wn["ci2_low"].isna().all() and wn["ci2_high"].isna().all()
     assert wn["flag"].str.contains("unreliable:wnli").all()
     assert not wn["distinguishable"].any()
+    # the two-level bootstrap view (checkpoints x items) sits beside ci2 for linear; gam has none
+    assert ok["ci2boot_low"].notna().all() and (ok["ci2boot_low"] <= ok["ci2boot_high"]).all()
+    assert ok["ci2boot_low"].between(-1, 1).all() and ok["ci2boot_high"].between(-1, 1).all()
+    assert p[p["method"] == "gam"]["ci2boot_low"].isna().all()
     cons = pd.read_csv(out / "consistency.csv")
     assert (cons[(cons["method"] == "linear") & (cons["testset_b"] == "wnli")]["verdict"] == "unreliable").all()
     assert summary["noise"]["enabled"] and summary["methods"]["linear"]["verdicts"]["unreliable"] == 2

@@ -241,8 +241,9 @@ def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = REL
 
 
 # ----------------------------------------------------------------------------- two-level bootstrap (comparison)
-# The analysis no longer uses these: the basic interval below targets rho only to first order and
-# under-covers under strong attenuation. bench/noise_simulation.py keeps measuring it next to ci2.
+# The analysis reports this interval as ci2boot (linear, rank) beside ci2 but decides nothing on it: the basic
+# interval below targets rho only to first order and under-covers under strong attenuation
+# (bench/noise_simulation.py measures both).
 
 def item_weights(n_items: int, n_boot: int, rng) -> np.ndarray:
     """(n_boot, n_items) multinomial resampling weights (counts / n_items): a row averages a resample."""

@@ -159,20 +159,24 @@ def noise_enabled(runs: dict, noise, metric: str) -> bool:
 
 
 def compute_noise(runs: dict, partials, metric: str = "accuracy", reliability_min: float = 0.5, splits: int = 200,
-                  seed: int = 0, items: dict | None = None):
+                  seed: int = 0, items: dict | None = None, bootstrap: int = 1000, alpha: float = 0.05):
     """Reliability table and the noise columns of `partials` (rel_a, rel_b, r_disattenuated, ci2_low,
     ci2_high, distinguishable). `items`: {run: {metric: {testset: (n, I)}}} (loaded when None). ci2 is the
-    row's Fisher CI (ci_low, ci_high) disattenuated like r (noise.disattenuated_ci)."""
+    row's Fisher CI (ci_low, ci_high) disattenuated like r (noise.disattenuated_ci). ci2boot is the
+    two-level bootstrap view (checkpoints and, within each testset, items resampled; linear and rank):
+    reported beside ci2, not used for verdicts, since it under-covers under strong attenuation
+    (bench/results/noise_simulation.json)."""
     import math
 
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.noise import METRICS, NOISE_METHODS, analyse_run_noise, disattenuate, disattenuated_ci
+    from oodcorr.analysis.noise import (METRICS, NOISE_METHODS, analyse_run_noise, basic_ci, disattenuate,
+                                        disattenuated_ci, two_level_boot, two_level_resamples)
 
     rng = np.random.default_rng(seed + 1)
     methods = [m for m in NOISE_METHODS if m in set(partials["method"])] if len(partials) else []
-    rel_rows, extra = [], []
+    rel_rows, extra, boots = [], [], {}
     for run, data in runs.items():
         names = list(data["Y"].columns)
         mats = items[run] if items is not None else None
@@ -187,12 +191,20 @@ def compute_noise(runs: dict, partials, metric: str = "accuracy", reliability_mi
         for row in pr:
             row["run"] = run
         extra += pr
+        id_items = mats[metric].get(data["meta"]["id_testset"])
+        Y_items = [mats[metric][nm] for nm in names]
+        if id_items is not None and names and np.isfinite(data["x"]).all() and np.isfinite(data["Y"].to_numpy(float)).all():
+            res = two_level_resamples(id_items, Y_items, bootstrap, rng)  # shared by the methods (paired)
+            for method in ("linear", "rank"):
+                if method in methods:
+                    boots[(run, method)] = (two_level_boot(id_items, Y_items, method, bootstrap, rng, resamples=res),
+                                            names)
     rel = pd.DataFrame(rel_rows)
     if rel.empty:
         rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
     rel = rel[RELIABILITY_COLUMNS]
     out = partials.copy()
-    for col in ("rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high"):
+    for col in ("rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2boot_low", "ci2boot_high"):
         out[col] = math.nan
     out["distinguishable"] = False
     lookup = {(e["run"], e["method"], e["testset_a"], e["testset_b"]): e for e in extra}
@@ -209,6 +221,10 @@ def compute_noise(runs: dict, partials, metric: str = "accuracy", reliability_mi
         flags[i] = ";".join(filter(None, [flags[i], *new]))
         out.iloc[i, out.columns.get_indexer(["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high"])] = \
             [ra, rb, d, lo, hi]
+        if (row.run, row.method) in boots:
+            B, nm = boots[(row.run, row.method)]
+            out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(basic_ci(
+                row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)))
         out.iat[i, out.columns.get_loc("distinguishable")] = bool(
             np.isfinite(lo) and (lo > 0 or hi < 0) and not new)
     out["flag"] = flags
@@ -275,7 +291,7 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     reliability = None
     if use_noise:
         partials, reliability = compute_noise(runs, partials, metric, reliability_min, reliability_splits, seed,
-                                              items)
+                                              items, bootstrap or 1000, alpha)
     pooled = pool_seeds(partials, alpha)
     consistency = cross_model(pooled, alpha, reliability_min)
     summary = summarise(partials, consistency, all_methods, alpha)
