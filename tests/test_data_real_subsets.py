@@ -101,3 +101,17 @@ def test_prepare_offline_with_real_preset(tmp_path, committed, monkeypatch):
         assert lc["entailment"] > 0 and lc["non_entailment"] > 0, name
     hans = [json.loads(x) for x in (tmp_path / "data" / "prepared" / "hans_real.jsonl").read_text().splitlines()]
     assert {r["slice"].split("/")[0] for r in hans} == {"constituent", "lexical_overlap", "subsequence"}
+
+
+@pytest.mark.parametrize("preset", ["real", "cpu"])
+def test_real_presets_are_consistent(preset):
+    from oodcorr.study import check_references, load_preset
+
+    tree = load_preset(preset)
+    check_references(tree)  # every run's model / testsets known (declared locally)
+    assert {r["model"] for r in tree["runs"].values()} == {"smollm2-135m", "gemma3-270m"}
+    assert len({r["seed"] for r in tree["runs"].values()}) >= 2
+    assert {r["id_testset"] for r in tree["runs"].values()} == {"mnli_real"}
+    assert len(tree["evaluate"]["testsets"]) == 8 and tree["evaluate"]["testsets"][0] == "mnli_real"
+    for spec in tree["data"]["testsets"].values():
+        assert spec["path"].startswith("data/raw/real/")
