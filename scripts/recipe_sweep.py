@@ -69,9 +69,9 @@ def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, in
     import numpy as np
 
     from oodcorr import models
-    from oodcorr.data.prepare import load_prepared, prepared_dir
+    from oodcorr.prepared import load_prepared, prepared_dir
     from oodcorr.prompts import Prompter
-    from oodcorr.scoring import score
+    from oodcorr.evaluate.scoring import score
 
     rows = load_prepared(prepared_dir(params), "mnli_real")
     model, tok, _ = models.load_base_model(model_name)
@@ -88,7 +88,7 @@ def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, in
 
 def run_config(name: str, scratch: Path, n_eval: int) -> dict:
     from oodcorr.config import load_params
-    from oodcorr.train import train_run
+    from oodcorr.train.stage import train_run
 
     model, o = CONFIGS[name]
     params = project(scratch, n_eval)

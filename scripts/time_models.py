@@ -42,7 +42,7 @@ def main():
 
     from oodcorr import models
     from oodcorr.prompts import Prompter
-    from oodcorr.train import batch_loss
+    from oodcorr.train.loop import batch_loss
 
     prem, hyp = prompts(a.batch * (a.steps + 1))
     for name in a.models:

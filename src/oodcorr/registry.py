@@ -118,7 +118,7 @@ def resolve(params: dict | None, name: str) -> dict:
     spec.update(copy.deepcopy(user))
     spec["name"], spec["user_keys"] = name, sorted(user)
     where = f"params: data.testsets.{name}" if name in declared else f"testset {name}"
-    if user.get("path"):
+    if user.get("path") or (spec.get("path") and not spec.get("hub")):  # a local file, declared or built in
         spec["kind"] = "local"
     elif spec.get("synthetic"):
         spec["kind"] = "synthetic"

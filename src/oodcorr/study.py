@@ -80,7 +80,7 @@ for _command in _LAUNCH_COMMANDS:
 @click.option("--seeds", help="Comma list overriding the preset's seeds.")
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
 def use_cmd(preset, params_file, models, shots, seeds, train_sets):
-    """Write PRESET (quickstart | paper) into params.yaml (the old file is kept as params.yaml.bak)."""
+    """Write PRESET (see `oodcorr study use --help`: quickstart, paper, real, cpu) into params.yaml (the old file is kept as params.yaml.bak)."""
     split = lambda s, f=str: [f(x) for x in s.split(",")] if s else None  # noqa: E731
     tree = load_preset(preset, models=split(models), shots=split(shots, int), seeds=split(seeds, int),
                        train_sets=split(train_sets))
