@@ -378,7 +378,7 @@ def _slurm_executor(folder: Path, cfg: dict, n_jobs: int):
 
 def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     """Submit one job per run; returns the launch record's path. Local jobs are started (and throttled) by
-    `wait_local`, which this function calls before returning."""
+    `_run_local`, which returns when they have all ended."""
     from oodcorr.launch.job import RunJob
 
     root = Path(params["_root"])
@@ -405,7 +405,13 @@ def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     path = folder / "launch.json"
     if cfg["executor"] == "slurm":
         ex = _slurm_executor(folder, cfg, len(jobs_spec))
-        jobs = ex.map_array(RunJob(), jobs_spec)
+        try:
+            jobs = ex.map_array(RunJob(), jobs_spec)
+        except Exception as e:  # noqa: BLE001 - sbatch refused (partition, account, limits): one line
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            errors = [line for line in lines if "error" in line.lower()] or lines[-1:]
+            raise UserError(f"sbatch refused the job array: {errors[0] if errors else type(e).__name__} "
+                            f"(settings: study.launch / command-line options)") from None
         for spec, job in zip(jobs_spec, jobs):
             record["runs"][spec["key"]].update(_job_fields(job))
         write_json(path, record)
@@ -477,9 +483,17 @@ def _run_local(path: Path, record: dict, jobs_spec: list[dict], cfg: dict) -> No
 def wait(path: Path, poll_s: float = 5.0) -> None:
     """Block until no run of the launch is queued or running; print each state change."""
     seen: dict[str, str] = {}
+    unknown_since = None
     while True:
         record = read_record(path)
         states = run_states(record)
+        if any(st["state"] == "UNKNOWN" for st in states.values()):
+            unknown_since = unknown_since or time.time()
+            if time.time() - unknown_since > 600:
+                raise UserError("squeue has not answered for 10 minutes; the jobs may still be running: "
+                                "`oodcorr study status` / `oodcorr study collect` later")
+        else:
+            unknown_since = None
         for key, st in states.items():
             if seen.get(key) != st["state"]:
                 seen[key] = st["state"]
