@@ -66,6 +66,18 @@ def study():
     """Presets and checks for the whole study (dvc.yaml runs every stage)."""
 
 
+def _backup_name(target: Path) -> Path:
+    """params.yaml -> params.yaml.<UTC timestamp>.bak (never overwrites an earlier backup)."""
+    import datetime as _dt
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    path, n = target.with_name(f"{target.name}.{stamp}.bak"), 1
+    while path.exists():
+        n += 1
+        path = target.with_name(f"{target.name}.{stamp}-{n}.bak")
+    return path
+
+
 @study.command("use")
 @click.argument("preset")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False))
@@ -73,20 +85,34 @@ def study():
 @click.option("--shots", help="Comma list overriding the preset's shots, e.g. 16,64.")
 @click.option("--seeds", help="Comma list overriding the preset's seeds.")
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
-def use_cmd(preset, params_file, models, shots, seeds, train_sets):
-    """Write PRESET (quickstart | paper) into params.yaml (the old file is kept as params.yaml.bak)."""
+@click.option("--diff", "show_diff", is_flag=True, help="Print what would change in params.yaml; write nothing.")
+def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
+    """Write PRESET (quickstart | paper) into params.yaml. The old file is kept as
+    params.yaml.<timestamp>.bak (every switch keeps its own backup); --diff shows the change first."""
+    import difflib
+
     split = lambda s, f=str: [f(x) for x in s.split(",")] if s else None  # noqa: E731
     tree = load_preset(preset, models=split(models), shots=split(shots, int), seeds=split(seeds, int),
                        train_sets=split(train_sets))
     check_references(tree)
     target = Path(params_file)
-    if target.exists():
-        shutil.copyfile(target, target.with_name(target.name + ".bak"))
+    header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
+    text = header + yaml.safe_dump(tree, sort_keys=False, width=110)
+    old = target.read_text() if target.exists() else ""
+    if show_diff:
+        diff = difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
+                                    fromfile=f"{target} (now)", tofile=f"{target} (preset {preset})")
+        click.echo("".join(diff) or f"{target}: already preset {preset}; nothing would change", nl=False)
+        return
     from oodcorr.io import write_text
 
-    header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
-    write_text(target, header + yaml.safe_dump(tree, sort_keys=False, width=110))
-    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs; now run `dvc repro` "
+    backup = None
+    if old and old != text:
+        backup = _backup_name(target)
+        shutil.copyfile(target, backup)
+    write_text(target, text)
+    kept = f" (previous file kept as {backup.name})" if backup else ""
+    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{kept}; now run `dvc repro` "
                f"(or `dvc exp run`)")
 
 
