@@ -95,9 +95,10 @@ def test_paper_preset_runs_under_dvc_repro_with_tiny_stand_ins(tmp_path):
     assert params["study"]["name"] == "paper" and len(params["runs"]) == 2
     for i, name in enumerate(PAPER_NAMES):  # hub -> local files with the same names
         nli_csv(root / "data" / "raw" / f"{name}.csv", 40 if name == "mnli_train" else 16, seed=i,
-                labels=("entailment", "contradiction"))
+                header=("sentence1", "sentence2", "gold", "heuristic"))
         params["data"].setdefault("testsets", {})[name] = {
-            "path": f"data/raw/{name}.csv", "premise": "sentence1", "hypothesis": "sentence2", "label": "gold"}
+            "path": f"data/raw/{name}.csv", "premise": "sentence1", "hypothesis": "sentence2", "label": "gold",
+            "label_map": {"yes": "entailment", "no": "non_entailment"}}
     params["train"].update({"epochs": 1, "max_steps": 6, "checkpoints": {"every": 1}, "max_length": 64,
                             "batch_size": 4})
     params["evaluate"]["max_length"] = 64
