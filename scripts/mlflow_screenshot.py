@@ -3,7 +3,9 @@
     python scripts/mlflow_screenshot.py [--project .] [--out docs/mlflow-run-view.png] [--view run|experiment]
 
 `--project` is a study folder after `dvc repro` (its store: mlruns/mlflow.db). The run view opens the first
-training run's "Model metrics" tab. Needs `chromium` (Debian: apt-get install chromium). Prints the URL
+training run's "Model metrics" tab (its
+`accuracy` section: one chart per testset); `--view figure` its logged figure with every testset's curve in one
+chart (Artifacts tab). Needs `chromium` (Debian: apt-get install chromium). Prints the URL
 and the PNG path. Used for docs/mlflow-run-view.png and by tests/test_workflows_mlflow.py.
 """
 
@@ -63,9 +65,19 @@ def chromium() -> str:
     raise RuntimeError("chromium not found (apt-get install chromium)")
 
 
-def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeout: float = 240) -> str:
+CLICK_MODEL_TRAINING = """(() => {
+  const el = [...document.querySelectorAll('button, [role=radio], label, span')]
+    .find(e => e.textContent.trim() === 'Model training');
+  if (!el) return false;
+  el.click();
+  return true;
+})()"""
+
+
+def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeout: float = 240,
+               settle: float = 120) -> str:
     """Load `url` in headless Chromium, wait until the page's text contains `wait_for` (the React UI renders
-    long after the load event) plus 3 s for the charts to draw, save a PNG; returns the page's text.
+    long after the load event) plus `settle` s for the charts to draw, save a PNG; returns the page's text.
     Talks to Chromium over its DevTools protocol (aiohttp's websocket client)."""
     import asyncio
     import base64
@@ -99,15 +111,33 @@ def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeo
 
                 await call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1],
                            deviceScaleFactor=1, mobile=False)
-                await call("Page.navigate", url=url)
-                deadline, text = time.time() + timeout, ""
+                await call("Emulation.setFocusEmulationEnabled", enabled=True)
+
+                async def load(target: str) -> str:
+                    await call("Page.navigate", url=target)
+                    deadline, text = time.time() + timeout, ""
+                    while time.time() < deadline:
+                        await asyncio.sleep(1)
+                        res = await call("Runtime.evaluate",
+                                         expression="document.body ? document.body.innerText : ''")
+                        text = res.get("result", {}).get("value", "")
+                        if wait_for in text and "Loading" not in text[:200]:
+                            break
+                    return text
+
+                text = await load(url)
+                # MLflow 3 keeps a per-browser GenAI / Model training switch (a fresh profile starts on GenAI)
+                clicked = await call("Runtime.evaluate", expression=CLICK_MODEL_TRAINING)
+                if clicked.get("result", {}).get("value"):
+                    await asyncio.sleep(2)
+                    text = await load(url)
+                deadline = time.time() + settle  # until the charts have drawn (plotly's svg), at most `settle` s
                 while time.time() < deadline:
-                    await asyncio.sleep(1)
-                    res = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''")
-                    text = res.get("result", {}).get("value", "")
-                    if wait_for in text and "Loading" not in text[:200]:
+                    res = await call("Runtime.evaluate", expression="document.querySelectorAll('.main-svg').length")
+                    if res.get("result", {}).get("value", 0) >= 2:
+                        await asyncio.sleep(3)
                         break
-                await asyncio.sleep(3)
+                    await asyncio.sleep(1)
                 shot = await call("Page.captureScreenshot", format="png")
                 out.write_bytes(base64.b64decode(shot["data"]))
                 return text
@@ -116,7 +146,9 @@ def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeo
         cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--hide-scrollbars", f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
-               f"--remote-debugging-port={port}", "about:blank"]
+               f"--remote-debugging-port={port}",
+               # software WebGL: the charts draw with plotly, which needs a WebGL context
+               "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "about:blank"]
         browser = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             return asyncio.run(drive())
@@ -145,7 +177,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--project", default=".", type=Path)
     ap.add_argument("--out", default="docs/mlflow-run-view.png", type=Path)
-    ap.add_argument("--view", default="run", choices=["run", "experiment", "analysis"])
+    ap.add_argument("--view", default="run", choices=["run", "figure", "experiment", "analysis"])
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
@@ -157,10 +189,12 @@ def main(argv=None) -> int:
     try:
         exp_id, run_id, analysis_id = find_runs(base, args.experiment)
         url = {"run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
+               "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
                "experiment": f"{base}/#/experiments/{exp_id}",
                "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}"}[args.view]
-        text = screenshot(url, args.out, wait_for={"run": "accuracy", "experiment": "Run Name",
-                                                   "analysis": "report"}[args.view])
+        text = screenshot(url, args.out, wait_for={"run": "accuracy", "figure": "accuracy_by_testset",
+                                                   "experiment": "Run Name", "analysis": "report"}[args.view],
+                          settle=120 if args.view == "run" else 15)
         if args.text:
             print(text)
         print(url)

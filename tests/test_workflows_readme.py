@@ -99,7 +99,7 @@ def test_paper_preset_runs_under_dvc_repro_with_tiny_stand_ins(tmp_path):
         params["data"].setdefault("testsets", {})[name] = {
             "path": f"data/raw/{name}.csv", "premise": "sentence1", "hypothesis": "sentence2", "label": "gold",
             "label_map": {"yes": "entailment", "no": "non_entailment"}}
-    params["train"].update({"epochs": 1, "max_steps": 6, "checkpoints": {"every": 1}, "max_length": 64,
+    params["train"].update({"epochs": 1, "max_steps": 4, "checkpoints": {"every": 1}, "max_length": 48,
                             "batch_size": 4})
     params["evaluate"]["max_length"] = 64
     params["analyze"]["bootstrap"] = 20
@@ -109,7 +109,7 @@ def test_paper_preset_runs_under_dvc_repro_with_tiny_stand_ins(tmp_path):
     sh(["git", "commit", "-qm", "paper preset, tiny stand-ins"], root)
     res = sh(["dvc", "repro"], root)
     # progress on stderr under dvc repro; known third-party noise filtered (gradient checkpointing is on here)
-    assert re.search(r"train tiny-opt_mnli_8_s0: .*\d+/6", res.stderr) and re.search(r"evaluate: .*ex", res.stderr)
+    assert re.search(r"train tiny-opt_mnli_8_s0: .*\d+/4", res.stderr) and re.search(r"evaluate: .*ex", res.stderr)
     assert "is_gradient_checkpointing" not in res.stderr and "INFO mlflow" not in res.stderr, res.stderr[-3000:]
     manifest = json.loads((root / "data" / "prepared" / "manifest.json").read_text())
     assert set(manifest["testsets"]) == set(PAPER_NAMES)

@@ -142,9 +142,11 @@ def ui_cmd(port, params_file):
 
     params = load_params(params_file)
     uri = tracking.tracking_uri(params)
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-           "--port", str(port)]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+           "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)
