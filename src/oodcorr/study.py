@@ -147,6 +147,6 @@ def ui_cmd(port, params_file):
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)
