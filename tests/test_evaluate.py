@@ -194,7 +194,8 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     assert sorted(m.step for m in client.get_metric_history(res["mlflow_run_id"], "accuracy/extra")) == [0, 5, 9, 12]
     run = client.get_run(res["mlflow_run_id"])
     assert run.data.tags["oodcorr.kind"] == "train" and run.data.tags["oodcorr.run_key"] == "r1"
-    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == ["eval/predictions.tar.gz"]
+    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == ["eval/accuracy_by_testset.png",
+                                                                          "eval/predictions.tar.gz"]
 
 
 def test_two_processes_equal_one(tmp_path, mlflow_uri):
