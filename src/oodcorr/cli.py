@@ -55,6 +55,20 @@ def cli():
 
     Pipeline: data prepare -> train -> evaluate -> analyze (run it all with `dvc repro`).
     """
+    quiet_third_party()
+
+
+def quiet_third_party() -> None:
+    """Known third-party noise, filtered at the source for every command (progress bars stay, on stderr):
+    transformers' FutureWarning on `is_gradient_checkpointing` (called by peft) and MLflow/alembic INFO lines
+    (store creation and migrations) that repeat on every stage under `dvc repro`."""
+    import logging
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def main(argv=None):

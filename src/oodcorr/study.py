@@ -72,6 +72,18 @@ for _command in _LAUNCH_COMMANDS:
     study.add_command(_command)
 
 
+def _backup_name(target: Path) -> Path:
+    """params.yaml -> params.yaml.<UTC timestamp>.bak (never overwrites an earlier backup)."""
+    import datetime as _dt
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    path, n = target.with_name(f"{target.name}.{stamp}.bak"), 1
+    while path.exists():
+        n += 1
+        path = target.with_name(f"{target.name}.{stamp}-{n}.bak")
+    return path
+
+
 @study.command("use")
 @click.argument("preset")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False))
@@ -79,20 +91,34 @@ for _command in _LAUNCH_COMMANDS:
 @click.option("--shots", help="Comma list overriding the preset's shots, e.g. 16,64.")
 @click.option("--seeds", help="Comma list overriding the preset's seeds.")
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
-def use_cmd(preset, params_file, models, shots, seeds, train_sets):
-    """Write PRESET (see `oodcorr study use --help`: quickstart, paper, real, cpu) into params.yaml (the old file is kept as params.yaml.bak)."""
+@click.option("--diff", "show_diff", is_flag=True, help="Print what would change in params.yaml; write nothing.")
+def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
+    """Write PRESET (quickstart, paper, real, cpu, ...: see `oodcorr study use --help`) into params.yaml. The old file is kept as
+    params.yaml.<timestamp>.bak (every switch keeps its own backup); --diff shows the change first."""
+    import difflib
+
     split = lambda s, f=str: [f(x) for x in s.split(",")] if s else None  # noqa: E731
     tree = load_preset(preset, models=split(models), shots=split(shots, int), seeds=split(seeds, int),
                        train_sets=split(train_sets))
     check_references(tree)
     target = Path(params_file)
-    if target.exists():
-        shutil.copyfile(target, target.with_name(target.name + ".bak"))
+    header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
+    text = header + yaml.safe_dump(tree, sort_keys=False, width=110)
+    old = target.read_text() if target.exists() else ""
+    if show_diff:
+        diff = difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
+                                    fromfile=f"{target} (now)", tofile=f"{target} (preset {preset})")
+        click.echo("".join(diff) or f"{target}: already preset {preset}; nothing would change", nl=False)
+        return
     from oodcorr.io import write_text
 
-    header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
-    write_text(target, header + yaml.safe_dump(tree, sort_keys=False, width=110))
-    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs; now run `dvc repro` "
+    backup = None
+    if old and old != text:
+        backup = _backup_name(target)
+        shutil.copyfile(target, backup)
+    write_text(target, text)
+    kept = f" (previous file kept as {backup.name})" if backup else ""
+    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{kept}; now run `dvc repro` "
                f"(or `dvc exp run`)")
 
 
@@ -122,9 +148,11 @@ def ui_cmd(port, params_file):
 
     params = load_params(params_file)
     uri = tracking.tracking_uri(params)
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-           "--port", str(port)]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+           "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)

@@ -9,6 +9,9 @@ import subprocess
 from pathlib import Path
 
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
+# A classic ML experiment: MLflow 3's UI then opens it on the runs table and its charts, not the GenAI
+# (traces) view it infers for an untagged experiment (mlflow/server/js: ExperimentKind).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def enabled(params: dict | None) -> bool:
@@ -74,11 +77,14 @@ def setup(params: dict) -> str:
         uri = tracking_uri(params)
         location = artifact_root(params) if uri.startswith("sqlite:") or uri.startswith("file:") else None
         try:
-            exp_id = client.create_experiment(name, artifact_location=location)
+            exp_id = client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
         except Exception:  # created concurrently by another process
             exp_id = client.get_experiment_by_name(name).experiment_id
     else:
         exp_id = exp.experiment_id
+        for key, value in EXPERIMENT_TAGS.items():  # stores made before the tag existed
+            if exp.tags.get(key) != value:
+                client.set_experiment_tag(exp_id, key, value)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
 

@@ -327,6 +327,10 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
                 figures.update(reliability_heatmaps(tmp / "figures", reliability, reliability_min, metric))
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        from oodcorr.analysis.headline import headline
+
+        io_json = json.dumps(headline(summary, curves, methods[0]), indent=2)
+        (tmp / "metrics.json").write_text(io_json + "\n")  # the DVC metric: a few headline numbers
         from oodcorr.analysis.report import write_report
 
         write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha,
@@ -420,6 +424,7 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     run = client.create_run(exp_id, run_name="analysis", tags=tags)
     rid = run.info.run_id
     try:
+        client.set_tag(rid, "mlflow.note.content", report_note(rid))
         metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
                    for key, value in flatten(summary).items()]
         params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
@@ -435,6 +440,12 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
         client.set_terminated(rid, "FAILED")
         raise
     return rid
+
+
+def report_note(run_id: str) -> str:
+    """The analysis run's description (markdown, shown on its Overview tab): a link to its report."""
+    return (f"**[Open the report (report.html)](get-artifact?path=report.html&run_uuid={run_id})** — partial "
+            "correlations, cross-model verdicts and figures; tables and figures are under Artifacts.")
 
 
 def _tracking(params: dict | None, root: Path) -> tuple[str, str]:

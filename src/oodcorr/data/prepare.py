@@ -17,16 +17,17 @@ from oodcorr.registry import describe_source, resolve
 
 
 def referenced_names(params: dict) -> list[str]:
-    """`data.prepare` if given, else every testset the runs (train_set, id_testset) and evaluate use."""
+    """Every testset the study uses: the runs' train_set / id_testset and evaluate.testsets, plus any
+    extra names in the optional `data.prepare` (prepared though nothing evaluates them). A testset is thus
+    declared in one place (data.testsets, or a built-in) and prepared because something uses it."""
     data = params.get("data") or {}
-    if data.get("prepare") is not None:
-        return [str(n) for n in data["prepare"]]
     names: list[str] = []
     for run in (params.get("runs") or {}).values():
         for key in ("train_set", "id_testset"):
             if (run or {}).get(key):
                 names.append(run[key])
     names += [str(n) for n in ((params.get("evaluate") or {}).get("testsets") or [])]
+    names += [str(n) for n in (data.get("prepare") or [])]
     return list(dict.fromkeys(names))
 
 
@@ -46,8 +47,8 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
     """Prepare `names` (default: `referenced_names(params)`) into `out_dir`; return the manifest."""
     names = list(dict.fromkeys(names or referenced_names(params)))
     if not names:
-        raise UserError("nothing to prepare: set data.prepare, or reference testsets in runs / "
-                        "evaluate.testsets, or pass --only NAME")
+        raise UserError("nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
+                        "add them to params.yaml, or pass --only NAME")
     built = {name: build(params, name) for name in names}  # raises before anything is written
     out = prepared_dir(params, out_dir)
     manifest = read_manifest_file(out) or {"testsets": {}}

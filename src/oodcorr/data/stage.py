@@ -32,7 +32,7 @@ def data():
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="output folder (default: params data.out, else data/prepared)")
 @click.option("--only", "only", multiple=True, metavar="NAME",
-              help="prepare only this testset (repeatable); default: data.prepare or all referenced")
+              help="prepare only this testset (repeatable); default: every testset runs and evaluate.testsets use (+ data.prepare)")
 def prepare_cmd(params_file, out_dir, only):
     """Write one JSONL per testset plus manifest.json. Nothing is written if any testset is bad."""
     from oodcorr.data.prepare import prepare, referenced_names

@@ -15,6 +15,51 @@ def _metric_key(*parts: str) -> str:
     return "/".join(re.sub(r"[^A-Za-z0-9_\-. /]", "_", str(p)) for p in parts)
 
 
+def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
+    """`accuracy/<testset>`: MLflow's run view groups charts by the part before the last `/`, so every
+    testset's accuracy curve sits in one "accuracy" section (slices under `slices/<testset>/...`)."""
+    return _metric_key(name, testset) if slice_ is None else _metric_key("slices", testset, slice_, name)
+
+
+def _log_curves(client, run_id: str, rows: list[dict]) -> None:
+    """One figure, accuracy vs checkpoint step with a curve per testset, logged as an image with a step
+    (shown in the run's Model metrics view) and as eval/accuracy_by_testset.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    whole = [r for r in rows if r["slice"] is None]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    for testset in sorted({r["testset"] for r in whole}):
+        pts = sorted((r["step"], r["accuracy"]) for r in whole if r["testset"] == testset)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
+                label=f"{testset} (ID)" if testset == whole[0].get("id_testset") else testset)
+    ax.set(xlabel="checkpoint step", ylabel="accuracy", title=f"{whole[0]['run']}: accuracy per testset")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    try:
+        client.log_figure(run_id, fig, "eval/accuracy_by_testset.png")
+        fig.canvas.draw()
+        import numpy as np
+
+        image = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+        client.log_image(run_id, image, key="accuracy_by_testset", step=max(r["step"] for r in whole))
+    finally:
+        plt.close(fig)
+
+
+def headline(whole: list[dict], id_testset: str) -> dict:
+    """summary.json, the run's DVC metric: a few numbers `dvc metrics show` / `dvc exp show` print
+    (per-testset accuracies per step are in accuracy.csv and metrics.jsonl)."""
+    final = max((r["step"] for r in whole), default=None)
+    last = {r["testset"]: r["accuracy"] for r in whole if r["step"] == final}
+    ood = [a for t, a in last.items() if t != id_testset]
+    return {"step": final, "id_accuracy": last.get(id_testset),
+            "ood_accuracy_mean": round(sum(ood) / len(ood), 6) if ood else None}
+
+
 def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
     """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
     import pyarrow.parquet as pq
@@ -35,9 +80,7 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
     whole = [r for r in rows if r["slice"] is None]
     io.write_text(eval_dir / "accuracy.csv", "step,testset,accuracy\n" + "".join(
         f"{r['step']},{r['testset']},{r['accuracy']:.6f}\n" for r in whole))
-    final = max((r["step"] for r in whole), default=None)
-    io.write_json(eval_dir / "summary.json", {"step": final, "accuracy": {
-        r["testset"]: r["accuracy"] for r in whole if r["step"] == final}})
+    io.write_json(eval_dir / "summary.json", headline(whole, cfg["id_testset"]))
     with io.atomic_dir(eval_dir / "predictions") as tmp:
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)
@@ -67,10 +110,9 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str, int]:
         client.set_terminated(run_id)
     now, metrics, history = int(time.time() * 1000), [], {}
     for r in rows:
-        prefix = ("eval", r["testset"]) if r["slice"] is None else ("eval", r["testset"], r["slice"])
         names = ("accuracy", "macro_f1", "f1_non_entailment") if r["slice"] is None else ("accuracy",)
         for name in names:
-            key = _metric_key(*prefix, name)
+            key = metric_name(name, r["testset"], r["slice"])
             if key not in history:
                 history[key] = {m.step for m in client.get_metric_history(run_id, key)}
             if r["step"] not in history[key] and r[name] == r[name]:  # skip NaN (empty slice)
@@ -78,6 +120,8 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str, int]:
                 history[key].add(r["step"])
     for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
         client.log_batch(run_id, metrics=metrics[i: i + 1000])
+    if metrics:
+        _log_curves(client, run_id, rows)
     with tempfile.TemporaryDirectory() as tmp:  # one compressed artifact, not one file per checkpoint x testset
         with tarfile.open(Path(tmp) / "predictions.tar.gz", "w:gz") as tar:
             tar.add(eval_dir / "predictions", arcname="predictions")

@@ -59,8 +59,9 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
     if missing:
-        raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; add it to data.prepare (or "
-                        "evaluate.testsets) and run `oodcorr data prepare` (or `dvc repro prepare`)")
+        raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; run "
+                        "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
+                        "evaluate.testsets")
     rdir = run_dir(params, run)
     if not (rdir / "checkpoints").is_dir():
         raise UserError(f"run {run}: no checkpoints under {rdir / 'checkpoints'}; run `oodcorr train --run {run}` first")
