@@ -18,7 +18,8 @@ def _num(value):
 def headline(summary: dict, curves, method: str) -> dict:
     """n runs/models, mean final ID and OOD accuracy over runs, and for the first requested method the
     share of pairs significant after BH, the share model-dependent, and a reliability share when the
-    summary has one (any top-level `share_reliable*` key)."""
+    summary has one (any top-level `share_reliable*` key, and the noise block's share of reliable testsets,
+    share of pairs distinguishable from noise and median reliability)."""
     out = {"n_runs": summary.get("n_runs"), "n_models": summary.get("n_models")}
     if curves is not None and len(curves):
         last = curves[curves["step"] == curves.groupby("run")["step"].transform("max")]
@@ -32,4 +33,8 @@ def headline(summary: dict, curves, method: str) -> dict:
     for key, value in summary.items():
         if key.startswith("share_reliable") and isinstance(value, (int, float)):
             out[key] = _num(value)
+    noise = ((summary.get("noise") or {}).get("methods") or {}).get(method) or {}
+    for key in ("share_reliable", "share_distinguishable", "median_reliability"):
+        if key in noise:  # testset noise (analysis/noise.py): how much of the result is signal
+            out[f"{method}_{key}"] = _num(noise[key])
     return out
