@@ -7,7 +7,7 @@ import contextlib
 import os
 
 from oodcorr.rundir import checkpoint_dirs
-from oodcorr.train.checkpoints import STATE_FILE, load_weights, save_checkpoint
+from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
 from oodcorr.train.plan import rng_state, set_rng_state
 
@@ -34,11 +34,10 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
     return F.cross_entropy(logits, vids[target], reduction="sum")
 
 
-def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet,
+def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, params, quiet,
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
-    import mlflow
     import torch
 
     from oodcorr import distributed
@@ -52,14 +51,14 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
-    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": info["path"], "revision": info["revision"],
+    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": cfg["model"], "revision": info["revision"],
             "base_model_type": info["model_type"], "finetune": cfg["finetune"],
             "quantization": info["quantization"]}
-    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if (d / STATE_FILE).exists()}
+    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
     start = 0
     if resumable:
         start, ckpt = max(resumable.items())
-        state = torch.load(ckpt / STATE_FILE, weights_only=False, map_location="cpu")
+        state = load_state(ckpt)
         load_weights(model, ckpt, cfg["finetune"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -69,7 +68,7 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     device = info["device"]
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" and torch.cuda.is_bf16_supported()
                 else contextlib.nullcontext())
-    metrics = MetricLog(mlflow.MlflowClient(), run_id) if rank == 0 else None
+    metrics = MetricLog(params, cfg["run"]) if rank == 0 else None
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
