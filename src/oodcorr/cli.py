@@ -19,6 +19,7 @@ COMMANDS = {
     "analyze": "oodcorr.analysis.stage:analyze_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.study:ui_cmd",
+    "sync": "oodcorr.mirror:sync_cmd",
 }
 
 
