@@ -16,7 +16,7 @@ import time
 import pytest
 
 from study_helpers import BIN, env
-from test_mlflow_server import rest, server  # noqa: F401  (the live loopback server fixture)
+from test_mlflow_server import free_port, rest
 from test_train_helpers import make_project
 
 
@@ -74,7 +74,7 @@ def _oodcorr(args, cwd, **extra):
 
 
 @pytest.mark.slow
-def test_closed_port_then_sync_fills_a_live_server(tmp_path, server):  # noqa: F811
+def test_closed_port_then_sync_fills_a_live_server(tmp_path):
     runs = {"r": {"max_steps": 6, "checkpoints": {"every": 3}}}
     # reference timing: the same work with the local sqlite store
     ref = tmp_path / "ref"
@@ -100,6 +100,39 @@ def test_closed_port_then_sync_fills_a_live_server(tmp_path, server):  # noqa: F
     assert (rdir / "eval" / "metrics.jsonl").exists() and (rdir / "tracking" / "PENDING").exists()
 
     # the server is back: sync replays everything, twice without duplicates
+    proc, server = start_server(tmp_path)
+    try:
+        _replay_and_check(proj, rdir, server)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def start_server(tmp_path):
+    """A real `mlflow server` on a free loopback port (generous start-up wait: shared CPUs)."""
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    pytest.fail("mlflow server did not start within 300 s")
+
+
+def _replay_and_check(proj, rdir, server):
     for _ in range(2):
         res, _ = _oodcorr(["sync"], proj, MLFLOW_TRACKING_URI=server)
         assert res.returncode == 0, res.stderr[-3000:]

@@ -69,8 +69,12 @@ _READY: set[str] = set()
 
 
 def _build_schema(path: Path) -> None:
+    import logging
+
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
+    for name in ("mlflow.store.db.utils", "alembic"):  # "Creating initial MLflow database tables..." noise
+        logging.getLogger(name).setLevel(logging.WARNING)
     store = SqlAlchemyStore(f"sqlite:///{path}", (path.parent / "artifacts").as_uri())
     store.engine.dispose()
 
