@@ -93,7 +93,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
     "size": (int, type(None)),  # rows a synthetic generator produces
 }
 SCHEMA: dict[str, Any] = {
-    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None))},
+    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
+              "threads": (int, str, type(None))},
     "data": {
         "out": str,
         "max_examples": (int, type(None)),

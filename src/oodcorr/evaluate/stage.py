@@ -82,6 +82,10 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
 
     mine = pending[rank::world]
+    if mine:
+        from oodcorr import threads
+
+        threads.apply(params)  # one busy core elsewhere must not stall scoring (bench/threads.py)
     scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
     if world > 1:
         import torch.distributed as dist

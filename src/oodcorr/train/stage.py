@@ -48,6 +48,9 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     from oodcorr.prompts import check_pattern
 
     cfg = resolve_config(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
+    from oodcorr import threads
+
+    threads.resolve(params)  # a bad OODCORR_THREADS / study.threads fails here, before any work
     quiet = cfg["quiet"] if quiet is None else quiet
     run_dir = project_path(params, "runs") / run_key
     ckpt_dir = run_dir / "checkpoints"
@@ -70,6 +73,7 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
+    threads.apply(params)  # one busy core elsewhere must not stall every step (bench/threads.py)
     model, tok, prompter, info = prepare_model(cfg, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
                       cfg["seed"])
