@@ -33,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
 
     import torch
@@ -60,8 +60,10 @@ def main() -> None:
             with torch.inference_mode():
                 score(model, seqs, prompter.verbalizer_ids, tok.pad_token_id, 8)
             best = max(best, args.n / (time.perf_counter() - t0))
+        print(f"  {n_threads} thread(s): {best:.2f} ex/s", flush=True)
         return best
 
+    print("warm-up", flush=True)
     rate(1)  # warm-up
     res = {"cores": os.cpu_count(), "default_threads": default_threads, "n": args.n, "model": args.model,
            "loadavg_start": os.getloadavg(), "python": platform.python_version(), "torch": torch.__version__}

@@ -149,7 +149,7 @@ def _replay_and_check(proj, rdir, server):
     assert sorted(m["step"] for m in loss) == list(range(1, 7))
     acc = rest(server, "metrics/get-history", run_id=rid, metric_key="eval/synth_train/accuracy")["metrics"]
     assert sorted(m["step"] for m in acc) == [0, 3, 6]
-    arts = json.dumps(rest(server, "artifacts/list", run_id=rid, path="eval"))
+    arts = json.dumps(rest(server, f"artifacts/list?run_id={rid}&path=eval"))
     assert "predictions.tar.gz" in arts
     # a later stage syncs by itself once the store is reachable (nothing pending now: a no-op)
     res, _ = _oodcorr(["train", "--run", "r", "--quiet"], proj, MLFLOW_TRACKING_URI=server)
