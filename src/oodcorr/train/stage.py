@@ -64,6 +64,11 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
         mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
+        # a kill right after run.json said finished: finish what the end of training does (idempotent)
+        drop_state(ckpt_dir / f"checkpoint-{previous['total_steps']}")
+        recs = io.read_jsonl_tolerant(mirror.record_dir(params, run_key) / "train.jsonl")
+        if recs and not any(r.get("type") == "status" for r in recs):
+            finish_record(params, run_key, io.sha256_file(run_dir / "run.json"))
         return {**previous, "mlflow_run_id": mirror.mlflow_run_id(params, run_key)}
 
     # Everything a user can get wrong is checked before anything is written.
