@@ -262,9 +262,9 @@ def pending_runs(params: dict) -> list[str]:
     return sorted(p.parent.parent.name for p in root.glob(f"*/{TRACK_DIR}/{PENDING}")) if root.is_dir() else []
 
 
-def sync_pending(params: dict, quiet: bool = True) -> list[str]:
+def sync_pending(params: dict, quiet: bool = False) -> list[str]:
     """Replay runs marked pending (an earlier stage could not reach the store); called at stage start.
-    Failure here is silent when `quiet` (the stage warns once itself when it mirrors)."""
+    A store that is still down costs one warning for the whole process (later pushes are skipped)."""
     done = []
     for run in pending_runs(params):
         if mirror(params, run).push(quiet_failure=quiet):
