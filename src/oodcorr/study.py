@@ -130,7 +130,8 @@ def ui_cmd(port, params_file):
         except OSError as e:
             raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); "
                             "pick another port") from None
-    if uri.startswith("sqlite:"):
+    db = tracking.sqlite_file(uri)
+    if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
     click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
     os.execv(sys.executable, cmd)

@@ -120,16 +120,18 @@ def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | 
 
 
 def portable_adapter_config(folder: Path, model: str | None) -> None:
-    """peft records the base model's local folder (a machine path) in adapter_config.json and README.md;
-    record the model alias / hub id instead, so checkpoint hashes are the same on every machine."""
+    """peft records the base model's local folder (a machine path) in adapter_config.json and README.md, and
+    target_modules in set order (differs per process); record the model alias / hub id and a sorted list
+    instead, so checkpoint hashes (dvc.lock) are the same on every machine."""
     if not model:
         return
     cfg = folder / "adapter_config.json"
     if cfg.exists():
         doc = json.loads(cfg.read_text())
-        if doc.get("base_model_name_or_path") != model:
-            doc["base_model_name_or_path"] = model
-            cfg.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        doc["base_model_name_or_path"] = model
+        if isinstance(doc.get("target_modules"), list):  # peft keeps a set: its order follows PYTHONHASHSEED
+            doc["target_modules"] = sorted(doc["target_modules"])
+        cfg.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     readme = folder / "README.md"
     if readme.exists():
         import re
