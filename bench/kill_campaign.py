@@ -25,7 +25,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from study_helpers import env, make_project, tiny_params  # noqa: E402
 
 COMPARED = ["runs/{run}/eval/metrics.jsonl", "runs/{run}/eval/accuracy.csv", "runs/{run}/eval/summary.json",
-            "runs/{run}/run.json", "results/partial_correlations.csv", "results/pooled_seeds.csv",
+            "runs/{run}/run.json", "runs/{run}/checkpoints/checkpoint-8/adapter_config.json",
+    "runs/{run}/checkpoints/checkpoint-8/adapter_model.safetensors", "results/partial_correlations.csv", "results/pooled_seeds.csv",
             "results/consistency.csv", "results/plots/accuracy_vs_step.csv", "dvc.lock"]
 
 
@@ -95,8 +96,9 @@ def temps(root: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--studies", type=int, default=2)
-    ap.add_argument("--kills", type=int, default=16, help="SIGKILLs per study")
+    ap.add_argument("--studies", type=int, default=4, help="at most this many studies")
+    ap.add_argument("--kills", type=int, default=15, help="SIGKILLs per study")
+    ap.add_argument("--total", type=int, default=30, help="stop once this many SIGKILLs were sent")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -111,10 +113,12 @@ def main() -> None:
     print(f"reference: {t_ref:.0f} s", flush=True)
     studies = []
     for i in range(args.studies):
+        if sum(s["kills"] for s in studies) >= args.total:
+            break
         root = make_project(work / f"s{i}", p)
         kills, attempts = [], 0
         while len(kills) < args.kills:
-            delay = rng.uniform(1.0, max(2.0, t_ref / 4))
+            delay = rng.uniform(1.0, max(2.0, t_ref / 8))
             stage = stage_now(root, runs)
             code, took = repro(root, delay)
             attempts += 1
@@ -135,6 +139,10 @@ def main() -> None:
                                         for s in ("prepare", "train", "evaluate", "analyze")},
                         "leftover_temps": temps(root), **mlflow_counts(root, runs), "kill_log": kills})
         print(json.dumps({k: v for k, v in studies[-1].items() if k != "kill_log"}), flush=True)
+        write(studies, t_ref, t0)
+
+
+def write(studies, t_ref, t0) -> None:
     total = sum(s["kills"] for s in studies)
     summary = {"studies": len(studies), "sigkills": total,
                "resumed": sum(s["completed"] for s in studies), "identical": sum(s["identical"] for s in studies),
@@ -149,7 +157,7 @@ def main() -> None:
     print(json.dumps(summary, indent=2))
     out = HERE / "results" / "kill_campaign.json"
     out.write_text(json.dumps({"summary": summary, "studies": studies}, indent=2) + "\n")
-    print(f"-> {out}  (work folder {work})")
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":
