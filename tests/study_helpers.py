@@ -62,6 +62,7 @@ def make_project(root: Path, params: dict) -> Path:
     (root / "mlruns").mkdir()
     sh(["git", "init", "-q"], root)
     sh(["dvc", "init", "-q"], root)
+    shutil.copy(REPO / ".dvcignore", root / ".dvcignore")
     shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")
     sh(["dvc", "config", "core.autostage", "true"], root)
     sh(["dvc", "add", "-q", "data/raw"], root)

@@ -101,3 +101,36 @@ def test_help_is_fast_and_lazy():
             "heavy = [m for m in ('pandas', 'scipy', 'statsmodels', 'matplotlib', 'mlflow', 'torch') if m in sys.modules];"
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_out_with_foreign_files_is_refused_and_left_intact(project):
+    raw = project / "data" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "mine.csv").write_text("a,b\n1,2\n")
+    (raw / "notes").mkdir()
+    (raw / "notes" / "x.txt").write_text("keep")
+    before = sorted((p.relative_to(raw), p.read_bytes() if p.is_file() else None) for p in raw.rglob("*"))
+    res = CliRunner().invoke(cli, ["analyze", "--out", "data/raw"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert res.output.startswith("error: --out data/raw: holds files oodcorr did not write (mine.csv, notes)")
+    assert sorted((p.relative_to(raw), p.read_bytes() if p.is_file() else None) for p in raw.rglob("*")) == before
+    # its own earlier output is replaced fine
+    assert CliRunner().invoke(cli, ["analyze", "--out", "res2"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["analyze", "--out", "res2"]).exit_code == 0
+
+
+def test_out_that_is_a_file_or_unwritable_is_one_line(project):
+    import os
+
+    (project / "afile").write_text("x")
+    res = CliRunner().invoke(cli, ["analyze", "--out", "afile"])
+    assert res.exit_code == 2 and "is a file" in res.output and (project / "afile").read_text() == "x"
+    if os.geteuid() != 0:
+        ro = project / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        try:
+            res = CliRunner().invoke(cli, ["analyze", "--out", "ro/results"])
+            assert res.exit_code == 2 and res.output.startswith("error: --out ro/results: not writable"), res.output
+        finally:
+            ro.chmod(0o755)

@@ -66,13 +66,22 @@ def test_loss_decreases_and_checkpoints(project, mlflow_uri):
     assert rec["checkpoint_steps"] == [0, 1, 2, 5, 11, 24] and rec["finished"] and rec["total_steps"] == 24
     dirs = sorted(int(d.name.split("-")[1]) for d in (run_dir / "checkpoints").iterdir())
     assert dirs == rec["checkpoint_steps"]
-    with_state = [d.name for d in (run_dir / "checkpoints").iterdir() if (d / "training_state.pt").exists()]
+    with_state = [d.name for d in (run_dir / "checkpoints").iterdir() if (d / "training_state.json").exists()]
     assert with_state == []  # only the newest checkpoint keeps it, and a finished run drops it
     meta = json.loads((run_dir / "checkpoints" / "checkpoint-5" / "oodcorr_checkpoint.json").read_text())
     assert {"run", "model", "model_path", "revision", "step", "base_model_type"} <= set(meta) and meta["step"] == 5
     assert all(not t.any() for k, t in adapter(run_dir, 0).items() if "lora_B" in k)  # step 0 = untouched base
     saved = json.loads((run_dir / "run.json").read_text())
-    assert len(saved["example_ids"]) == 32 and saved["mlflow_run_id"] == rec["mlflow_run_id"]
+    assert len(saved["example_ids"]) == 32 and "mlflow_run_id" not in saved  # per machine: not in run.json
+    assert saved["model_info"]["path"] == "tiny-olmo2" and meta["model_path"] == "tiny-olmo2"
+    acfg = json.loads((run_dir / "checkpoints" / "checkpoint-5" / "adapter_config.json").read_text())
+    assert acfg["base_model_name_or_path"] == "tiny-olmo2"
+    assert acfg["target_modules"] == sorted(acfg["target_modules"])  # not set order (PYTHONHASHSEED)
+    assert "/" not in json.dumps(saved["model_info"]) + json.dumps(meta)  # no machine path anywhere
+    from oodcorr.config import load_params
+    from oodcorr.mirror import mlflow_run_id
+
+    assert mlflow_run_id(load_params(p), "a") == rec["mlflow_run_id"]
 
     client = _client(mlflow_uri)
     hist = sorted((m.step, m.value) for m in client.get_metric_history(rec["mlflow_run_id"], "train/loss"))
@@ -109,7 +118,7 @@ def test_resume_after_kill_is_exact(project, mlflow_uri, tmp_path_factory):
     assert proc.returncode == 137, proc.stderr[-2000:]
     ck = project / "runs" / "r" / "checkpoints"
     assert sorted(d.name for d in ck.iterdir()) == ["checkpoint-0", "checkpoint-3", "checkpoint-6"]
-    assert [d.name for d in ck.iterdir() if (d / "training_state.pt").exists()] == ["checkpoint-6"]
+    assert [d.name for d in ck.iterdir() if (d / "training_state.json").exists()] == ["checkpoint-6"]
     (ck / ".checkpoint-9.abc.tmp").mkdir()  # as left by a kill during a checkpoint write
     assert not json.loads((project / "runs" / "r" / "run.json").read_text())["finished"]
 

@@ -97,7 +97,8 @@ TESTSET_SCHEMA: dict[str, Any] = {
 SCHEMA: dict[str, Any] = {
     "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
               "tracking": str,  # mlflow (default) | none: local outputs only, MLflow never imported
-              "launch": LAUNCH_SCHEMA},
+              "launch": LAUNCH_SCHEMA,
+              "threads": (int, str, type(None))},
     "data": {
         "out": str,
         "max_examples": (int, type(None)),
@@ -186,8 +187,16 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
     path = Path(path) if path else find_project_root() / PARAMS_FILE
     if not path.exists():
         raise UserError(f"params file not found: {path}")
+    raw = path.read_bytes() if path.is_file() else None
+    if raw is None:
+        raise UserError(f"params file {path}: not a file")
     try:
-        tree = read_yaml(path.read_text()) or {}
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 (byte {raw[e.start]:#04x}); save the file as UTF-8") from None
+    try:
+        tree = read_yaml(text) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         loc = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -172,6 +172,9 @@ def model_path(name: str) -> str:
     if name in GGUF_MODELS or name in TINY:
         target = cache_dir() / name
         if not (target / "config.json").exists():
+            from oodcorr.io import LEGACY_TMP_AGE_S, clean_stale_temps
+
+            clean_stale_temps(cache_dir(), legacy_age=LEGACY_TMP_AGE_S)  # a killed conversion's temp folder
             (_materialise_gguf if name in GGUF_MODELS else _materialise_tiny)(name, target)
         return str(target)
     return HUB_ALIASES.get(name, name)
@@ -185,6 +188,7 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
     """Resolve `name` and fail in seconds (not a 50 s hang) when it cannot be loaded."""
     path = model_path(name)
     if Path(path).exists():
+        check_local_model(name, Path(path))
         return path
     if "/" not in path:
         raise UserError(f"unknown model {name!r}: not a built-in alias ({', '.join(BUILTIN_MODELS)}), "
@@ -208,6 +212,40 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
         raise UserError(f"model {name!r}: the Hugging Face hub is unreachable ({type(e).__name__}); "
                         f"set HF_HUB_OFFLINE=1 with a cached model or use {SMOLLM2}") from None
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def _checked(path: str, mtime_ns: int) -> str | None:
+    """Why the local folder `path` is not a loadable model (headers only), or None."""
+    p = Path(path)
+    if not p.is_dir():
+        return "is a file, not a model folder (config.json + weights)"
+    if not (p / "config.json").is_file():
+        return "is not a model folder (no config.json)"
+    try:
+        import json
+
+        json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"config.json is not valid JSON ({type(e).__name__})"
+    weights = sorted(p.glob("*.safetensors"))
+    if not weights and not list(p.glob("*.bin")):
+        return "holds no weights (*.safetensors)"
+    from safetensors import safe_open
+
+    for f in weights:
+        try:
+            with safe_open(str(f), framework="pt") as h:
+                h.keys()
+        except Exception as e:  # truncated / not safetensors
+            return f"{f.name} is corrupt or truncated ({type(e).__name__})"
+    return None
+
+
+def check_local_model(name: str, path: Path) -> None:
+    why = _checked(str(path), path.stat().st_mtime_ns)
+    if why:
+        raise UserError(f"model {name!r}: {path} {why}")
 
 
 def model_config(name: str, revision: str | None = None):

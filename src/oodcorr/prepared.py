@@ -46,4 +46,11 @@ def load_prepared(out_dir: str | Path, name: str) -> list[dict]:
     path = out / f"{name}.jsonl"
     if name not in read_manifest(out)["testsets"] or not path.exists():
         raise UserError(f"testset {name} was not prepared; run `oodcorr data prepare` (or dvc repro prepare)")
-    return io.read_jsonl(path)
+    rows = []
+    for lineno, row in io.iter_json_objects(path, prefix=f"prepared testset {name}: "):
+        missing = [k for k in ("id", "premise", "hypothesis", "label") if k not in row]
+        if missing or row.get("label") not in ("entailment", "non_entailment"):
+            what = f"missing {', '.join(missing)}" if missing else f"label {row.get('label')!r}"
+            raise UserError(f"{path}:{lineno}: prepared testset {name}: {what}; re-run `oodcorr data prepare`")
+        rows.append(row)
+    return rows

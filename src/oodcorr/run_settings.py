@@ -7,6 +7,8 @@ imports the other.
 
 from __future__ import annotations
 
+import math
+
 from oodcorr.config import deep_merge, resolve_run
 from oodcorr.errors import UserError
 from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER
@@ -32,6 +34,10 @@ def resolve_config(params: dict, run_key: str) -> dict:
     """`runs.<key>` over `train` over DEFAULTS, with value checks (types are checked by config.validate)."""
     cfg = deep_merge(DEFAULTS, resolve_run(params, run_key))
     where = f"params: runs.{run_key}"
+    for key in ("lr", "epochs", "weight_decay", "warmup_ratio", "max_grad_norm"):
+        value = cfg[key]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}.{key}: must be a finite number, got {value}")
     for key, allowed in CHOICES.items():
         if cfg[key] not in allowed:
             raise UserError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {cfg[key]!r}")

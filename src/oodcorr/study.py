@@ -152,6 +152,19 @@ def ui_cmd(port, params_file):
            "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: must be in 1..65535")
+    with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); "
+                            "pick another port") from None
+    db = tracking.sqlite_file(uri)
+    if db is not None and not db.exists():
+        tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
     click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
     os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")

@@ -4,6 +4,7 @@ one MLflow run per training run (train and evaluate log into the same run)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -23,6 +24,107 @@ def enabled(params: dict | None) -> bool:
     if value not in ("mlflow", "none"):
         raise UserError(f"params: study.tracking: expected mlflow or none, got {value!r}")
     return value == "mlflow"
+
+
+# A tracking server that is down must cost seconds, not MLflow's default ~260 s of retries: these bound
+# every HTTP call (the user's own values win). Tracking is a mirror; the local records are the truth.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
+
+
+def bound_http_waits() -> None:
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def sqlite_file(uri: str) -> Path | None:
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):])
+    return None
+
+
+def ensure_store(uri: str) -> None:
+    """Create a sqlite store crash-safely: under a lock, the schema is built (all migrations) in a temporary
+    file that is renamed onto mlflow.db only when complete, so a kill never leaves a half-migrated store.
+    A store left half-migrated by an older version (and holding no runs) is moved aside and rebuilt."""
+    db = sqlite_file(uri)
+    if db is None or str(db) in _READY:
+        return
+    import fcntl
+
+    from oodcorr import io
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.parent / f".{db.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for stale in db.parent.glob(f".{db.name}.*.tmp-journal"):
+            if not stale.with_name(stale.name[: -len("-journal")]).exists():
+                stale.unlink(missing_ok=True)
+        io.clean_stale_temps(db.parent)
+        if db.exists() and db.stat().st_size > 0 and not _usable(db):
+            if _run_count(db):
+                from oodcorr.errors import UserError
+
+                raise UserError(f"{db}: the MLflow store cannot be opened (schema damaged) and holds runs; "
+                                "back it up and run `mlflow db upgrade` on it, or point study.tracking_uri elsewhere")
+            import time
+
+            aside = db.with_name(f"{db.name}.broken-{int(time.time())}")
+            os.replace(db, aside)
+            import warnings
+
+            warnings.warn(f"{db} was half-created by a killed process (no runs in it); moved to {aside.name} "
+                          "and rebuilt", stacklevel=2)
+        if not db.exists() or db.stat().st_size == 0:
+            with io.atomic_path(db) as tmp:
+                _build_schema(tmp)
+        _READY.add(str(db))
+
+
+_READY: set[str] = set()
+
+
+def _build_schema(path: Path) -> None:
+    import logging
+
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    for name in ("mlflow.store.db.utils", "alembic"):  # "Creating initial MLflow database tables..." noise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    store = SqlAlchemyStore(f"sqlite:///{path}", (path.parent / "artifacts").as_uri())
+    store.engine.dispose()
+
+
+def _usable(db: Path) -> bool:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+            if any(t.startswith("_alembic_tmp") for t in tables) or "alembic_version" not in tables:
+                return False
+            version = con.execute("select version_num from alembic_version").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return version is not None and version[0] == _head_revision()
+
+
+def _head_revision() -> str:
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.utils import _get_alembic_config
+
+    cfg = _get_alembic_config("sqlite://")
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def _run_count(db: Path) -> int:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+            return int(con.execute("select count(*) from runs").fetchone()[0])
+    except sqlite3.DatabaseError:
+        return 0
 
 
 def project_root(params: dict) -> Path:
@@ -69,6 +171,8 @@ def setup(params: dict) -> str:
     """Point mlflow at the project's store and experiment; return the experiment id."""
     import mlflow
 
+    bound_http_waits()
+    ensure_store(tracking_uri(params))
     mlflow.set_tracking_uri(tracking_uri(params))
     name = experiment_name(params)
     client = mlflow.MlflowClient()

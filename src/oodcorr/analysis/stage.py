@@ -236,15 +236,49 @@ def _training_run_ids(runs: dict) -> dict[str, str]:
     ids = {}
     for run, data in runs.items():
         for src in data["sources"]:
-            info = Path(src).resolve().parent.parent / "run.json"
-            if info.exists():
+            rdir = Path(src).resolve().parent.parent
+            rid = None
+            for info in (rdir / "tracking" / "mlflow.json", rdir / "run.json"):  # run.json: older versions
                 try:
-                    rid = json.loads(info.read_text()).get("mlflow_run_id")
+                    rid = rid or json.loads(info.read_text()).get("mlflow_run_id" if info.name == "run.json"
+                                                                   else "run_id")
                 except (OSError, json.JSONDecodeError):
-                    rid = None
+                    pass
                 if rid:
                     ids[run] = rid
     return ids
+
+
+OUTPUT_NAMES = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "plots", "figures",
+                "summary.json", "report.html", ".gitignore"}
+OUTPUT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf", ".html", ".txt"}
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """`out_dir` is replaced as a whole, so it must hold nothing this tool did not write: refuse a folder with
+    foreign files (one line, nothing touched), a file, or a place that cannot be written."""
+    import os
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: is a file, not a folder")
+    if out_dir.is_dir():
+        foreign = []
+        for entry in sorted(out_dir.iterdir()):
+            if entry.name not in OUTPUT_NAMES or entry.is_symlink():
+                foreign.append(entry.name)
+            elif entry.is_dir():
+                foreign += [str(f.relative_to(out_dir)) for f in sorted(entry.rglob("*"))
+                            if f.is_symlink() or (f.is_file() and f.suffix not in OUTPUT_SUFFIXES)]
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" (+{len(foreign) - 3} more)" if len(foreign) > 3 else "")
+            raise UserError(f"--out {out_dir}: holds files oodcorr did not write ({shown}); the analysis replaces "
+                            "this folder as a whole, so choose an empty or new folder")
+    parent = out_dir if out_dir.is_dir() else out_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK) or (out_dir.is_dir() and not os.access(out_dir.parent, os.W_OK)):
+        raise UserError(f"--out {out_dir}: not writable ({parent} is read-only for this user)")
 
 
 def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int = 0, alpha: float = 0.05,
@@ -261,6 +295,7 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
     from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
     from oodcorr.io import atomic_dir
 
+    check_out_dir(Path(out_dir))  # before any work, and long before the folder is replaced
     methods = list(dict.fromkeys(methods))
     if not methods:
         raise UserError("analyze.methods: empty (choose from raw, linear, rank, gam)")
@@ -337,9 +372,19 @@ def run_analysis(metrics_files, out_dir, methods=DEFAULT_METHODS, bootstrap: int
                      reliability=reliability)
     if mlflow:
         ids = training_run_ids if training_run_ids is not None else sorted(set(_training_run_ids(runs).values()))
-        summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr",
-                                                 tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db",
-                                                 inputs_key=_inputs_key(metrics_files, summary))
+        uri = tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db"
+        try:  # best effort: the results folder is the truth, MLflow a mirror
+            from oodcorr import tracking
+
+            tracking.bound_http_waits()
+            tracking.ensure_store(uri)
+            summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr", uri,
+                                                     inputs_key=_inputs_key(metrics_files, summary))
+        except UserError:
+            raise
+        except Exception as e:
+            click.echo(f"warning: MLflow at {uri} unreachable ({type(e).__name__}); the analysis is in {out_dir}, "
+                       "rerun `oodcorr analyze` to log it", err=True)
     return summary
 
 
@@ -453,7 +498,13 @@ def _tracking(params: dict | None, root: Path) -> tuple[str, str]:
     from oodcorr import tracking
 
     params = params or {"_root": str(root)}
-    tracking.setup(params)
+    from oodcorr import mirror
+
+    mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+    try:
+        tracking.setup(params)
+    except Exception:  # store down: warned once when the analysis run is logged
+        pass
     return tracking.tracking_uri(params), tracking.experiment_name(params)
 
 

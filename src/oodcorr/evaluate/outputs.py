@@ -92,38 +92,31 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
             "mlflow_logged": logged[1]}
 
 
-def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str, int]:
-    """Log into the training run; (testset, step) pairs already logged are skipped (no duplicate steps)."""
-    import tarfile
-    import tempfile
+def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str | None, int]:
+    """The eval/* metrics (one per testset [x slice] x checkpoint step) and the predictions archive: written
+    to the run's local tracking record, then mirrored into the training run's MLflow record (steps already
+    there are skipped; a store that is down costs one warning and is replayed later by `oodcorr sync`)."""
+    from oodcorr import io, mirror
 
-    import mlflow
-    from mlflow.entities import Metric
-
-    from oodcorr import tracking
-
-    exp_id = tracking.setup(params)
-    client = mlflow.MlflowClient()
-    run_id = tracking.find_run(params, run, run_id=run_json.get("mlflow_run_id"), kind="train")
-    if run_id is None:
-        run_id = client.create_run(exp_id, run_name=run, tags={"oodcorr.run_key": run, "oodcorr.kind": "train"}).info.run_id
-        client.set_terminated(run_id)
-    now, metrics, history = int(time.time() * 1000), [], {}
+    now, records = int(time.time() * 1000), []
     for r in rows:
         names = ("accuracy", "macro_f1", "f1_non_entailment") if r["slice"] is None else ("accuracy",)
         for name in names:
-            key = metric_name(name, r["testset"], r["slice"])
-            if key not in history:
-                history[key] = {m.step for m in client.get_metric_history(run_id, key)}
-            if r["step"] not in history[key] and r[name] == r[name]:  # skip NaN (empty slice)
-                metrics.append(Metric(key, float(r[name]), now, int(r["step"])))
-                history[key].add(r["step"])
-    for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
-        client.log_batch(run_id, metrics=metrics[i: i + 1000])
-    if metrics:
-        _log_curves(client, run_id, rows)
-    with tempfile.TemporaryDirectory() as tmp:  # one compressed artifact, not one file per checkpoint x testset
-        with tarfile.open(Path(tmp) / "predictions.tar.gz", "w:gz") as tar:
-            tar.add(eval_dir / "predictions", arcname="predictions")
-        client.log_artifact(run_id, str(Path(tmp) / "predictions.tar.gz"), "eval")
-    return run_id, len(metrics)
+            if r[name] == r[name]:  # skip NaN (empty slice)
+                records.append({"type": "metric", "key": metric_name(name, r["testset"], r["slice"]), "value": float(r[name]),
+                                "step": int(r["step"]), "timestamp": now})
+    digest = io.sha256_file(eval_dir / "metrics.jsonl")
+    records.append({"type": "artifact", "path": "eval/predictions", "archive": "predictions.tar.gz",
+                    "artifact_path": "eval", "sha256": digest})
+    mirror.write_eval(params, run, records)
+    m = mirror.mirror(params, run)
+    before = len(m.sent)
+    run_id = m.push()
+    if run_id is not None and len(m.sent) > before:  # the curves figure: derived from the metrics, best effort
+        try:
+            _log_curves(m.client, run_id, rows)
+        except Exception as e:  # noqa: BLE001  a figure must never fail the stage
+            import warnings
+
+            warnings.warn(f"MLflow: accuracy figure not logged ({type(e).__name__}: {e})", stacklevel=2)
+    return run_id, max(0, len(m.sent) - before)

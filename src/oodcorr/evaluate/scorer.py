@@ -1,5 +1,6 @@
 """Scoring checkpoints: one base model per process, LoRA adapters swapped per checkpoint, each testset
-tokenized once, all testsets of a checkpoint in one longest-first stream."""
+tokenized once; each (checkpoint, testset) pair is scored in its own longest-first stream and cached as
+soon as it is done."""
 
 from __future__ import annotations
 
@@ -124,17 +125,14 @@ def score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) ->
             failures.append(f"{ck.name} (could not load the adapter: {type(e).__name__}: {str(e).splitlines()[0][:100]})")
             bar.update(sum(len(rows_of(t)) for t, _ in pairs))
             continue
-        # all testsets of a checkpoint in one longest-first stream: full batches even for small testsets
-        seqs = [s for t, _ in pairs for s in scorer.encode(t, rows_of(t))]
-        logp, preds = scorer.score(seqs, bar.update)
-        start = 0
+        # one stream per (checkpoint, testset) pair, cached as soon as it is scored: a kill loses at most
+        # the pair in progress
         for testset, key in pairs:
             rows = rows_of(testset)
-            end = start + len(rows)
-            write_cache(cache_dir / f"{key}.parquet", rows, logp[start:end], preds[start:end],
-                         {"step": step, "testset": testset, "checkpoint_sha256": ck.sha256,
-                          **{k: v for k, v in settings.items() if not k.startswith("_")}})
+            logp, preds = scorer.score(scorer.encode(testset, rows), bar.update)
+            write_cache(cache_dir / f"{key}.parquet", rows, logp, preds,
+                        {"step": step, "testset": testset, "checkpoint_sha256": ck.sha256,
+                         **{k: v for k, v in settings.items() if not k.startswith("_")}})
             scored.append((step, testset))
-            start = end
     bar.close()
     return scored, failures

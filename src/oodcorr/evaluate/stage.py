@@ -53,7 +53,11 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
     if quiet:
         _silence()
-    cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
+    cfg = resolve_config(params, run)
+    if os.environ.get("RANK", "0") == "0":
+        from oodcorr import mirror
+
+        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
     names = testset_names(params, cfg, testsets)
     pdir = prepared_dir(params)
     manifest = read_manifest(pdir)["testsets"]
@@ -72,6 +76,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
     good = [ck for ck in checkpoints if not ck.error]
     eval_dir, cache_dir = rdir / "eval", rdir / "eval" / "cache"
+    io.clean_stale_temps(eval_dir, cache_dir)  # left by a killed evaluate (only dead processes' temps)
     sha = {n: manifest[n].get("sha256") or io.sha256_file(pdir / f"{n}.jsonl") for n in names}
     pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
     pending = [p for p in pairs if not (cache_dir / f"{p[2]}.parquet").exists()]
@@ -82,6 +87,10 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
 
     mine = pending[rank::world]
+    if mine:
+        from oodcorr import threads
+
+        threads.apply(params)  # one busy core elsewhere must not stall scoring (bench/threads.py)
     scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
     if world > 1:
         import torch.distributed as dist

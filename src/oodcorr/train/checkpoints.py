@@ -1,32 +1,145 @@
 """Checkpoint folders of a training run: atomic writes (adapter or full weights + oodcorr_checkpoint.json;
-the newest also holds the training state a resume needs) and loading weights back into a model."""
+the newest also holds the training state a resume needs) and loading weights back into a model.
+
+The training state is stored without pickle: tensors (optimizer moments, RNG states) in
+training_state.safetensors, everything else (step, scheduler, param groups, Python/NumPy RNG scalars) in
+training_state.json. A legacy training_state.pt is read with torch.load(weights_only=True) only."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
 
-STATE_FILE = "training_state.pt"
+STATE_FILE = "training_state.json"          # written last: its presence marks a resumable checkpoint
+STATE_TENSORS = "training_state.safetensors"
+LEGACY_STATE = "training_state.pt"
+STATE_FILES = (STATE_FILE, STATE_TENSORS, LEGACY_STATE)
+
+
+def has_state(d: Path) -> bool:
+    return (d / STATE_FILE).exists() or (d / LEGACY_STATE).exists()
+
+
+def drop_state(d: Path) -> None:
+    for name in STATE_FILES:
+        (d / name).unlink(missing_ok=True)
+
+
+def _split(obj, prefix: str, tensors: dict):
+    """Nested state -> JSON-able structure with tensors / arrays replaced by {"__tensor__": key}."""
+    import numpy as np
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        tensors[prefix] = obj.detach().cpu().contiguous()
+        return {"__tensor__": prefix}
+    if isinstance(obj, np.ndarray):
+        tensors[prefix] = torch.from_numpy(obj.astype(np.int64) if obj.dtype == np.uint32 else obj.copy())
+        return {"__ndarray__": prefix, "dtype": str(obj.dtype)}
+    if isinstance(obj, dict):
+        return {"__dict__": [[_split(k, f"{prefix}.k{i}", tensors), _split(v, f"{prefix}.{i}", tensors)]
+                             for i, (k, v) in enumerate(obj.items())]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_split(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_split(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)]
+    if isinstance(obj, float) and obj != obj:
+        return {"__float__": "nan"}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    raise TypeError(f"training state: cannot store {type(obj).__name__} at {prefix}")
+
+
+def _join(obj, tensors: dict):
+    import numpy as np
+
+    if isinstance(obj, list):
+        return [_join(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__ndarray__" in obj:
+            return tensors[obj["__ndarray__"]].numpy().astype(np.dtype(obj["dtype"]))
+        if "__tuple__" in obj:
+            return tuple(_join(v, tensors) for v in obj["__tuple__"])
+        if "__dict__" in obj:
+            return {_join(k, tensors): _join(v, tensors) for k, v in obj["__dict__"]}
+        if "__float__" in obj:
+            return float(obj["__float__"])
+    return obj
+
+
+def save_state(folder: Path, state: dict) -> None:
+    from safetensors.torch import save_file
+
+    tensors: dict = {}
+    tree = _split(state, "s", tensors)
+    save_file(tensors, str(folder / STATE_TENSORS))
+    (folder / STATE_FILE).write_text(json.dumps(tree))
+
+
+def load_state(folder: Path) -> dict:
+    if not (folder / STATE_FILE).exists() and (folder / LEGACY_STATE).exists():
+        return _load_legacy(folder / LEGACY_STATE)
+    from safetensors.torch import load_file
+
+    return _join(json.loads((folder / STATE_FILE).read_text()), load_file(str(folder / STATE_TENSORS)))
+
+
+def _load_legacy(path: Path) -> dict:
+    """A training_state.pt from an older version, without unpickling arbitrary objects."""
+    import numpy as np
+    import torch
+
+    allowed = [np.ndarray, np.dtype, type(np.dtype("uint32")), np.core.multiarray._reconstruct] \
+        if hasattr(np, "core") else [np.ndarray, np.dtype]
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None) -> Path:
     """Atomically write checkpoint-<step>; the training state lives only in the newest checkpoint."""
-    import torch
-
     from oodcorr.io import atomic_dir, write_json
 
     target = ckpt_dir / f"checkpoint-{step}"
     with atomic_dir(target) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
+        portable_adapter_config(tmp, meta.get("model"))
         if state is not None:
-            torch.save(state, tmp / STATE_FILE)
+            save_state(tmp, state)
         write_json(tmp / META_FILE, {**meta, "step": step})
     if state is not None:
         for s, d in checkpoint_dirs(ckpt_dir).items():
-            if s != step and (d / STATE_FILE).exists():
-                (d / STATE_FILE).unlink()
+            if s != step:
+                drop_state(d)
     return target
+
+
+def portable_adapter_config(folder: Path, model: str | None) -> None:
+    """peft records the base model's local folder (a machine path) in adapter_config.json and README.md, and
+    target_modules in set order (differs per process); record the model alias / hub id and a sorted list
+    instead, so checkpoint hashes (dvc.lock) are the same on every machine."""
+    if not model:
+        return
+    cfg = folder / "adapter_config.json"
+    if cfg.exists():
+        doc = json.loads(cfg.read_text())
+        doc["base_model_name_or_path"] = model
+        if isinstance(doc.get("target_modules"), list):  # peft keeps a set: its order follows PYTHONHASHSEED
+            doc["target_modules"] = sorted(doc["target_modules"])
+        cfg.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    readme = folder / "README.md"
+    if readme.exists():
+        import re
+
+        text = readme.read_text()
+        text = re.sub(r"(?m)^base_model: .*$", f"base_model: {model}", text)
+        text = re.sub(r"(?m)^(- base_model:)\S.*$", rf"\1{model}", text)
+        readme.write_text(text)
 
 
 def load_weights(model, ckpt: Path, finetune: str) -> None:
@@ -39,5 +152,6 @@ def load_weights(model, ckpt: Path, finetune: str) -> None:
     else:
         state = {}
         for f in sorted(ckpt.glob("*.safetensors")):
-            state.update(load_file(f))
+            if f.name != STATE_TENSORS:
+                state.update(load_file(f))
         model.load_state_dict(state, strict=False)

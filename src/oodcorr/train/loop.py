@@ -7,7 +7,7 @@ import contextlib
 import os
 
 from oodcorr.rundir import checkpoint_dirs
-from oodcorr.train.checkpoints import STATE_FILE, load_weights, save_checkpoint
+from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
 from oodcorr.train.plan import rng_state, set_rng_state
 
@@ -63,7 +63,7 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
-def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet,
+def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, params, quiet,
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
@@ -80,14 +80,14 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(trainable, cfg, info["device"])
     sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
-    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": info["path"], "revision": info["revision"],
+    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": cfg["model"], "revision": info["revision"],
             "base_model_type": info["model_type"], "finetune": cfg["finetune"],
             "quantization": info["quantization"]}
-    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if (d / STATE_FILE).exists()}
+    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
     start = 0
     if resumable:
         start, ckpt = max(resumable.items())
-        state = torch.load(ckpt / STATE_FILE, weights_only=False, map_location="cpu")
+        state = load_state(ckpt)
         load_weights(model, ckpt, cfg["finetune"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -95,9 +95,7 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     autocast = autocast_for(info["device"])
-    metrics = None
-    if rank == 0:
-        metrics = _NoMetrics() if run_id is None else _metric_log(run_id)  # None: study.tracking none
+    metrics = MetricLog(params, cfg["run"]) if rank == 0 else None
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
@@ -140,22 +138,6 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     bar.close()
     if rank == 0:
         metrics.flush()
-
-
-class _NoMetrics:
-    """study.tracking: none: the loss/lr log goes nowhere (checkpoints and run.json are still written)."""
-
-    def log(self, step, **values):
-        pass
-
-    def flush(self):
-        pass
-
-
-def _metric_log(run_id: str):
-    import mlflow
-
-    return MetricLog(mlflow.MlflowClient(), run_id)
 
 
 def _state(opt, sched, step: int) -> dict:

@@ -1,64 +1,54 @@
-"""The training run's MLflow record: one run per training run (found again by run key on a resume),
-params logged once, train/loss and train/lr per step without duplicate steps."""
+"""The training run's tracking record: params and tags once, train/loss and train/lr per step, appended to
+runs/<run>/tracking/train.jsonl first (oodcorr.mirror), then mirrored into MLflow on each checkpoint and
+at the end (best effort: a store that is down costs one warning, `oodcorr sync` replays it later)."""
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
+import json
 import time
+
+from oodcorr import mirror
 
 
 class MetricLog:
-    """Buffered train/* metrics; steps already in the store (an earlier attempt of this run) are skipped."""
+    """train/* metrics: each step appended locally at once; mirrored to MLflow on flush()."""
 
-    def __init__(self, client, run_id: str):
-        self.client, self.run_id, self.buf, self.t = client, run_id, [], time.time()
-        hist = client.get_metric_history(run_id, "train/loss")
-        self.done = max((m.step for m in hist), default=-1)
+    def __init__(self, params: dict, run: str):
+        self.params, self.run, self.t = params, run, time.time()
 
     def log(self, step: int, **values) -> None:
-        from mlflow.entities import Metric
-
-        if step <= self.done:
-            return
-        ts = int(time.time() * 1000)
-        self.buf += [Metric(f"train/{k}", float(v), ts, step) for k, v in values.items()]
-        if len(self.buf) >= 500 or time.time() - self.t > 10:
+        mirror.append(self.params, self.run, mirror.metric_rows(values, step))
+        if time.time() - self.t > 30:
             self.flush()
 
     def flush(self) -> None:
-        if self.buf:
-            self.client.log_batch(self.run_id, metrics=self.buf)
-        self.buf, self.t = [], time.time()
+        mirror.push(self.params, self.run)
+        self.t = time.time()
 
 
-def mlflow_run(params: dict, cfg: dict, info: dict, previous: dict | None, fresh: bool) -> str:
-    """The MLflow run of this training run: the recorded one when resuming; else a new one (tags and
-    the flattened resolved config logged once). A superseded run (config changed) is re-tagged."""
-    import mlflow
-    from mlflow.entities import Param
+def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
+    """What makes two attempts the same training run (a resume) rather than a new one."""
+    blob = json.dumps({"config": cfg_identity, "examples": examples_sha256}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+
+def start_record(params: dict, cfg: dict, info: dict, identity: str) -> str | None:
+    """Begin (or continue) the run's local record and mirror it; the MLflow run id, or None if unreachable."""
     from oodcorr import tracking
 
-    exp_id = tracking.setup(params)
-    client = mlflow.MlflowClient()
-    run_key = cfg["run"]
-    old_id = (previous or {}).get("mlflow_run_id")
-    if not fresh:
-        found = tracking.find_run(params, run_key, old_id, kind="train")
-        if found:
-            return found
-    elif old_id:
-        with contextlib.suppress(Exception):  # the old run may be gone from the store
-            client.set_tag(old_id, "oodcorr.kind", "train-superseded")
     root = tracking.project_root(params)
-    tags = {"oodcorr.run_key": run_key, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
+    tags = {"oodcorr.run_key": cfg["run"], "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
             "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
     commit = tracking.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    run = client.create_run(exp_id, run_name=run_key, tags=tags)
-    flat = tracking.flatten(cfg)
-    items = [Param(k, v) for k, v in flat.items()]
-    for i in range(0, len(items), 100):
-        client.log_batch(run.info.run_id, params=items[i: i + 100])
-    return run.info.run_id
+    mirror.start_train(params, cfg["run"], identity, tags, tracking.flatten(cfg))
+    return mirror.push(params, cfg["run"])
+
+
+def finish_record(params: dict, run: str, run_json_sha: str) -> str | None:
+    mirror.append(params, run, [{"type": "artifact", "path": "run.json", "artifact_path": None,
+                                 "sha256": run_json_sha},
+                                {"type": "status", "status": "FINISHED"}])
+    return mirror.push(params, run)

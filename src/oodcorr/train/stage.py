@@ -8,15 +8,16 @@ Layout: runs/<run>/run.json and runs/<run>/checkpoints/checkpoint-<step>/ (see o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import click
 
 from oodcorr.rundir import checkpoint_dirs, read_run_json
 from oodcorr.run_settings import resolve_config
-from oodcorr.train.checkpoints import STATE_FILE
+from oodcorr.train.checkpoints import drop_state
 from oodcorr.train.loop import train_loop
-from oodcorr.train.mlflow_log import mlflow_run
+from oodcorr.train.mlflow_log import finish_record, run_identity, start_record
 from oodcorr.train.model import preflight, prepare_model
 from oodcorr.train.plan import checkpoint_schedule, examples_digest, plan_steps, sample_shots
 
@@ -34,14 +35,23 @@ def load_pool(params: dict, name: str) -> list[dict]:
     return load_prepared(prepared_dir(params), name)
 
 
+def portable_info(info: dict, cfg: dict) -> dict:
+    """The model as run.json records it: alias / hub id and content hash, never this machine's folder."""
+    return {**{k: v for k, v in info.items() if k != "path"}, "path": cfg["model"]}
+
+
 def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
-    """Train (or resume, or skip when finished) one run; returns its run.json content."""
-    from oodcorr import distributed, tracking
+    """Train (or resume, or skip when finished) one run; returns its run.json content (plus the MLflow run id,
+    which is kept out of run.json: it differs per machine and run.json is DVC-tracked)."""
+    from oodcorr import distributed, io, mirror
     from oodcorr.config import project_path
     from oodcorr.io import write_json
     from oodcorr.prompts import check_pattern
 
-    cfg = resolve_config(params, run_key)
+    cfg = resolve_config(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
+    from oodcorr import threads
+
+    threads.resolve(params)  # a bad OODCORR_THREADS / study.threads fails here, before any work
     quiet = cfg["quiet"] if quiet is None else quiet
     run_dir = project_path(params, "runs") / run_key
     ckpt_dir = run_dir / "checkpoints"
@@ -51,9 +61,16 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     digest = examples_digest(examples)
     same = (previous is not None and identity(previous.get("config")) == identity(cfg)
             and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
+    if os.environ.get("RANK", "0") == "0":
+        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
-        return previous
+        # a kill right after run.json said finished: finish what the end of training does (idempotent)
+        drop_state(ckpt_dir / f"checkpoint-{previous['total_steps']}")
+        recs = io.read_jsonl_tolerant(mirror.record_dir(params, run_key) / "train.jsonl")
+        if recs and not any(r.get("type") == "status" for r in recs):
+            finish_record(params, run_key, io.sha256_file(run_dir / "run.json"))
+        return {**previous, "mlflow_run_id": mirror.mlflow_run_id(params, run_key)}
 
     # Everything a user can get wrong is checked before anything is written.
     preflight(cfg)
@@ -62,40 +79,34 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
+    threads.apply(params)  # one busy core elsewhere must not stall every step (bench/threads.py)
     model, tok, prompter, info = prepare_model(cfg, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
                       cfg["seed"])
     total = len(plan)
     schedule = checkpoint_schedule(total, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced"))
 
-    run_id = record = None
+    record = None
     if rank == 0:
         if not same and ckpt_dir.exists():
             shutil.rmtree(ckpt_dir)
-        for stale in ckpt_dir.glob(".checkpoint-*.tmp"):  # a kill during a checkpoint write leaves these
-            shutil.rmtree(stale, ignore_errors=True)
-        run_id = mlflow_run(params, cfg, info, previous, fresh=not same) if tracking.enabled(params) else None
-        record = {"run": run_key, "config": cfg, "model_info": info, "mlflow_run_id": run_id,
+        io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
+        start_record(params, cfg, info, run_identity(identity(cfg), digest))
+        record = {"run": run_key, "config": cfg, "model_info": portable_info(info, cfg),
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
                   "checkpoint_steps": schedule, "total_steps": total, "finished": False}
         write_json(run_dir / "run.json", record)
     distributed.barrier()
-    train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, run_id, quiet or rank > 0,
+    train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, params, quiet or rank > 0,
           rank, world)
     distributed.barrier()
     if rank > 0:
         return json.loads((run_dir / "run.json").read_text())
     record["finished"] = True
     write_json(run_dir / "run.json", record)
-    (ckpt_dir / f"checkpoint-{total}" / STATE_FILE).unlink(missing_ok=True)  # finished: nothing to resume
-    if run_id is None:  # study.tracking: none
-        return record
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    client.log_artifact(run_id, str(run_dir / "run.json"))
-    client.set_terminated(run_id, "FINISHED")
-    return record
+    drop_state(ckpt_dir / f"checkpoint-{total}")  # finished: nothing to resume
+    run_id = finish_record(params, run_key, io.sha256_file(run_dir / "run.json"))
+    return {**record, "mlflow_run_id": run_id}
 
 
 @click.command("train")
@@ -115,5 +126,7 @@ def train_cmd(run_key, params_file, dry_run, quiet):
         print_dry_run(dry_run_info(params, run_key))
         return
     record = train_run(params, run_key, quiet=True if quiet else None)
-    click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, "
-               f"mlflow run {record['mlflow_run_id']}", err=True)
+    where = (f"mlflow run {record['mlflow_run_id']}" if record.get("mlflow_run_id")
+             else "mlflow pending (`oodcorr sync` once the store is reachable)")
+    click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, {where}",
+               err=True)

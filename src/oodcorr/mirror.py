@@ -1,0 +1,311 @@
+"""Local tracking records and their best-effort mirror into MLflow (`oodcorr sync`).
+
+The run folder is the truth: every param, tag, metric, artifact and status of a training run is first
+appended to `runs/<run>/tracking/{train,eval}.jsonl`; MLflow only mirrors it. Mirroring is idempotent
+(the MLflow run is found by run key + identity before one is created, params/metric steps/artifacts already
+in the store are skipped, orphaned duplicates are closed), so it can be replayed at any time:
+
+  - during a stage, after each checkpoint / at the end (short HTTP timeouts, tracking.HTTP_DEFAULTS);
+  - when the store cannot be reached, one warning is printed, the run is marked pending
+    (`runs/<run>/tracking/PENDING`) and the stage goes on with its local outputs;
+  - at the start of the next stage (sync_pending) or by `oodcorr sync [--run KEY]`.
+
+`runs/*/tracking/` is listed in .dvcignore: these records (timestamps, MLflow run ids) never enter a DVC
+hash, so dvc.lock is the same on every machine.
+
+Record lines: {"type": "run", "identity", "run_name", "tags", "params"} (first line of train.jsonl),
+{"type": "metric", "key", "value", "step", "timestamp"}, {"type": "artifact", "path", "artifact_path"},
+{"type": "status", "status"}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from oodcorr import io, tracking
+
+TRACK_DIR = "tracking"
+PENDING = "PENDING"
+MLFLOW_JSON = "mlflow.json"  # {"run_id", "tracking_uri"} of the last successful mirror (not DVC-tracked)
+_DOWN: dict[str, str] = {}  # tracking URI -> the error that made it unreachable in this process
+
+
+def record_dir(params: dict, run: str) -> Path:
+    from oodcorr.config import project_path
+
+    return project_path(params, "runs") / run / TRACK_DIR
+
+
+def _line(obj: dict) -> str:
+    return json.dumps(obj, default=str, allow_nan=True)
+
+
+# ---------------------------------------------------------------- local records (always written)
+
+def start_train(params: dict, run: str, identity: str, tags: dict, flat_params: dict) -> None:
+    """Begin (or, for the same identity, continue) the training record of `run`."""
+    path = record_dir(params, run) / "train.jsonl"
+    header = next(iter(io.read_jsonl_tolerant(path)), None)
+    if header and header.get("type") == "run" and header.get("identity") == identity:
+        return
+    io.write_text(path, _line({"type": "run", "identity": identity, "run_name": run, "tags": tags,
+                               "params": flat_params}) + "\n")
+    (record_dir(params, run) / "eval.jsonl").unlink(missing_ok=True)
+
+
+def append(params: dict, run: str, rows: list[dict], name: str = "train.jsonl") -> None:
+    if rows:
+        io.append_lines(record_dir(params, run) / name, [_line(r) for r in rows])
+
+
+def metric_rows(values: dict, step: int, prefix: str = "train/") -> list[dict]:
+    ts = int(time.time() * 1000)
+    return [{"type": "metric", "key": f"{prefix}{k}", "value": float(v), "step": int(step), "timestamp": ts}
+            for k, v in values.items()]
+
+
+def write_eval(params: dict, run: str, rows: list[dict]) -> None:
+    """The evaluation record of `run` (replaced as a whole: evaluate recomputes every row from its cache)."""
+    io.write_text(record_dir(params, run) / "eval.jsonl", "".join(_line(r) + "\n" for r in rows))
+
+
+def mlflow_run_id(params: dict, run: str) -> str | None:
+    try:
+        return json.loads((record_dir(params, run) / MLFLOW_JSON).read_text()).get("run_id")
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------- mirroring
+
+def _warn(uri: str, err: BaseException, run: str | None) -> None:
+    where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
+    click.echo(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}); "
+               f"local records kept in {where}, replayed by the next stage or `oodcorr sync`", err=True)
+
+
+def _mark_pending(params: dict, run: str) -> None:
+    d = record_dir(params, run)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / PENDING).touch()
+
+
+class Mirror:
+    """Idempotent replay of one run's local records into MLflow; push() again sends only what is new."""
+
+    def __init__(self, params: dict, run: str):
+        self.params, self.run, self.uri = params, run, tracking.tracking_uri(params)
+        self.client = self.run_id = None
+        self.sent: set[tuple[str, int]] = set()
+        self.params_done = self.finished_done = False
+        self.artifacts_done: set[str] = set()
+        self.history_keys: set[str] = set()
+
+    def push(self, quiet_failure: bool = False) -> str | None:
+        """Mirror the records now; on failure one warning, the run is marked pending, None is returned.
+        With study.tracking: none nothing is sent (the local records stay; `oodcorr sync` can send them later)."""
+        if not tracking.enabled(self.params):
+            return None
+        if self.uri in _DOWN:
+            _mark_pending(self.params, self.run)
+            return None
+        try:
+            self._push()
+        except Exception as e:  # any store/network failure: the local records stay the truth
+            _DOWN[self.uri] = repr(e)
+            _mark_pending(self.params, self.run)
+            if not quiet_failure:
+                _warn(self.uri, e, self.run)
+            return None
+        (record_dir(self.params, self.run) / PENDING).unlink(missing_ok=True)
+        return self.run_id
+
+    def _push(self) -> None:
+        from mlflow.entities import Metric, Param
+
+        d = record_dir(self.params, self.run)
+        train = io.read_jsonl_tolerant(d / "train.jsonl")
+        evals = io.read_jsonl_tolerant(d / "eval.jsonl")
+        if not train and not evals:
+            return
+        header = train[0] if train and train[0].get("type") == "run" else {
+            "identity": None, "run_name": self.run, "tags": {}, "params": {}}
+        if header.get("identity") != getattr(self, "identity", False):  # a fresh start of the run: new MLflow run
+            self.client = self.run_id = None
+            self.sent, self.params_done, self.finished_done = set(), False, False
+            self.artifacts_done, self.history_keys = set(), set()
+            self.identity = header.get("identity")
+        if self.client is None:
+            import mlflow
+
+            exp_id = tracking.setup(self.params)
+            self.client = mlflow.MlflowClient()
+            self.run_id = self._find_or_create(exp_id, header)
+            io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": self.uri})
+        client, rid = self.client, self.run_id
+        if not self.params_done:
+            have = client.get_run(rid).data.params
+            todo = [Param(k, str(v)) for k, v in header.get("params", {}).items() if k not in have]
+            for i in range(0, len(todo), 100):
+                client.log_batch(rid, params=todo[i: i + 100])
+            self.params_done = True
+        metrics, status, artifacts = [], None, []
+        for rec in train + evals:
+            kind = rec.get("type")
+            if kind == "metric":
+                key, step = rec["key"], int(rec["step"])
+                if key not in self.history_keys:
+                    self.history_keys.add(key)
+                    self.sent |= {(key, m.step) for m in client.get_metric_history(rid, key)}
+                value = rec["value"]
+                if (key, step) in self.sent or value != value:  # already there / NaN (empty slice)
+                    continue
+                self.sent.add((key, step))
+                metrics.append(Metric(key, float(value), int(rec.get("timestamp") or time.time() * 1000), step))
+            elif kind == "status":
+                status = rec["status"]
+            elif kind == "artifact":
+                artifacts.append(rec)
+        for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
+            client.log_batch(rid, metrics=metrics[i: i + 1000])
+        for rec in artifacts:
+            self._artifact(rec)
+        if status and not self.finished_done:
+            if client.get_run(rid).info.status != status:
+                client.set_terminated(rid, status)
+            self.finished_done = True
+
+    def _find_or_create(self, exp_id: str, header: dict) -> str:
+        """The run of this run key + identity (never a second one); orphans of it are closed, runs of an
+        older identity (superseded config) re-tagged and closed."""
+        client, run = self.client, self.run
+        found = client.search_runs([exp_id], filter_string=f"tags.`oodcorr.run_key` = '{run}'", max_results=200,
+                                   order_by=["attributes.start_time ASC"])
+        identity = header.get("identity")
+        mine = [r for r in found if r.data.tags.get("oodcorr.kind") == "train"
+                and (identity is None or r.data.tags.get("oodcorr.identity") in (identity, None))]
+        if identity:  # prefer an exact identity match over an untagged (older version) run
+            exact = [r for r in mine if r.data.tags.get("oodcorr.identity") == identity]
+            mine = exact or mine
+        for r in found:
+            tags = r.data.tags
+            if tags.get("oodcorr.kind") == "train" and r not in mine:
+                client.set_tag(r.info.run_id, "oodcorr.kind", "train-superseded")
+                if r.info.status == "RUNNING":
+                    client.set_terminated(r.info.run_id, "KILLED")
+        if mine:
+            keep = mine[0]
+            for r in mine[1:]:  # duplicates from an older version's kill between create_run and run.json
+                client.set_tag(r.info.run_id, "oodcorr.kind", "train-duplicate")
+                if r.info.status == "RUNNING":
+                    client.set_terminated(r.info.run_id, "KILLED")
+            return keep.info.run_id
+        tags = {**header.get("tags", {}), "oodcorr.run_key": run, "oodcorr.kind": "train"}
+        if identity:
+            tags["oodcorr.identity"] = identity
+        return client.create_run(exp_id, run_name=header.get("run_name") or run, tags=tags).info.run_id
+
+    def _artifact(self, rec: dict) -> None:
+        import tarfile
+        import tempfile
+
+        key = f"{rec.get('artifact_path') or ''}/{rec.get('archive') or Path(rec['path']).name}"
+        if key in self.artifacts_done:
+            return
+        rdir = record_dir(self.params, self.run).parent
+        src = rdir / rec["path"]
+        if not src.exists():
+            return
+        digest = rec.get("sha256")
+        listed = {a.path for a in self.client.list_artifacts(self.run_id, rec.get("artifact_path"))}
+        name = key.lstrip("/")
+        if name in listed and not digest:
+            self.artifacts_done.add(key)
+            return
+        tag = f"oodcorr.artifact.{name}"
+        if name in listed and self.client.get_run(self.run_id).data.tags.get(tag) == digest:
+            self.artifacts_done.add(key)
+            return
+        if rec.get("archive"):
+            with tempfile.TemporaryDirectory() as tmp:  # one compressed file, not one per checkpoint x testset
+                archive = Path(tmp) / rec["archive"]
+                with tarfile.open(archive, "w:gz") as tar:
+                    tar.add(src, arcname=src.name)
+                self.client.log_artifact(self.run_id, str(archive), rec.get("artifact_path"))
+        else:
+            self.client.log_artifact(self.run_id, str(src), rec.get("artifact_path"))
+        if digest:
+            self.client.set_tag(self.run_id, tag, digest)
+        self.artifacts_done.add(key)
+
+
+_MIRRORS: dict[tuple[str, str], Mirror] = {}
+
+
+def mirror(params: dict, run: str) -> Mirror:
+    key = (str(record_dir(params, run)), tracking.tracking_uri(params))
+    if key not in _MIRRORS:
+        _MIRRORS[key] = Mirror(params, run)
+    return _MIRRORS[key]
+
+
+def push(params: dict, run: str) -> str | None:
+    return mirror(params, run).push()
+
+
+def pending_runs(params: dict) -> list[str]:
+    from oodcorr.config import project_path
+
+    root = project_path(params, "runs")
+    return sorted(p.parent.parent.name for p in root.glob(f"*/{TRACK_DIR}/{PENDING}")) if root.is_dir() else []
+
+
+def sync_pending(params: dict, quiet: bool = False) -> list[str]:
+    """Replay runs marked pending (an earlier stage could not reach the store); called at stage start.
+    A store that is still down costs one warning for the whole process (later pushes are skipped)."""
+    done = []
+    for run in pending_runs(params):
+        if mirror(params, run).push(quiet_failure=quiet):
+            done.append(run)
+        elif tracking.tracking_uri(params) in _DOWN:
+            break
+    return done
+
+
+def sync(params: dict, runs: list[str] | None = None) -> dict[str, str | None]:
+    from oodcorr.config import project_path
+
+    root = project_path(params, "runs")
+    keys = runs or sorted(p.parent.name for p in root.glob(f"*/{TRACK_DIR}") if p.is_dir())
+    return {run: mirror(params, run).push() for run in keys}
+
+
+@click.command("sync")
+@click.option("--run", "runs", multiple=True, help="Run key(s) to replay (default: every run with records).")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="params.yaml (default: the project's).")
+def sync_cmd(runs, params_file):
+    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
+    from oodcorr.config import load_params
+    from oodcorr.errors import UserError
+
+    params = load_params(params_file)
+    if runs:
+        missing = [r for r in runs if not record_dir(params, r).is_dir()]
+        if missing:
+            raise UserError(f"--run {', '.join(missing)}: no tracking records under runs/<run>/{TRACK_DIR}")
+    res = sync(params, list(runs) or None)
+    failed = [r for r, rid in res.items() if rid is None]
+    for run, rid in res.items():
+        if rid:
+            click.echo(f"{run}: mlflow run {rid}")
+    if failed:
+        click.echo(f"error: {len(failed)} run(s) not synced ({tracking.tracking_uri(params)} unreachable)", err=True)
+        sys.exit(1)
+    if not res:
+        click.echo("nothing to sync (no runs/<run>/tracking records)")

@@ -1,0 +1,79 @@
+"""CPU thread policy for the stages. torch's default (one intra-op thread per core) collapses when another
+process keeps a core busy: every parallel region waits for the thread that shares the busy core (measured by
+bench/threads.py: evaluation ~15x slower on a 2-core machine). The policy counts the cores that are free
+right now and uses that many threads.
+
+  OODCORR_THREADS=<n>|auto   (environment; wins)
+  study.threads: <n>|auto    (params.yaml)
+  default: auto = max(1, min(usable cores, cores idle over a 0.3 s sample at stage start))
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from oodcorr.errors import UserError
+
+ENV = "OODCORR_THREADS"
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields), idle
+
+
+def busy_cores(sample_s: float = 0.3) -> float:
+    """Cores kept busy by all processes over a short sample (this process is idle meanwhile)."""
+    a = _cpu_times()
+    time.sleep(sample_s)
+    b = _cpu_times()
+    if a is None or b is None or b[0] <= a[0]:
+        return 0.0
+    total, idle = b[0] - a[0], b[1] - a[1]
+    return (1 - idle / total) * (os.cpu_count() or 1)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def auto_threads(busy: float | None = None) -> int:
+    n = usable_cores()
+    busy = busy_cores() if busy is None else busy
+    free = (os.cpu_count() or n) - busy
+    return max(1, min(n, int(free + 0.5)))
+
+
+def resolve(params: dict | None) -> tuple[int, str]:
+    """(threads, where the choice came from)."""
+    value, source = os.environ.get(ENV), ENV
+    if value is None:
+        value, source = ((params or {}).get("study") or {}).get("threads"), "study.threads"
+    if value is None or str(value).strip().lower() == "auto":
+        return auto_threads(), f"auto ({source if value is not None else 'default'})"
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1 or str(value).strip() != str(n):
+        where = ENV if source == ENV else "params: study.threads"
+        raise UserError(f"{where}: expected a positive integer or 'auto', got {value!r}")
+    return n, source
+
+
+def apply(params: dict | None) -> int:
+    """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work)."""
+    import torch
+
+    n, _ = resolve(params)
+    torch.set_num_threads(n)
+    return n

@@ -1,0 +1,71 @@
+"""oodcorr.io: outputs honour the umask, temporaries of dead processes are cleaned at the next start (live
+ones are kept), appends survive a partial last line; oodcorr.threads: the CPU thread policy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from oodcorr import io, threads
+from oodcorr.errors import UserError
+
+
+def test_outputs_honour_the_umask(tmp_path):
+    old = os.umask(0o022)
+    io._UMASK = None
+    try:
+        io.write_json(tmp_path / "a.json", {"x": 1})
+        with io.atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "f").write_text("x")
+        assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+        assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+    finally:
+        os.umask(old)
+        io._UMASK = None
+
+
+def test_stale_temps_of_dead_processes_are_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (tmp_path / f".predictions.{dead}.abcd1234.tmp").mkdir()
+    (tmp_path / f".results.{dead}.abcd1234.parquet.tmp").write_text("x")
+    live = tmp_path / f".metrics.jsonl.{os.getpid()}.abcd1234.tmp"
+    live.write_text("x")
+    legacy = tmp_path / ".run.json.k2j3h4g5.tmp"
+    legacy.write_text("x")
+    mine = tmp_path / "keep.tmp"  # not ours (no leading dot): never touched
+    mine.write_text("x")
+    removed = {p.name for p in io.clean_stale_temps(tmp_path, legacy_age=3600)}
+    assert removed == {f".predictions.{dead}.abcd1234.tmp", f".results.{dead}.abcd1234.parquet.tmp"}
+    assert live.exists() and legacy.exists() and mine.exists()
+    io.clean_stale_temps(tmp_path)  # legacy_age=0: pid-less temporaries of older versions go too
+    assert not legacy.exists() and live.exists()
+
+
+def test_append_drops_a_killed_writers_partial_line(tmp_path):
+    f = tmp_path / "t.jsonl"
+    io.append_lines(f, ['{"a": 1}'])
+    with open(f, "a") as h:
+        h.write('{"a": 2, "b"')  # killed mid-line
+    assert io.read_jsonl_tolerant(f) == [{"a": 1}]
+    io.append_lines(f, ['{"a": 3}'])
+    assert io.read_jsonl_tolerant(f) == [{"a": 1}, {"a": 3}]
+
+
+def test_thread_policy(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    assert threads.auto_threads(busy=0.1) == 2
+    assert threads.auto_threads(busy=1.0) == 1   # one core kept busy elsewhere -> one thread
+    assert threads.auto_threads(busy=2.0) == 1
+    monkeypatch.setenv(threads.ENV, "3")
+    assert threads.resolve({"study": {"threads": 1}}) == (3, threads.ENV)
+    monkeypatch.delenv(threads.ENV)
+    assert threads.resolve({"study": {"threads": 1}}) == (1, "study.threads")
+    for bad in ("0", "x", "1.5"):
+        monkeypatch.setenv(threads.ENV, bad)
+        with pytest.raises(UserError, match="OODCORR_THREADS: expected a positive integer or 'auto'"):
+            threads.resolve(None)
