@@ -32,31 +32,42 @@ def rest(base, path, body=None, **query):
         return json.loads(r.read())
 
 
-@pytest.fixture
-def server(tmp_path):
+def start_server(tmp_path, wait_s: float = 300):
+    """A real `mlflow server` on a free loopback port -> (process, base URL); generous start-up wait
+    (shared CPUs)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
          "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.5)
+    stop_server(proc)
+    pytest.fail(f"mlflow server did not start within {wait_s:.0f} s")
+
+
+def stop_server(proc) -> None:
+    proc.terminate()
     try:
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not start within 120 s")
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def server(tmp_path):
+    proc, base = start_server(tmp_path)
+    try:
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def test_tiny_study_logs_to_a_live_server(server, tmp_path):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from study_helpers import BIN, env
-from test_mlflow_server import free_port, rest
+from test_mlflow_server import rest, start_server, stop_server
 from test_train_helpers import make_project
 
 
@@ -104,32 +104,7 @@ def test_closed_port_then_sync_fills_a_live_server(tmp_path):
     try:
         _replay_and_check(proj, rdir, server)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def start_server(tmp_path):
-    """A real `mlflow server` on a free loopback port (generous start-up wait: shared CPUs)."""
-    import urllib.request
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, base
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    pytest.fail("mlflow server did not start within 300 s")
+        stop_server(proc)
 
 
 def _replay_and_check(proj, rdir, server):

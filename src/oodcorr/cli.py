@@ -20,7 +20,7 @@ COMMANDS = {
     "plan": "oodcorr.analysis.plan:plan_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.study:ui_cmd",
-    "sync": "oodcorr.mirror:sync_cmd",
+    "sync": "oodcorr.study:sync_cmd",
 }
 
 

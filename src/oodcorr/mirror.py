@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-import click
 
 from oodcorr import io, tracking
 
@@ -85,8 +84,8 @@ def mlflow_run_id(params: dict, run: str) -> str | None:
 
 def _warn(uri: str, err: BaseException, run: str | None) -> None:
     where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
-    click.echo(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}); "
-               f"local records kept in {where}, replayed by the next stage or `oodcorr sync`", err=True)
+    print(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}); "
+          f"local records kept in {where}, replayed by the next stage or `oodcorr sync`", file=sys.stderr, flush=True)
 
 
 def _mark_pending(params: dict, run: str) -> None:
@@ -283,29 +282,3 @@ def sync(params: dict, runs: list[str] | None = None) -> dict[str, str | None]:
     root = project_path(params, "runs")
     keys = runs or sorted(p.parent.name for p in root.glob(f"*/{TRACK_DIR}") if p.is_dir())
     return {run: mirror(params, run).push() for run in keys}
-
-
-@click.command("sync")
-@click.option("--run", "runs", multiple=True, help="Run key(s) to replay (default: every run with records).")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="params.yaml (default: the project's).")
-def sync_cmd(runs, params_file):
-    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
-    from oodcorr.config import load_params
-    from oodcorr.errors import UserError
-
-    params = load_params(params_file)
-    if runs:
-        missing = [r for r in runs if not record_dir(params, r).is_dir()]
-        if missing:
-            raise UserError(f"--run {', '.join(missing)}: no tracking records under runs/<run>/{TRACK_DIR}")
-    res = sync(params, list(runs) or None)
-    failed = [r for r, rid in res.items() if rid is None]
-    for run, rid in res.items():
-        if rid:
-            click.echo(f"{run}: mlflow run {rid}")
-    if failed:
-        click.echo(f"error: {len(failed)} run(s) not synced ({tracking.tracking_uri(params)} unreachable)", err=True)
-        sys.exit(1)
-    if not res:
-        click.echo("nothing to sync (no runs/<run>/tracking records)")

@@ -169,3 +169,29 @@ def ui_cmd(port, params_file):
     os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)
+
+
+@click.command("sync")
+@click.option("--run", "runs", multiple=True, help="Run key(s) to replay (default: every run with records).")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="params.yaml (default: the project's).")
+def sync_cmd(runs, params_file):
+    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
+    from oodcorr.mirror import TRACK_DIR, record_dir, sync
+    from oodcorr.tracking import tracking_uri
+
+    params = load_params(params_file)
+    if runs:
+        missing = [r for r in runs if not record_dir(params, r).is_dir()]
+        if missing:
+            raise UserError(f"--run {', '.join(missing)}: no tracking records under runs/<run>/{TRACK_DIR}")
+    res = sync(params, list(runs) or None)
+    failed = [r for r, rid in res.items() if rid is None]
+    for run, rid in res.items():
+        if rid:
+            click.echo(f"{run}: mlflow run {rid}")
+    if failed:
+        click.echo(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)", err=True)
+        sys.exit(1)
+    if not res:
+        click.echo("nothing to sync (no runs/<run>/tracking records)")

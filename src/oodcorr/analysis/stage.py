@@ -249,8 +249,8 @@ def _training_run_ids(runs: dict) -> dict[str, str]:
     return ids
 
 
-OUTPUT_NAMES = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "plots", "figures",
-                "summary.json", "report.html", ".gitignore"}
+OUTPUT_NAMES = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "plots",
+                "figures", "summary.json", "metrics.json", "report.html", ".gitignore"}
 OUTPUT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf", ".html", ".txt"}
 
 
