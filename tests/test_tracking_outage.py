@@ -122,7 +122,7 @@ def _replay_and_check(proj, rdir, server):
     rid = run["info"]["run_id"]
     loss = rest(server, "metrics/get-history", run_id=rid, metric_key="train/loss")["metrics"]
     assert sorted(m["step"] for m in loss) == list(range(1, 7))
-    acc = rest(server, "metrics/get-history", run_id=rid, metric_key="eval/synth_train/accuracy")["metrics"]
+    acc = rest(server, "metrics/get-history", run_id=rid, metric_key="accuracy/synth_train")["metrics"]
     assert sorted(m["step"] for m in acc) == [0, 3, 6]
     arts = json.dumps(rest(server, f"artifacts/list?run_id={rid}&path=eval"))
     assert "predictions.tar.gz" in arts

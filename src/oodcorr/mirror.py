@@ -94,11 +94,16 @@ def _mark_pending(params: dict, run: str) -> None:
     (d / PENDING).touch()
 
 
+def _uri(params: dict) -> str:
+    """The store's URI; with study.tracking: none nothing is resolved (no mlruns/ is created)."""
+    return tracking.tracking_uri(params) if tracking.enabled(params) else "none"
+
+
 class Mirror:
     """Idempotent replay of one run's local records into MLflow; push() again sends only what is new."""
 
     def __init__(self, params: dict, run: str):
-        self.params, self.run, self.uri = params, run, tracking.tracking_uri(params)
+        self.params, self.run, self.uri = params, run, _uri(params)
         self.client = self.run_id = None
         self.sent: set[tuple[str, int]] = set()
         self.params_done = self.finished_done = False
@@ -247,7 +252,7 @@ _MIRRORS: dict[tuple[str, str], Mirror] = {}
 
 
 def mirror(params: dict, run: str) -> Mirror:
-    key = (str(record_dir(params, run)), tracking.tracking_uri(params))
+    key = (str(record_dir(params, run)), _uri(params))
     if key not in _MIRRORS:
         _MIRRORS[key] = Mirror(params, run)
     return _MIRRORS[key]
@@ -271,7 +276,7 @@ def sync_pending(params: dict, quiet: bool = False) -> list[str]:
     for run in pending_runs(params):
         if mirror(params, run).push(quiet_failure=quiet):
             done.append(run)
-        elif tracking.tracking_uri(params) in _DOWN:
+        elif _uri(params) in _DOWN:
             break
     return done
 
