@@ -141,10 +141,9 @@ def test_config_change_starts_fresh(project, mlflow_uri):
     assert second["mlflow_run_id"] != first["mlflow_run_id"] and second["config"]["lr"] == 0.001
     client = _client(mlflow_uri)
     assert client.get_run(first["mlflow_run_id"]).data.tags["oodcorr.kind"] == "train-superseded"
-    from oodcorr.config import load_params
-    from oodcorr.tracking import find_run
-
-    assert find_run(load_params(p), "c") == second["mlflow_run_id"]
+    exp_id = client.get_experiment_by_name("oodcorr/test").experiment_id
+    active = client.search_runs([exp_id], filter_string="tags.`oodcorr.run_key` = 'c' and tags.`oodcorr.kind` = 'train'")
+    assert [r.info.run_id for r in active] == [second["mlflow_run_id"]]  # the lookup by run key finds only the new run
     pool = project / "data" / "prepared" / "synth_train.jsonl"  # re-prepared data with other rows
     pool.write_text(pool.read_text().replace("walked to", "drove to"))
     third = _train(p, "c")

@@ -105,10 +105,6 @@ def _gguf_source(name: str, workdir: Path) -> Path:
     return files[0]
 
 
-def _smollm2_gguf() -> Path:
-    return _gguf_source(SMOLLM2, Path("."))
-
-
 def _materialise_gguf(name: str, target: Path) -> None:
     """GGUF -> safetensors folder, once. A GGUF-loaded model carries a quantization_config and cannot be
     saved, so rebuild the plain class from its config and copy the (dequantized) weights. Atomic: the
@@ -141,10 +137,6 @@ def _materialise_gguf(name: str, target: Path) -> None:
         tok.save_pretrained(tmp)
         src = " ".join(GGUF_MODELS[name]["packages"])
         (tmp / "SOURCE.txt").write_text(f"{GGUF_MODELS[name]['what']}: converted from {gguf.name} ({src}) by oodcorr\n")
-
-
-def _materialise_smollm2(target: Path) -> None:
-    _materialise_gguf(SMOLLM2, target)
 
 
 def _materialise_tiny(name: str, target: Path) -> None:

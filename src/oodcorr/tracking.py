@@ -193,25 +193,6 @@ def setup(params: dict) -> str:
     return exp_id
 
 
-def find_run(params: dict, run_key: str, run_id: str | None = None, kind: str = "train") -> str | None:
-    """An existing MLflow run for `run_key` (by recorded id, else by tag) so reruns never duplicate it."""
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    if run_id:
-        try:
-            run = client.get_run(run_id)
-            if run.info.lifecycle_stage == "active":
-                return run_id
-        except Exception:
-            pass
-    exp_id = setup(params)
-    found = client.search_runs([exp_id], filter_string=f"tags.`oodcorr.run_key` = '{run_key}' "
-                               f"and tags.`oodcorr.kind` = '{kind}'", max_results=1,
-                               order_by=["attributes.start_time DESC"])
-    return found[0].info.run_id if found else None
-
-
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
     """Nested params -> {'a.b': 'value'} with values cut to MLflow's length limit."""
     out = {}
