@@ -39,6 +39,9 @@ def env(**extra) -> dict:
               "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "OMP_NUM_THREADS": "1"})
     e.pop("MLFLOW_TRACKING_URI", None)
+    # one torch thread in every stage process: results then do not depend on the load when a stage starts
+    # (the auto policy is tested on its own in test_io_crashsafe.py)
+    e.setdefault("OODCORR_THREADS", "1")
     e.update({k: str(v) for k, v in extra.items()})
     return e
 

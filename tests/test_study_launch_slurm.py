@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from study_helpers import REPO, make_project, mlflow_runs, sh
 from test_study_launch import small_params
@@ -83,9 +85,16 @@ def test_slurm_launch_collect_then_repro_runs_only_the_analysis(slurm_conf, plai
     for run in RUNS:
         assert (root / "runs" / run / "eval" / "metrics.jsonl").read_text() == \
             (plain / "runs" / run / "eval" / "metrics.jsonl").read_text()
-        for a in sorted((plain / "runs" / run / "checkpoints").glob("checkpoint-*/adapter_model.safetensors")):
+        # same weights up to float rounding: the thread policy picks threads by the load at stage start, and
+        # a different thread count changes the order of float sums (CI saw 1-ulp differences at step 2)
+        adapters = sorted((plain / "runs" / run / "checkpoints").glob("checkpoint-*/adapter_model.safetensors"))
+        assert adapters
+        for a in adapters:
             b = root / a.relative_to(plain)
-            assert b.read_bytes() == a.read_bytes(), b
+            ta, tb = load_file(a), load_file(b)
+            assert ta.keys() == tb.keys(), b
+            for k in ta:
+                torch.testing.assert_close(tb[k], ta[k], rtol=1e-4, atol=1e-6, msg=f"{b}: {k}")
     for name in ("partial_correlations.csv", "pooled_seeds.csv", "consistency.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(root / "results" / name), pd.read_csv(plain / "results" / name))
 
