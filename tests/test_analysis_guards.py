@@ -36,6 +36,26 @@ def test_constant_series_and_constant_id():
     assert math.isnan(flat["r"]) and "constant:id" in flat["flag"]
 
 
+def test_series_that_moves_at_one_checkpoint_is_flagged_not_reported_as_r_0():
+    # the real-data case behind "ANLI r = 0.000, p = 1.000": a model answering one class on ANLI at every
+    # checkpoint but one; b sits exactly at its mean at that checkpoint, so raw r is 0 to machine precision
+    x = np.array([0.50, 0.55, 0.60, 0.62, 0.66])
+    anli = np.array([0.50, 0.50, 0.51, 0.50, 0.50])
+    b = np.array([0.40, 0.60, 0.50, 0.45, 0.55])
+    c = np.array([0.30, 0.35, 0.45, 0.40, 0.50])
+    assert abs(np.corrcoef(anli, b)[0, 1]) < 1e-12  # what an unguarded analysis reports: r = 0, p = 1
+    for method in ("raw", "linear", "rank"):
+        rows = {(r["testset_a"], r["testset_b"]): r
+                for r in analyse_matrix(x, np.column_stack([anli, b, c]), ["anli", "b", "c"], method)}
+        for pair in (("anli", "b"), ("anli", "c")):
+            assert math.isnan(rows[pair]["r"]) and math.isnan(rows[pair]["p"]), (method, rows[pair])
+            assert "one_change:anli" in rows[pair]["flag"]
+        assert np.isfinite(rows["b", "c"]["r"]) and "one_change" not in rows["b", "c"]["flag"]
+    # two checkpoints away from the mode is a (weak) series, not a degenerate one
+    two = np.array([0.50, 0.52, 0.51, 0.50, 0.50])
+    assert "one_change" not in analyse_matrix(x, np.column_stack([two, c]), ["two", "c"], "linear")[0]["flag"]
+
+
 def test_collinear_with_id_is_flagged_and_exact_collinearity_is_nan():
     rng = np.random.default_rng(2)
     x = np.linspace(0.5, 0.9, 30)

@@ -18,6 +18,12 @@ se = 1/sqrt(n - 3 - k)):
           smoothing weight chosen per testset by GCV on a fixed log grid; r = Pearson r of the two
           residual series; k = max(edf_A, edf_B) - 1, the effective df of the larger smooth (without
           the intercept), so df shrinks as the smooth gets wigglier. Needs n >= GAM_MIN_N.
+
+Degenerate series give NaN r with a flag, never a number: constant:X (zero variance), one_change:X (X
+differs from its most common value at a single checkpoint, e.g. a model that answers one class on X at all
+checkpoints but one: any r with X is decided by that one point; as accuracies lie on a k/N grid, the other
+series' deviation at that point is often exactly 0, which printed as r = 0.000, p = 1.000 on real data),
+residual_constant:X (nothing left after removing ID), too_few_checkpoints.
 """
 
 from __future__ import annotations
@@ -162,6 +168,14 @@ def _column_flags(x, Y, names, method, R):
         y = Y[:, j]
         if y.std() <= 1e-12:
             flags[j].append(f"constant:{name}")
+            bad[j] = True
+            continue
+        _, counts = np.unique(np.round(y, 12), return_counts=True)
+        if len(y) - counts.max() <= 1:
+            # the series leaves its usual value at one checkpoint only (a model that predicts one class on a
+            # testset at every checkpoint but one): every r with it is that one point's deviation, and with
+            # accuracies on a k/N grid it is often exactly 0 (p = 1); see ONE_CHANGE in the module notes
+            flags[j].append(f"one_change:{name}")
             bad[j] = True
             continue
         if sx > 1e-12:

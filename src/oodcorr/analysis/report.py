@@ -135,6 +135,7 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
     parts.append("<p>Flags: <code>constant:X</code> (zero variance: r undefined), <code>collinear_with_id:X</code> "
                  f"(|corr(ID, X)| &gt; {_partial.COLLINEAR}: the residual is mostly noise), "
+                 "<code>one_change:X</code> (X moves at one checkpoint only: r would be that one point), "
                  "<code>residual_constant:X</code>, <code>too_few_checkpoints</code> (n ≤ k + 2, or n &lt; "
                  f"{_partial.GAM_MIN_N} for gam), <code>missing_checkpoints:N</code> (pair used complete cases). "
                  "Flagged entries with NaN r are excluded from pooling.</p>")
