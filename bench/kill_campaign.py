@@ -1,9 +1,16 @@
 """Kill campaign: a tiny study (two tiny models) run with `dvc repro` in throw-away projects, SIGKILLed at
-random moments (over all stages), rerun each time until it completes; the final outputs are compared
+random moments inside each stage, rerun each time until it completes; the final outputs are compared
 byte-for-byte with an uninterrupted reference, and the MLflow store is checked for duplicate runs and runs
 left RUNNING. Writes bench/results/kill_campaign.json.
 
-    PYTHONPATH=src .venv/bin/python bench/kill_campaign.py --studies 2 --kills 16
+Kills are stage-targeted: every study walks a kill plan (by default 3 in prepare, 5 in train, 4 in evaluate,
+3 in analyze). For each planned kill, `dvc repro` is started, the stage processes of its session are watched
+in /proc (`oodcorr data prepare`, `oodcorr train`, `oodcorr evaluate`, `oodcorr analyze`), and once the target
+stage's process is running the whole session is SIGKILLed after a delay drawn uniformly from [0, that stage's
+duration in the reference run] (so the kill can land during start-up, mid-stage or while outputs are written).
+The stage whose process was seen at the moment of the kill is recorded.
+
+    PYTHONPATH=src .venv/bin/python bench/kill_campaign.py --studies 2
 """
 
 from __future__ import annotations
@@ -37,18 +44,54 @@ def params() -> dict:
     return p
 
 
-def repro(root: Path, kill_after: float | None) -> tuple[int | None, float]:
-    """`dvc repro`; SIGKILL its whole process group after `kill_after` s -> (returncode or None if killed, s)."""
+STAGES = ("prepare", "train", "evaluate", "analyze")
+
+
+def running_stage(pgid: int) -> str | None:
+    """The oodcorr stage whose process runs in session `pgid` right now (from /proc cmdlines), else None."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(d.name)) != pgid:
+                continue
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ProcessLookupError):
+            continue
+        words = [Path(a.decode(errors="replace")).name for a in argv if a]
+        if "oodcorr" in words:
+            rest = words[words.index("oodcorr") + 1:]
+            for stage in STAGES:
+                if stage in rest[:2]:
+                    return stage
+    return None
+
+
+def repro(root: Path, target: str | None = None, stage_s: dict | None = None, rng=None):
+    """`dvc repro`, to completion (target None) or SIGKILLed at a random moment inside stage `target`.
+
+    -> (returncode, or None if killed; seconds; stage seen at the kill; seconds each stage was seen running)."""
     t0 = time.time()
     proc = subprocess.Popen(["dvc", "repro", "-q"], cwd=root, env=env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        proc.wait(timeout=kill_after)
-        return proc.returncode, time.time() - t0
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None, time.time() - t0
+    seen = {s: 0.0 for s in STAGES}
+    kill_at, last = None, time.time()
+    while proc.poll() is None:
+        time.sleep(0.02)
+        now, stage = time.time(), running_stage(proc.pid)
+        if stage:
+            seen[stage] += now - last
+        last = now
+        if target and kill_at is None and stage and STAGES.index(stage) > STAGES.index(target):
+            target = stage  # the target stage is already done (an earlier kill landed after it): kill here
+        if target and kill_at is None and stage == target:
+            kill_at = now + rng.uniform(0, max(0.2, stage_s[target]))
+        if kill_at is not None and now >= kill_at:
+            at = running_stage(proc.pid)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, time.time() - t0, at, seen
+    return proc.returncode, time.time() - t0, None, seen
 
 
 def stage_now(root: Path, runs: list[str]) -> str:
@@ -96,63 +139,64 @@ def temps(root: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--studies", type=int, default=4, help="at most this many studies")
-    ap.add_argument("--kills", type=int, default=15, help="SIGKILLs per study")
-    ap.add_argument("--total", type=int, default=30, help="stop once this many SIGKILLs were sent")
+    ap.add_argument("--studies", type=int, default=2)
+    ap.add_argument("--plan", default="prepare=3,train=5,evaluate=4,analyze=3",
+                    help="kills per stage in each study, in pipeline order")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    plan = [st for part in args.plan.split(",") for st in [part.split("=")[0]] * int(part.split("=")[1])]
     rng = random.Random(args.seed)
     p = params()
     runs = list(p["runs"])
     work = Path(tempfile.mkdtemp(prefix="oodcorr-kills-"))
     t0 = time.time()
     ref = make_project(work / "ref", p)
-    code, t_ref = repro(ref, None)
+    code, t_ref, _, stage_s = repro(ref)
     assert code == 0, "reference run failed"
     want = outputs(ref, runs)
-    print(f"reference: {t_ref:.0f} s", flush=True)
+    print(f"reference: {t_ref:.0f} s; seconds per stage: {json.dumps({k: round(v, 1) for k, v in stage_s.items()})}",
+          flush=True)
     studies = []
     for i in range(args.studies):
-        if sum(s["kills"] for s in studies) >= args.total:
-            break
         root = make_project(work / f"s{i}", p)
         kills, attempts = [], 0
-        while len(kills) < args.kills:
-            delay = rng.uniform(1.0, max(2.0, t_ref / 8))
-            stage = stage_now(root, runs)
-            code, took = repro(root, delay)
+        for target in plan:
+            code, took, at, _ = repro(root, target, stage_s, rng)
             attempts += 1
             if code is None:
-                kills.append({"after_s": round(delay, 1), "stage_before": stage,
-                              "stage_at_kill": stage_now(root, runs)})
+                kills.append({"target": target, "after_s": round(took, 1), "stage_at_kill": at,
+                              "outputs_state": stage_now(root, runs)})
             elif code != 0:
-                kills.append({"error_exit": code})
+                kills.append({"target": target, "error_exit": code})
                 break
-            else:  # finished before the kill: start over from scratch so later kills hit early stages too
+            else:  # the pipeline finished before the target stage ran again: nothing left to kill
+                kills.append({"target": target, "missed": True})
                 break
-        code, _ = repro(root, None)  # to completion
+        code, _, _, _ = repro(root)  # to completion
+        kills_sent = [k for k in kills if "after_s" in k]
         got = outputs(root, runs)
         differing = sorted(k for k in want if want[k] != got[k])
-        studies.append({"study": i, "kills": len(kills), "attempts": attempts, "completed": code == 0,
+        studies.append({"study": i, "kills": len(kills_sent), "attempts": attempts, "completed": code == 0,
                         "identical": not differing, "differing": differing,
-                        "kill_stages": {s: sum(k.get("stage_at_kill") == s for k in kills)
-                                        for s in ("prepare", "train", "evaluate", "analyze")},
+                        "error_exits": sum("error_exit" in k for k in kills),
+                        "kill_stages": {s: sum(k.get("stage_at_kill") == s for k in kills_sent) for s in STAGES},
                         "leftover_temps": temps(root), **mlflow_counts(root, runs), "kill_log": kills})
         print(json.dumps({k: v for k, v in studies[-1].items() if k != "kill_log"}), flush=True)
-        write(studies, t_ref, t0)
+        write(studies, t_ref, stage_s, t0)
 
 
-def write(studies, t_ref, t0) -> None:
+def write(studies, t_ref, stage_s, t0) -> None:
     total = sum(s["kills"] for s in studies)
     summary = {"studies": len(studies), "sigkills": total,
                "resumed": sum(s["completed"] for s in studies), "identical": sum(s["identical"] for s in studies),
+               "error_exits": sum(s["error_exits"] for s in studies),
                "duplicate_train_runs": sum(s["duplicate_train_runs"] for s in studies),
                "train_runs_left_running": sum(s["running"] for s in studies),
                "runs_left_running_any_kind": sum(s["running_any_kind"] for s in studies),
                "leftover_temps": sum(len(s["leftover_temps"]) for s in studies),
                "kills_by_stage": {st: sum(s["kill_stages"][st] for s in studies)
-                                  for st in ("prepare", "train", "evaluate", "analyze")},
-               "reference_s": round(t_ref, 1), "total_s": round(time.time() - t0, 1),
+                                  for st in STAGES},
+               "reference_s": round(t_ref, 1), "reference_stage_s": {k: round(v, 1) for k, v in stage_s.items()}, "total_s": round(time.time() - t0, 1),
                "loadavg_end": os.getloadavg()}
     print(json.dumps(summary, indent=2))
     out = HERE / "results" / "kill_campaign.json"

@@ -40,6 +40,10 @@ CONFIGS = {
     "E": ("smollm2-135m", dict(lr=2e-3, max_steps=40, shots=128, loss="verbalizer", targets="auto")),
     "GB": ("gemma3-270m", dict(lr=2e-3, max_steps=40, shots=128, loss="verbalizer", targets="all")),
     "GD": ("gemma3-270m", dict(lr=3e-3, max_steps=60, shots=128, loss="verbalizer", targets="all")),
+    # more data, not more passes: 1,024 shots seen once (batch 16 x 64 steps)
+    "F": ("smollm2-135m", dict(lr=2e-3, max_steps=64, shots=1024, loss="verbalizer", targets="all", batch_size=16)),
+    "GF": ("gemma3-270m", dict(lr=1e-3, max_steps=64, shots=1024, loss="verbalizer", targets="all", batch_size=16,
+                               warmup_ratio=0.2)),
 }
 
 
@@ -103,9 +107,10 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
     run = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": o["shots"],
            "data_seed": 0, "seed": 0, "lr": o["lr"], "loss": o["loss"], "max_steps": o["max_steps"],
            "lora": {**BASE["lora"], "target_modules": ALL if o["targets"] == "all" else "auto"},
-           "checkpoints": {"every": o["max_steps"], "log_spaced": None}, "quiet": True}
+           "checkpoints": {"every": o["max_steps"] // 2, "log_spaced": None}, "quiet": True}
     tree = yaml.safe_load((scratch / "params.yaml").read_text())
     tree["train"].update({k: v for k, v in BASE.items() if k != "lora"})
+    tree["train"].update({k: o[k] for k in ("batch_size", "warmup_ratio") if k in o})
     tree["runs"] = {key: run}
     (scratch / "params.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
     params = load_params(scratch / "params.yaml")
@@ -114,7 +119,7 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
     train_s = time.time() - t
     t = time.time()
     acc, n = score_mnli(params, model, scratch / "runs" / key / "checkpoints" / f"checkpoint-{o['max_steps']}")
-    rec = {"config": name, "model": model, **o, "batch_size": BASE["batch_size"], "acc0": base0["acc0"], "acc": acc,
+    rec = {"config": name, "model": model, **o, "batch_size": o.get("batch_size", BASE["batch_size"]), "acc0": base0["acc0"], "acc": acc,
            "n": n, "train_s": round(train_s, 1), "s_per_step": round(train_s / o["max_steps"], 2),
            "eval_s": round(time.time() - t, 1), "step0_eval_s": base0.get("eval_s")}
     with res_file.open("a") as f:

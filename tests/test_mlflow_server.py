@@ -39,7 +39,8 @@ def start_server(tmp_path, wait_s: float = 300):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
          "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)  # its own process group: a test can kill the server with its workers
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + wait_s
     while time.time() < deadline:

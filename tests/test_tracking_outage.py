@@ -137,3 +137,90 @@ def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+@pytest.mark.slow
+def test_server_dying_mid_run_then_sync_completes_the_same_run(tmp_path):
+    """The server is killed while a run is being mirrored: training finishes with one warning and its local
+    outputs; a server back on the same store (another port) gets the rest from `oodcorr sync`, into the same
+    MLflow run, every step once."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    make_project(proj, {"r": {"max_steps": 48, "checkpoints": {"every": 2}}})
+    proc, server = start_server(tmp_path)
+    try:
+        train = subprocess.Popen([str(BIN / "oodcorr"), "train", "--run", "r", "--quiet"], cwd=proj,
+                                 env=env(MLFLOW_TRACKING_URI=server), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        rid, deadline = None, time.time() + 300
+        while time.time() < deadline and train.poll() is None:
+            found = _server_runs(server)
+            if found and _steps(server, found[0]["info"]["run_id"]):
+                rid = found[0]["info"]["run_id"]
+                break
+            time.sleep(0.05)
+        assert rid, "the run never reached the server"
+        os.killpg(proc.pid, signal.SIGKILL)  # the server and its worker die mid-run (no clean shutdown)
+        proc.wait()
+        out, err = train.communicate(timeout=600)
+    finally:
+        stop_server(proc)
+    assert train.returncode == 0, err[-3000:]
+    assert err.count("warning: MLflow at") == 1 and "Traceback" not in err, err[-3000:]
+    rdir = proj / "runs" / "r"
+    assert json.loads((rdir / "run.json").read_text())["finished"]
+    assert (rdir / "checkpoints" / "checkpoint-48").exists() and (rdir / "tracking" / "PENDING").exists()
+
+    proc, server = start_server(tmp_path)  # same backend store and artifacts, a new port
+    try:
+        seen_before = len(_steps(server, rid))
+        assert 0 < seen_before < 48, seen_before  # the server really died mid-run
+        res, _ = _oodcorr(["sync"], proj, MLFLOW_TRACKING_URI=server)
+        assert res.returncode == 0, res.stderr[-3000:]
+        found = _server_runs(server)
+        assert [r["info"]["run_id"] for r in found] == [rid]  # completed in place, no second run
+        assert found[0]["info"]["status"] == "FINISHED"
+        assert sorted(_steps(server, rid)) == list(range(1, 49))
+        assert not (rdir / "tracking" / "PENDING").exists()
+    finally:
+        stop_server(proc)
+
+
+@pytest.mark.slow
+def test_concurrent_processes_share_one_fresh_store(tmp_path):
+    """Two trainings, then two evaluations, started at the same moment on a project without mlruns/: both
+    create/migrate the sqlite store at once; every run is in it once, every step once, no warning."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    make_project(proj, {"a": {"max_steps": 8}, "b": {"max_steps": 8, "seed": 1}})
+    for stage in ("train", "evaluate"):
+        procs = [subprocess.Popen([str(BIN / "oodcorr"), stage, "--run", k, "--quiet"], cwd=proj, env=env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in ("a", "b")]
+        for p in procs:
+            _, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err[-3000:]
+            assert "warning" not in err.lower() and "Traceback" not in err, err[-3000:]
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{proj / 'mlruns' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("oodcorr/test")
+    found = client.search_runs([exp.experiment_id])
+    assert sorted(r.info.run_name for r in found) == ["a", "b"]
+    for r in found:
+        assert r.info.status == "FINISHED"
+        assert [m.step for m in client.get_metric_history(r.info.run_id, "train/loss")] == list(range(1, 9))
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "accuracy/synth_train")) == [0, 4, 8]
+    assert not list((proj / "mlruns").glob(".mlflow.db.*.tmp"))
+
+
+def _server_runs(server):
+    try:
+        exp = rest(server, "experiments/get-by-name", experiment_name="oodcorr/test")["experiment"]
+    except OSError:
+        return []
+    return rest(server, "runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100}).get("runs", [])
+
+
+def _steps(server, rid):
+    return [m["step"] for m in rest(server, "metrics/get-history", run_id=rid, metric_key="train/loss")
+            .get("metrics", [])]
