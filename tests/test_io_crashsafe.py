@@ -45,6 +45,21 @@ def test_stale_temps_of_dead_processes_are_removed(tmp_path):
     assert not legacy.exists() and live.exists()
 
 
+def test_atomic_dir_removes_a_killed_attempts_folder_and_nothing_else(tmp_path):
+    # the kill campaign's leftover: analyze killed mid-write left `.results.<pid>.<rand>.tmp` in the project root
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f".results.{dead}.inu9xxo7.tmp"
+    stale.mkdir()
+    (stale / "partial_correlations.csv").write_text("half")
+    users = tmp_path / ".notes.tmp"  # pid-less: a user's file, not ours
+    users.write_text("x")
+    with io.atomic_dir(tmp_path / "results") as d:
+        (d / "a.csv").write_text("a")
+    assert not stale.exists() and users.exists()
+    assert (tmp_path / "results" / "a.csv").read_text() == "a"
+
+
 def test_append_drops_a_killed_writers_partial_line(tmp_path):
     f = tmp_path / "t.jsonl"
     io.append_lines(f, ['{"a": 1}'])

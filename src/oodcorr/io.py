@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import re
@@ -94,6 +95,9 @@ def atomic_dir(path: str | os.PathLike):
     """Yield a temporary directory; it replaces `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # a killed earlier attempt's temporary folder (its process is gone); pid-less names are never touched here:
+    # the parent may be the project root, where a user's own `.x.tmp` can live
+    clean_stale_temps(path.parent, legacy_age=math.inf)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     _honour_umask(tmp, is_dir=True)
     try:

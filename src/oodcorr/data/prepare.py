@@ -51,6 +51,7 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
                         "add them to params.yaml, or pass --only NAME")
     built = {name: build(params, name) for name in names}  # raises before anything is written
     out = prepared_dir(params, out_dir)
+    io.clean_stale_temps(out, legacy_age=io.LEGACY_TMP_AGE_S)  # left by a killed earlier prepare
     manifest = read_manifest_file(out) or {"testsets": {}}
     for name, (rows, entry) in built.items():
         path = out / f"{name}.jsonl"
