@@ -14,7 +14,7 @@ are the base model's. Results are appended to <scratch>/sweep.jsonl (one line pe
 Why not `dvc exp run`: on this 2-core machine one optimizer step of a 135M model takes ~10 s; `dvc exp run`
 in a temp copy re-prepares the data and re-evaluates every checkpoint (step 0 included) of every experiment,
 which would have doubled the sweep's cost. The equivalent experiment is
-`dvc exp run -S train.lr=... -S train.loss=... -S train.max_steps=... -S 'grid.shots=[...]'` on a project
+`dvc exp run -S train.lr=... -S train.loss=... -S train.max_steps=... -S runs.<key>.shots=...` on a project
 written by `oodcorr study use real`.
 """
 
@@ -129,12 +129,13 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
 
 
 def report(scratch: Path) -> str:
-    recs = [json.loads(x) for x in (scratch / "sweep.jsonl").read_text().splitlines()]
-    lines = ["| config | model | lr | steps | shots | loss | LoRA targets | step-0 acc | final acc | gain | SE (final) | train s/step |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    recs = [json.loads(x) for x in (scratch / "sweep.jsonl").read_text().splitlines() if x.strip()]
+    lines = ["| config | model | lr | warm-up | batch | steps | shots | loss | LoRA targets | step-0 acc | final acc | gain | "
+             "SE (final) | train s/step |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
         se = math.sqrt(r["acc"] * (1 - r["acc"]) / r["n"])
-        lines.append(f"| {r['config']} | {r['model']} | {r['lr']:g} | {r['max_steps']} | {r['shots']} | {r['loss']} | "
+        lines.append(f"| {r['config']} | {r['model']} | {r['lr']:g} | {r.get('warmup_ratio', BASE['warmup_ratio']):g} | "
+                     f"{r.get('batch_size', BASE['batch_size'])} | {r['max_steps']} | {r['shots']} | {r['loss']} | "
                      f"{'all linear' if r['targets'] == 'all' else 'attention (auto)'} | {r['acc0']:.3f} | {r['acc']:.3f} | "
                      f"{100 * (r['acc'] - r['acc0']):+.1f} pts | {se:.3f} (N={r['n']}) | {r['s_per_step']} |")
     return "\n".join(lines) + "\n"

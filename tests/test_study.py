@@ -44,6 +44,23 @@ def test_paper_preset_expands_grid_with_readable_keys():
     assert list(small["runs"]) == ["opt-2.7b_mnli_16_s1", "opt-2.7b_snli_16_s1"]
 
 
+def test_real_presets_carry_the_measured_recipe_per_model_family():
+    from oodcorr.run_settings import resolve_config
+
+    for name in ("real", "cpu"):
+        tree = load_preset(name)
+        assert sorted(tree["runs"]) == ["gemma3-270m_mnli_real_1024_s0", "gemma3-270m_mnli_real_1024_s1",
+                                        "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
+        cfg = {k: resolve_config(tree, k) for k in tree["runs"]}
+        # docs/recipe-sweep.md configs F (SmolLM2) and GF (Gemma)
+        assert (cfg["smollm2-135m_mnli_real_1024_s0"]["lr"], cfg["smollm2-135m_mnli_real_1024_s0"]["warmup_ratio"]) \
+            == (2e-3, 0.1)
+        assert (cfg["gemma3-270m_mnli_real_1024_s1"]["lr"], cfg["gemma3-270m_mnli_real_1024_s1"]["warmup_ratio"]) \
+            == (1e-3, 0.2)
+        for c in cfg.values():
+            assert (c["batch_size"], c["max_steps"], c["loss"], c["shots"]) == (16, 64, "verbalizer", 1024)
+
+
 def test_study_use_switches_and_keeps_backup(tmp_path):
     params = tmp_path / "params.yaml"
     shutil.copy(REPO / "params.yaml", params)

@@ -30,14 +30,16 @@ def run_key(model: str, train_set: str, shots: int, seed: int) -> str:
 
 
 def expand_grid(grid: dict) -> dict:
-    """models x train sets x shots x seeds -> runs (data_seed = seed, as the paper varies both)."""
+    """models x train sets x shots x seeds -> runs (data_seed = seed, as the paper varies both).
+    `train_by_model: {model: {lr: ..., ...}}` adds per-model training settings to that model's runs."""
     runs = {}
+    by_model = grid.get("train_by_model") or {}
     for model, train_set, shots, seed in itertools.product(
             grid["models"], grid["train_sets"], grid["shots"], grid["seeds"]):
         id_testset = (grid.get("id_testsets") or {}).get(train_set, re.sub(r"_train$", "", train_set))
         runs[run_key(model, train_set, shots, seed)] = {
             "model": model, "train_set": train_set, "id_testset": id_testset,
-            "shots": int(shots), "data_seed": int(seed), "seed": int(seed)}
+            "shots": int(shots), "data_seed": int(seed), "seed": int(seed), **by_model.get(model, {})}
     return runs
 
 
