@@ -174,7 +174,7 @@ def _column_flags(x, Y, names, method, R):
         if len(y) - counts.max() <= 1:
             # the series leaves its usual value at one checkpoint only (a model that predicts one class on a
             # testset at every checkpoint but one): every r with it is that one point's deviation, and with
-            # accuracies on a k/N grid it is often exactly 0 (p = 1); see ONE_CHANGE in the module notes
+            # accuracies on a k/N grid it is often exactly 0 (p = 1); see "Degenerate series" in the module notes
             flags[j].append(f"one_change:{name}")
             bad[j] = True
             continue
