@@ -16,7 +16,9 @@ BIN = Path(sys.executable).parent
 
 def tiny_params(out: Path, **study) -> dict:
     """Two tiny models (a cross-model comparison), synthetic suite, seconds per stage."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    from oodcorr.study import load_preset
+
+    params = load_preset("synthetic")
     params["study"]["name"] = study.get("name", "tiny")
     params["data"]["max_examples"] = 24
     params["train"].update({"lr": 0.005, "batch_size": 4, "max_steps": 16, "max_length": 64,

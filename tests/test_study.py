@@ -61,6 +61,31 @@ def test_real_presets_carry_the_measured_recipe_per_model_family():
             assert (c["batch_size"], c["max_steps"], c["loss"], c["shots"]) == (16, 64, "verbalizer", 1024)
 
 
+def test_misspelled_model_under_train_by_model_is_one_line_naming_the_key(tmp_path, monkeypatch):
+    import oodcorr.study as study
+
+    text = (study.PRESETS_DIR / "real.yaml").read_text().replace("    gemma3-270m: {lr:", "    gemma3-270: {lr:")
+    (tmp_path / "typo.yaml").write_text(text)
+    monkeypatch.setattr(study, "PRESETS_DIR", tmp_path)
+    res = run("study", "use", "typo", "--params", tmp_path / "params.yaml")
+    assert res.exit_code != 0
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1, res.output
+    assert "grid.train_by_model.gemma3-270 " in lines[0] and "did you mean 'gemma3-270m'" in lines[0]
+    assert not (tmp_path / "params.yaml").exists()
+    # narrowing the models on the command line is not a typo: Gemma's settings are simply unused
+    assert list(load_preset("real", models=["smollm2-135m"])["runs"]) == [
+        "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
+
+
+def test_quickstart_is_real_data_and_both_model_families():
+    tree = load_preset("quickstart")
+    assert sorted(r["model"] for r in tree["runs"].values()) == ["gemma3-270m", "smollm2-135m"]
+    names = {r["train_set"] for r in tree["runs"].values()} | set(tree["evaluate"]["testsets"])
+    assert names and all(n.endswith(("_real", "_real_train")) for n in names), names
+    assert load_preset("synthetic")["evaluate"]["testsets"][0] == "synth_id"  # the teaching suite stays
+
+
 def test_study_use_switches_and_keeps_backup(tmp_path):
     params = tmp_path / "params.yaml"
     shutil.copy(REPO / "params.yaml", params)

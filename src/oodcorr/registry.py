@@ -97,6 +97,29 @@ for _name, (_kind, _size, _desc) in SYNTHETIC.items():
     BUILTINS[_name] = {**_SYN, "synthetic": _kind, "size": _size, "description": _desc}
 
 
+# Small stratified, seeded subsets of the real testsets, shipped by the demo DVC remote (data.dvc -> data/raw/real;
+# built from ../shared/data/nli by scripts/make_real_subsets.py; origin and licences in data/raw/real/SOURCES.md).
+# Built-in local files: every real-data preset (quickstart, cpu, real) names them without restating fields.
+_REAL = {"premise": "premise", "hypothesis": "hypothesis", "label": "label", "id": "id"}
+REAL = {
+    "mnli_real": (THREE_WAY, "MNLI dev-matched, 2,000-row stratified subset (ID testset)"),
+    "snli_real": (THREE_WAY, "SNLI test, 2,000-row stratified subset"),
+    "scitail_real": (ENT0, "SciTail test, 2,000-row stratified subset"),
+    "rte_real": (ENT0, "GLUE RTE dev (277 rows)"),
+    "hans_real": (ENT0, "HANS evaluation set, 2,000 rows stratified by heuristic x label"),
+    "anli_r1_real": (THREE_WAY, "ANLI R1 dev (1,000 rows; CC BY-NC 4.0)"),
+    "wnli_real": (ENT1, "GLUE WNLI train (635 rows; WNLI dev has only 71)"),
+    "paws_qqp_real": (ENT1, "PAWS-QQP dev+test (677 rows; paraphrase = entailment)"),
+    "mnli_real_train": (THREE_WAY, "MNLI train pool, 2,000-row stratified subset"),
+    "snli_real_train": (THREE_WAY, "SNLI train pool, 2,000-row stratified subset"),
+}
+for _name, (_map, _desc) in REAL.items():
+    BUILTINS[_name] = {**_REAL, "path": f"data/raw/real/{_name}.jsonl", "label_map": _map, "description": _desc}
+    if _name.endswith("_train"):
+        BUILTINS[_name]["max_examples"] = None  # a training pool keeps all its rows
+BUILTINS["hans_real"]["slice"] = ["heuristic", "@label"]
+
+
 def known_names(params: dict | None = None) -> list[str]:
     """Built-in names followed by names declared only in params (data.testsets)."""
     declared = ((params or {}).get("data") or {}).get("testsets") or {}

@@ -51,6 +51,10 @@ def load_preset(name: str, **overrides) -> dict:
     tree = read_yaml(path.read_text())
     grid = tree.pop("grid", None)
     if grid is not None:
+        for model in grid.get("train_by_model") or {}:  # checked against the preset's models, before --models
+            if model not in grid["models"]:
+                raise UserError(f"{path}: grid.train_by_model.{model} is not one of grid.models"
+                                f"{closest(str(model), grid['models'])}; grid.models: {', '.join(grid['models'])}")
         grid.update({k: v for k, v in overrides.items() if v})
         tree["runs"] = expand_grid(grid)
     validate(tree)

@@ -36,8 +36,8 @@ def build(params: dict, name: str) -> tuple[list[dict], dict]:
     spec = resolve(params, name)
     rows = load_testset(spec, params)
     data = params.get("data") or {}
-    user_set = ((data.get("testsets") or {}).get(name) or {})
-    n = user_set["max_examples"] if "max_examples" in user_set else data.get("max_examples")
+    # data.testsets.<name>.max_examples, else the built-in's (the *_real training pools keep all rows), else data's
+    n = spec["max_examples"] if "max_examples" in spec else data.get("max_examples")
     rows = subsample(rows, n, int(data.get("seed", 0) or 0), name)
     return rows, {"rows": len(rows), "label_counts": label_counts(rows), "source": describe_source(spec),
                   "split": spec.get("split"), "description": spec.get("description", "")}
