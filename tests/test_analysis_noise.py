@@ -271,3 +271,31 @@ def test_analyze_cli_missing_predictions_is_one_line_exit_2(tmp_path, monkeypatc
     assert res.exit_code == 2 and not (tmp_path / "results").exists()
     lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]  # (mlflow set-up logs aside)
     assert len(lines) == 1 and "run 'm1-s0'" in lines[0] and "oodcorr evaluate --run m1-s0" in lines[0]
+
+
+def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
+    from oodcorr.analysis.report import bottom_line, items_for
+
+    # Spearman-Brown: reliability k*rho/(1+(k-1)*rho) at k times the items; items_for inverts it
+    rel, n = 0.3, 64
+    k = items_for(rel, n, target=0.8) / n
+    assert k * rel / (1 + (k - 1) * rel) == pytest.approx(0.8)
+    assert items_for(-0.1, 64) is None and items_for(float("nan"), 64) is None
+    files = make_project(tmp_path)
+    out = tmp_path / "results"
+    summary = run_analysis(files, out, methods=("linear",), bootstrap=20, plots=False)
+    html = (out / "report.html").read_text()
+    assert "In short: what this study can and cannot show" in html
+    share = summary["noise"]["methods"]["linear"]["share_distinguishable"]
+    assert f"distinguishable from noise {share:.3f}" in html
+    # a study in which nothing is distinguishable says it is not a finding; otherwise points to the pairs
+    runs = {"r0": {"x": np.array([0.5, 0.6, 0.75])}}
+    none = {"n_pairs": 3, "noise": {"enabled": True, "methods": {"linear": {"median_reliability": -0.2,
+                                                                           "share_distinguishable": 0.0}}}}
+    rel_df = pd.DataFrame({"n_items": [100, 100]})
+    text = " ".join(bottom_line(none, runs, rel_df))
+    assert "not a finding" in text and "no residual signal above testset noise at ≈ 100 items" in text
+    assert "0.500 → 0.750 (+25.0 points, +3.5 SE)" in text and "1 of 1 runs moved by ≥ 2 SE" in text
+    some = {"noise": {"enabled": True, "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
+    text = " ".join(bottom_line(some, runs, rel_df))
+    assert "not a finding" not in text and "≈ 400 items per testset" in text

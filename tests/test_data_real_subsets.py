@@ -1,6 +1,6 @@
 """The real-NLI subsets shipped in the demo DVC remote (data/raw/real): scripts/make_real_subsets.py
 reproduces them byte for byte from ../shared/data/nli, they are stratified, and `oodcorr data prepare`
-reads them offline through the `real` preset's declarations."""
+reads them offline as built-in testset names (the registry's local-file entries)."""
 
 import importlib.util
 import json
@@ -83,8 +83,9 @@ def test_prepare_offline_with_real_preset(tmp_path, committed, monkeypatch):
     from oodcorr.study import load_preset
 
     tree = load_preset("real")
-    for spec in tree["data"]["testsets"].values():
-        spec["path"] = str(REPO / spec["path"])
+    assert "testsets" not in tree["data"]  # built-in names: the registry holds their files and fields
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(REPO / "data" / "raw")  # a project's data/raw, as `make setup` pulls it
     tree["data"]["max_examples"] = 40
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
     monkeypatch.chdir(tmp_path)
@@ -114,5 +115,9 @@ def test_real_presets_are_consistent(preset):
     assert len({r["seed"] for r in tree["runs"].values()}) >= 2
     assert {r["id_testset"] for r in tree["runs"].values()} == {"mnli_real"}
     assert len(tree["evaluate"]["testsets"]) == 8 and tree["evaluate"]["testsets"][0] == "mnli_real"
-    for spec in tree["data"]["testsets"].values():
-        assert spec["path"].startswith("data/raw/real/")
+    from oodcorr.registry import resolve
+
+    for name in tree["evaluate"]["testsets"] + [r["train_set"] for r in tree["runs"].values()]:
+        spec = resolve(tree, name)
+        assert spec["kind"] == "local" and spec["path"] == f"data/raw/real/{name}.jsonl", name
+        assert (REPO / spec["path"]).exists() or not (REAL / "SOURCES.md").exists(), name

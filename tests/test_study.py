@@ -73,6 +73,7 @@ def test_misspelled_model_under_train_by_model_is_one_line_naming_the_key(tmp_pa
     assert len(lines) == 1, res.output
     assert "grid.train_by_model.gemma3-270 " in lines[0] and "did you mean 'gemma3-270m'" in lines[0]
     assert not (tmp_path / "params.yaml").exists()
+    monkeypatch.undo()
     # narrowing the models on the command line is not a typo: Gemma's settings are simply unused
     assert list(load_preset("real", models=["smollm2-135m"])["runs"]) == [
         "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
@@ -105,7 +106,7 @@ def test_study_use_twice_keeps_every_edit_and_diff_writes_nothing(tmp_path):
     """README "The paper's setup": `study use paper` then `study use quickstart` after editing params.yaml by
     hand: both the original and the edited file survive as backups; `--diff` only prints."""
     params = tmp_path / "params.yaml"
-    edited = (REPO / "params.yaml").read_text().replace("max_examples: 32", "max_examples: 48  # my edit")
+    edited = (REPO / "params.yaml").read_text().replace("max_examples: 24", "max_examples: 48  # my edit")
     params.write_text(edited)
     diff = run("study", "use", "paper", "--params", params, "--diff")
     assert diff.exit_code == 0 and params.read_text() == edited and not list(tmp_path.glob("*.bak"))
@@ -123,13 +124,14 @@ def test_study_use_twice_keeps_every_edit_and_diff_writes_nothing(tmp_path):
 @pytest.mark.parametrize("edit, expected", [
     (lambda p: p["train"].__setitem__("lr", "fast"), "params: train.lr: expected int or number, got str 'fast'"),
     (lambda p: p["train"].__setitem__("learning_rate", 0.1), "params: unknown key 'train.learning_rate'"),
-    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("model", "smolm2-135m"),
-     "params: runs.smollm2-135m_synth_32_s0.model: unknown model 'smolm2-135m' (did you mean 'smollm2-135m'?)"),
-    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("train_set", "synth_trian"),
-     "params: runs.smollm2-135m_synth_32_s0.train_set: unknown testset 'synth_trian' (did you mean 'synth_train'?)"),
+    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("model", "smolm2-135m"),
+     "params: runs.smollm2-135m_mnli_real_64_s0.model: unknown model 'smolm2-135m' (did you mean 'smollm2-135m'?)"),
+    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("train_set", "mnli_real_trian"),
+     "params: runs.smollm2-135m_mnli_real_64_s0.train_set: unknown testset 'mnli_real_trian' "
+     "(did you mean 'mnli_real_train'?)"),
     (lambda p: p["evaluate"]["testsets"].append("hanz"), "params: evaluate.testsets[5]: unknown testset 'hanz'"),
-    (lambda p: p["runs"]["smollm2-135m_synth_32_s0"].__setitem__("shots", 3.5),
-     "params: runs.smollm2-135m_synth_32_s0.shots: expected int, got float 3.5"),
+    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("shots", 3.5),
+     "params: runs.smollm2-135m_mnli_real_64_s0.shots: expected int, got float 3.5"),
 ])
 def test_bad_params_one_line_before_any_stage(tmp_path, edit, expected):
     tree = yaml.safe_load((REPO / "params.yaml").read_text())
