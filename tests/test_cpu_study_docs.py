@@ -1,0 +1,54 @@
+"""The committed cpu study (docs/cpu-study): its tables regenerate from its CSVs, its params are the `cpu`
+preset's, and the numbers the README states are the ones in those CSVs."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "cpu-study"
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tables_regenerate_from_the_committed_csvs():
+    assert _script("export_study").tables(DOC) == (DOC / "TABLES.md").read_text()
+
+
+def test_params_are_the_cpu_preset():
+    from oodcorr.study import load_preset
+
+    assert yaml.safe_load((DOC / "params.yaml").read_text()) == load_preset("cpu")
+
+
+def test_readme_states_the_committed_numbers():
+    readme = (REPO / "README.md").read_text().split("### A real study on a CPU")[1].split("\n### ")[0]
+    pooled = pd.read_csv(DOC / "results" / "pooled_seeds.csv")
+    lin = pooled[pooled["method"] == "linear"].set_index(["model", "testset_a", "testset_b"])
+    g = lin.loc[("gemma3-270m", "paws_qqp_real", "scitail_real")]
+    s = lin.loc[("smollm2-135m", "paws_qqp_real", "scitail_real")]
+    assert f"Gemma r = {g['r']:+.2f} [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}], ci2 [{g['ci2_low']:+.2f}, " \
+           f"{g['ci2_high']:+.2f}]" in readme
+    assert f"SmolLM2 r = {s['r']:+.2f}".replace("-", "−") in readme.replace("-", "−")
+    cons = pd.read_csv(DOC / "results" / "consistency.csv")
+    verdicts = cons[cons["method"] == "linear"]["verdict"].value_counts().to_dict()
+    assert verdicts == {"unreliable": 20, "insufficient_evidence": 1}  # "20 of the 21 OOD pairs are unreliable"
+    assert "20 of the 21 OOD pairs" in readme
+    part = pd.read_csv(DOC / "results" / "partial_correlations.csv")
+    lin_runs = part[part["method"] == "linear"]
+    assert f"{int(lin_runs['distinguishable'].sum())} of {len(lin_runs)} pairs are distinguishable" in readme
+    ids = [json.loads((DOC / "runs" / r / "eval" / "summary.json").read_text())["id_accuracy"]
+           for r in yaml.safe_load((DOC / "params.yaml").read_text())["runs"]]
+    assert f"{min(ids):.3f}–{max(ids):.3f}" in readme
+    bias = pd.read_csv(DOC / "answer_bias.csv")
+    paws = bias[bias["testset"] == "paws_qqp_real"]["r_accuracy_vs_answers"]
+    assert len(paws) == 4 and paws.max() <= -0.95  # "r = −0.95 to −1.00 for PAWS-QQP in all four runs"
+
