@@ -15,7 +15,7 @@ setup: $(STAMP) data/raw models
 # The embedded GGUF models, converted once into the model cache (~25 s SmolLM2, ~50 s Gemma on first use; later a
 # no-op), so the quickstart's first `dvc repro` does not pay for it.
 models: | $(STAMP)
-	@HF_HUB_OFFLINE=1 $(PY) -c "from oodcorr.models import model_path; [model_path(m) for m in ('smollm2-135m', 'gemma3-270m')]"
+	@HF_HUB_OFFLINE=1 $(PY) -c "from oodcorr.models import GGUF_MODELS, model_path; [model_path(m) for m in GGUF_MODELS]"
 
 # The raw data (data.dvc) comes from the project's default DVC remote (`dvc remote add -d ...`) when one is
 # configured, else from the small demo remote committed in .dvc/demo-remote (the quickstart's data).

@@ -35,6 +35,16 @@ def tiny_params(out: Path, **study) -> dict:
     return params
 
 
+def load_script(path: Path):
+    """A script under scripts/ or bench/ (not a package) imported as a module, for its functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def env(**extra) -> dict:
     e = dict(os.environ)
     e.update({"PATH": f"{BIN}{os.pathsep}{e.get('PATH', '')}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",

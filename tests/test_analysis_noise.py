@@ -296,6 +296,9 @@ def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
     text = " ".join(bottom_line(none, runs, rel_df))
     assert "not a finding" in text and "no residual signal above testset noise at ≈ 100 items" in text
     assert "0.500 → 0.750 (+25.0 points, +3.5 SE)" in text and "1 of 1 runs moved by ≥ 2 SE" in text
+    # the SE uses the ID testset's own size when the metrics carry it (here 400 ID items vs 100 OOD items)
+    sized = " ".join(bottom_line(none, {"r0": {"x": np.array([0.5, 0.75]), "n_id": 400.0}}, rel_df))
+    assert "(+25.0 points, +7.1 SE)" in sized and "N = 400 ID items" in sized
     some = {"noise": {"enabled": True, "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
     text = " ".join(bottom_line(some, runs, rel_df))
     assert "not a finding" not in text and "≈ 400 items per testset" in text

@@ -1,26 +1,20 @@
 """The committed cpu study (docs/cpu-study): its tables regenerate from its CSVs, its params are the `cpu`
 preset's, and the numbers the README states are the ones in those CSVs."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from study_helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "cpu-study"
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_tables_regenerate_from_the_committed_csvs():
-    assert _script("export_study").tables(DOC) == (DOC / "TABLES.md").read_text()
+    assert load_script(REPO / "scripts" / "export_study.py").tables(DOC) == (DOC / "TABLES.md").read_text()
 
 
 def test_params_are_the_cpu_preset():

@@ -2,7 +2,6 @@
 reproduces them byte for byte from ../shared/data/nli, they are stratified, and `oodcorr data prepare`
 reads them offline as built-in testset names (the registry's local-file entries)."""
 
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,16 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from study_helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 REAL = REPO / "data" / "raw" / "real"
 SOURCES = [REPO.parent / "shared" / "data" / "nli", REPO.parents[1] / "shared" / "data" / "nli", Path("/work/shared/data/nli")]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("make_real_subsets", REPO / "scripts" / "make_real_subsets.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "scripts" / "make_real_subsets.py")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and the random-weight builder gives the architecture it claims (tied heads, same
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from study_helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "gpu_check.py"
@@ -28,10 +29,7 @@ OOM_FIELDS = {"how", "forced_budget", "oom_retries", "final_budget", "batches", 
 
 
 def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 @pytest.mark.slow

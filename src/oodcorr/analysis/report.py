@@ -119,20 +119,23 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
     if reliability is not None and len(reliability) and "n_items" in reliability:
         vals = reliability["n_items"].dropna()
         n_items = float(vals.median()) if len(vals) else None
-    gains = []  # (run, first, last, gain in SE or None)
+    gains = []  # (run, first, last, ID items, gain in SE or None)
     for run, d in runs.items():
         x = [v for v in d["x"] if math.isfinite(v)]
+        n_id = d.get("n_id") or n_items  # the ID testset's own size; else the OOD testsets' (older metrics files)
         if len(x) >= 2:
-            se = math.sqrt(2 * max(x[0] * (1 - x[0]), 1e-9) / n_items) if n_items else None
-            gains.append((run, x[0], x[-1], (x[-1] - x[0]) / se if se else None))
+            se = math.sqrt(2 * max(x[0] * (1 - x[0]), 1e-9) / n_id) if n_id else None
+            gains.append((run, x[0], x[-1], n_id, (x[-1] - x[0]) / se if se else None))
     parts = ["<h2>In short: what this study can and cannot show</h2><ul>"]
     if gains:
         words = "; ".join(f"{html.escape(str(run))}: {a:.3f} → {b:.3f} ({100 * (b - a):+.1f} points"
-                          + (f", {z:+.1f} SE)" if z is not None else ")") for run, a, b, z in gains)
-        moved = sum(1 for *_, z in gains if z is not None and abs(z) >= 2)
-        se_note = f"; SE of a gain ≈ √(2p(1−p)/N), N ≈ {n_items:.0f} items" if n_items else ""
+                          + (f", {z:+.1f} SE)" if z is not None else ")") for run, a, b, _, z in gains)
+        sized = [g for g in gains if g[4] is not None]
+        moved = sum(1 for *_, z in sized if abs(z) >= 2)
+        ns = sorted({round(g[3]) for g in sized})
+        se_note = (f"; SE of a gain ≈ √(2p(1−p)/N), N = {'/'.join(map(str, ns))} ID items" if ns else "")
         parts.append(f"<li><b>Training</b> (ID accuracy, first → last checkpoint{se_note}): {words}."
-                     + (f" {moved} of {len(gains)} runs moved by ≥ 2 SE." if n_items else "") + "</li>")
+                     + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "") + "</li>")
     noise = summary.get("noise") or {}
     methods = noise.get("methods") or {}
     if noise.get("enabled") and methods:

@@ -79,7 +79,8 @@ def _id_testset(run: str, g) -> str:
 
 
 def build_runs(df) -> dict:
-    """{run: {"meta": {...}, "steps": array, "x": ID accuracy, "Y": DataFrame step x OOD testset}}."""
+    """{run: {"meta": {...}, "steps": array, "x": ID accuracy, "Y": DataFrame step x OOD testset,
+    "n_id": items per ID accuracy (metrics' `n`, None when the files lack it)}}."""
     runs = {}
     for run, g in df.groupby("run", sort=True):
         id_name = _id_testset(run, g)
@@ -93,8 +94,10 @@ def build_runs(df) -> dict:
         wide = wide[wide[id_name].notna()]
         ood = sorted(c for c in wide.columns if c != id_name and not c.startswith(id_name + "["))
         ood += sorted(c for c in wide.columns if c.startswith(id_name + "["))
+        n_id = g.loc[g["testset"] == id_name, "n"].dropna() if "n" in g else ()  # items behind each ID accuracy
         runs[run] = {"meta": meta, "steps": wide.index.to_numpy(), "x": wide[id_name].to_numpy(float),
-                     "Y": wide[ood].astype(float), "sources": sorted(set(g["_source"]))}
+                     "Y": wide[ood].astype(float), "sources": sorted(set(g["_source"])),
+                     "n_id": float(n_id.median()) if len(n_id) else None}
     return runs
 
 
