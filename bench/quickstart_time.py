@@ -3,7 +3,7 @@
 fresh copy of the project (tracked files + data/raw; the model cache is warm, as after `make setup`).
 Prints each time and the median; writes bench/results/quickstart_time.json. With --keep, the last run's
 committed outputs (dvc.lock, results/metrics.json + summary.json, runs/*/eval/{summary.json,accuracy.csv}, and
-the README's two figures under docs/) replace the repository's, so the timed run is the one shown.
+the README's accuracy-curve figure, docs/quickstart_curves.png) replace the repository's, so the timed run is the one shown.
 
     PATH=.venv/bin:$PATH python bench/quickstart_time.py [--repeat 3] [--keep]
 """
@@ -54,8 +54,6 @@ def keep_outputs(root: Path) -> None:
     figs = root / "results" / "figures"
     for old in (REPO / "docs").glob("quickstart_*.png"):
         old.unlink()
-    for fig in sorted(figs.glob("heatmap_*_gam.png")):  # one per model: docs/quickstart_heatmap_<model>_gam.png
-        shutil.copy2(fig, REPO / "docs" / f"quickstart_{fig.name}")
     curves = sorted(figs.glob("curves_*.png"))
     if curves:
         shutil.copy2(curves[0], REPO / "docs" / "quickstart_curves.png")
