@@ -54,7 +54,7 @@ def main():
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "analysis_scale.json"))
     args = ap.parse_args()
 
-    from oodcorr.analysis.stage import run_analysis
+    from oodcorr.analysis.pipeline import run_analysis
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

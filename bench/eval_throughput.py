@@ -87,7 +87,8 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     import yaml
 
     from oodcorr import io
-    from oodcorr.models import SMOLLM2, add_lora, load_base_model
+    from oodcorr.model_loading import add_lora, load_base_model
+    from oodcorr.models import SMOLLM2
 
     declared = {k: {"path": f"raw/{k}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"} for k in sets}
     params = {"study": {"name": "bench"}, "data": {"out": "data/prepared", "testsets": declared},
@@ -126,7 +127,8 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from oodcorr.models import SMOLLM2, load_tokenizer, model_path, pick_dtype
+    from oodcorr.model_loading import load_tokenizer, pick_dtype
+    from oodcorr.models import SMOLLM2, model_path
     from oodcorr.prompts import Prompter
 
     out, t_load, t0 = {}, 0.0, time.perf_counter()
@@ -176,7 +178,7 @@ def main(argv=None):
     from oodcorr import io
     from oodcorr.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
-    from oodcorr.models import pick_dtype
+    from oodcorr.model_loading import pick_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}
@@ -221,7 +223,8 @@ def main(argv=None):
     # flips happen only where the two verbaliser log-probs are within the dtype's rounding noise
     flip_margins = sorted(abs(base[k][1][0] - base[k][1][1]) for k in fast if fast[k][0] != base[k][0])
     max_diff = max(abs(a - b) for k in fast for a, b in zip(fast[k][1], base[k][1]))
-    from oodcorr.models import SMOLLM2, load_base_model
+    from oodcorr.model_loading import load_base_model
+    from oodcorr.models import SMOLLM2
 
     model, _, _ = load_base_model(SMOLLM2, quantization="none", dtype="float32")
     n_params = sum(p.numel() for p in model.parameters())

@@ -69,13 +69,13 @@ def shape_config(name: str, smoke: bool):
 def random_model(config, device: str, dtype, nf4: bool, seed: int = 0):
     """The architecture with N(0, 0.02) weights (norms 1, biases 0), built on the meta device and
     materialised module by module on `device`; with `nf4` every Linear but the output layer becomes a
-    bitsandbytes Linear4bit with load_base_model's settings (models.nf4_config: NF4, double quantisation),
+    bitsandbytes Linear4bit with load_base_model's settings (model_loading.nf4_config: NF4, double quantisation),
     quantised as soon as its 16-bit weight exists. The same seed gives the same weights before quantisation."""
     import torch
     import torch.nn as nn
     from transformers import AutoModelForCausalLM
 
-    from oodcorr.models import attention_implementation, disable_cpu_repack
+    from oodcorr.model_loading import attention_implementation, disable_cpu_repack
 
     attn = attention_implementation(device, dtype)
     try:
@@ -185,7 +185,7 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
     """(a) QLoRA nf4 train steps through oodcorr's training functions; saves the adapter for (b)."""
     import torch
 
-    from oodcorr.models import add_lora, lora_targets, meta_model
+    from oodcorr.model_loading import add_lora, lora_targets, meta_model
     from oodcorr.run_settings import resolve_gradient_checkpointing
     from oodcorr.train.loop import autocast_for, batch_loss, make_optimizer
     from oodcorr.train.sizing import model_estimate
@@ -356,7 +356,7 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
     import torch
 
     from oodcorr.evaluate.scorer import Adapters
-    from oodcorr.models import BF16_FIT_FRACTION, meta_model
+    from oodcorr.model_loading import BF16_FIT_FRACTION, meta_model
 
     cuda = device.startswith("cuda")
     meta = meta_model(config)
@@ -400,7 +400,7 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
         del model, adapters, base
         free_memory()
     else:
-        out["merged_bf16"] = {"skipped": "bf16 weights exceed models.BF16_FIT_FRACTION of the card"}
+        out["merged_bf16"] = {"skipped": "bf16 weights exceed model_loading.BF16_FIT_FRACTION of the card"}
     base = random_model(config, device, dtype, nf4=True, seed=args.seed)
     model = Adapters(base, merge=False).activate(ckpt_dir, "trained")
     nf4_logp, nf4_preds, secs, stats = timed_score(model, seqs, device, pad_id=pad)
@@ -500,7 +500,7 @@ def main(argv=None) -> dict:
     import peft
     import transformers
 
-    from oodcorr.models import pick_dtype
+    from oodcorr.model_loading import pick_dtype
 
     dtype = pick_dtype("auto") if not args.cpu_smoke else torch.float32
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})"

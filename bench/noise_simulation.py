@@ -180,7 +180,10 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
     from oodcorr.analysis.consistency import cross_model, pool_seeds
     from oodcorr.analysis.noise import load_run_items
     from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
-    from oodcorr.analysis.stage import build_runs, compute_noise, compute_partials
+    from oodcorr.analysis.loading import build_runs
+    from oodcorr.analysis.noise_tables import compute_noise
+    from oodcorr.analysis.pipeline import compute_partials
+    from oodcorr.analysis.settings import AnalyzeSettings
 
     names = [f"ood{j}" for j in range(ood)]
     sigma = np.full((ood, ood), 0.3) + 0.7 * np.eye(ood)
@@ -201,20 +204,22 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
     df["_source"] = "mem"
     runs = build_runs(df)
     methods = ["linear", "rank", "gam", "raw"]
+    boot = AnalyzeSettings(bootstrap=n_boot)  # the checkpoint bootstrap; the noise pass keeps its default
 
     def today():
-        p = compute_partials(runs, methods, n_boot, 0.05, 0)
+        p = compute_partials(runs, methods, boot)
         cross_model(pool_seeds(p))
         return p
 
     def new():
-        p = compute_partials(runs, methods, n_boot, 0.05, 0)
-        p, rel = compute_noise(runs, p, "accuracy", 0.5, 200, 0, mats)
+        p = compute_partials(runs, methods, boot)
+        p, rel = compute_noise(runs, p, AnalyzeSettings(), mats)
         cross_model(pool_seeds(p), 0.05, 0.5)
         return p
 
     warm = {k_: runs[k_] for k_ in list(runs)[:1]}  # imports and first-call costs outside the timings
-    compute_noise(warm, compute_partials(warm, methods, 10, 0.05, 0), "accuracy", 0.5, 10, 0, mats)
+    compute_noise(warm, compute_partials(warm, methods, AnalyzeSettings(bootstrap=10)),
+                  AnalyzeSettings(reliability_splits=10), mats)
     t0 = time.perf_counter()
     today()
     t_today = time.perf_counter() - t0

@@ -40,7 +40,7 @@ def main() -> None:
 
     from oodcorr import threads
     from oodcorr.evaluate.scoring import score
-    from oodcorr.models import load_base_model
+    from oodcorr.model_loading import load_base_model
     from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, Prompter
 
     default_threads = torch.get_num_threads()

@@ -72,13 +72,13 @@ def project(scratch: Path, n_eval: int) -> dict:
 def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, int]:
     import numpy as np
 
-    from oodcorr import models
+    from oodcorr import model_loading
     from oodcorr.prepared import load_prepared, prepared_dir
     from oodcorr.prompts import Prompter
     from oodcorr.evaluate.scoring import score
 
     rows = load_prepared(prepared_dir(params), "mnli_real")
-    model, tok, _ = models.load_base_model(model_name)
+    model, tok, _ = model_loading.load_base_model(model_name)
     if adapter is not None:
         from peft import PeftModel
 

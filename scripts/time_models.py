@@ -40,7 +40,7 @@ def main():
     a = ap.parse_args()
     import torch
 
-    from oodcorr import models
+    from oodcorr import model_loading, models
     from oodcorr.prompts import Prompter
     from oodcorr.train.loop import batch_loss
 
@@ -53,10 +53,10 @@ def main():
             torch.set_num_threads(threads)
             for targets in a.targets:
                 for loss in a.losses:
-                    base, tok, _ = models.load_base_model(name, quantization="none")
+                    base, tok, _ = model_loading.load_base_model(name, quantization="none")
                     t_load = time.time() - t1
                     tm = "auto" if targets == "auto" else ALL_LINEAR
-                    model = models.add_lora(base, {"target_modules": tm})
+                    model = model_loading.add_lora(base, {"target_modules": tm})
                     model.train()
                     pr = Prompter(tok, max_length=a.max_length)
                     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)

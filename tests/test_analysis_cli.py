@@ -74,7 +74,7 @@ def test_mlflow_logs_one_analysis_run(project):
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{project}/mlflow.db"
-    from oodcorr.analysis.stage import run_analysis
+    from oodcorr.analysis.pipeline import run_analysis
 
     files = sorted(project.glob("runs/*/eval/metrics.jsonl"))
     summary = run_analysis(files, project / "res", methods=("linear",), mlflow=True, tracking_uri=uri,

@@ -6,7 +6,8 @@ import pytest
 
 from oodcorr.analysis.consistency import cross_model, fisher_pool, pool_seeds, verdict
 from oodcorr.analysis.simulate import metrics_rows
-from oodcorr.analysis.stage import build_runs, compute_partials, load_metrics, run_analysis
+from oodcorr.analysis.loading import build_runs, load_metrics
+from oodcorr.analysis.pipeline import compute_partials, run_analysis
 from oodcorr.io import write_jsonl
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from oodcorr.analysis.partial import GAM_MIN_N, analyse_matrix, analyse_run
 from oodcorr.analysis.simulate import metrics_rows
-from oodcorr.analysis.stage import build_runs, load_metrics
+from oodcorr.analysis.loading import build_runs, load_metrics
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
 

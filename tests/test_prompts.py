@@ -7,7 +7,7 @@ from oodcorr.errors import UserError
 
 @pytest.fixture(scope="module")
 def tok():
-    from oodcorr.models import load_tokenizer
+    from oodcorr.model_loading import load_tokenizer
 
     return load_tokenizer("tiny-olmo2")
 

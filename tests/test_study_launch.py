@@ -5,6 +5,7 @@ keeps one run per training run."""
 
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -119,7 +120,7 @@ def test_no_slurm_reachable_is_one_line(tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip() == ("error: no SLURM cluster reachable: `sbatch` not found on PATH (run on the "
                                   "cluster's login node, set SLURM_CONF, or use --executor local)")
-    if core.shutil.which("sbatch"):
+    if shutil.which("sbatch"):
         res = sh(cmd, root, check=False, SLURM_CONF=str(tmp_path / "nowhere.conf"))
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
         assert "no SLURM cluster reachable: SLURM_CONF=" in res.stderr

@@ -4,7 +4,7 @@ for a store made before the tag existed; the analysis run's description links it
 import mlflow
 
 from oodcorr import tracking
-from oodcorr.analysis.stage import report_note
+from oodcorr.analysis.mlflow_log import report_note
 
 
 def test_experiment_is_created_and_retagged_as_custom_model_development(tmp_path, mlflow_uri):

@@ -20,7 +20,6 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
-from oodcorr.launch.schema import LAUNCH_SCHEMA
 
 PARAMS_FILE = "params.yaml"
 
@@ -37,6 +36,43 @@ _Loader.add_implicit_resolver(
     |[-+]?\.(?:inf|Inf|INF)
     |\.(?:nan|NaN|NAN))$""", re.X),
     list("-+0123456789."))
+
+# The `study.launch` section: how `oodcorr study launch` submits the runs (read by oodcorr.launch). `study` is no
+# stage's params dependency: editing it re-runs nothing.
+LAUNCH_SCHEMA: dict = {
+    "executor": str,                                # local | slurm
+    "partition": (str, type(None)),                 # sbatch --partition (null: the cluster's default)
+    "gpus_per_run": (int, type(None)),              # --gpus-per-node (null: 1 on slurm; locally CUDA is left alone)
+    "cpus_per_run": (int, type(None)),              # --cpus-per-task
+    "mem_gb": (int, float, type(None)),             # --mem
+    "time": (int, str, type(None)),                 # --time: minutes, or [D-]HH:MM[:SS]
+    "max_parallel": (int, type(None)),              # array throttle (%N); locally the number of processes at once
+    "account": (str, type(None)),                   # --account
+    "qos": (str, type(None)),                       # --qos
+    "constraint": (str, type(None)),                # --constraint
+    "sbatch": (dict, type(None)),                   # any other sbatch option, e.g. {exclude: node12, nice: 10}
+    "setup": (list, type(None)),                    # shell lines run before the job, e.g. ["module load cuda/12.4"]
+    "folder": (str, type(None)),                    # job pickles and logs (shared filesystem); default .oodcorr/launch
+    "max_requeue": (int, type(None)),               # preempted/timed-out jobs requeue themselves this many times
+}
+
+LAUNCH_DEFAULTS: dict = {
+    "executor": "local",
+    "partition": None,
+    "gpus_per_run": None,
+    "cpus_per_run": None,
+    "mem_gb": None,
+    "time": 24 * 60,
+    "max_parallel": None,
+    "account": None,
+    "qos": None,
+    "constraint": None,
+    "sbatch": None,
+    "setup": None,
+    "folder": ".oodcorr/launch",
+    "max_requeue": 3,
+}
+
 
 # Types per key: a python type, a tuple of types, or a nested dict schema. `None` in a tuple = nullable.
 _NUM = (int, float)

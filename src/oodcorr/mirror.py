@@ -26,18 +26,16 @@ import time
 from pathlib import Path
 
 
-from oodcorr import io, tracking
+from oodcorr import io, rundir, tracking
 
-TRACK_DIR = "tracking"
+TRACK_DIR = rundir.TRACKING
 PENDING = "PENDING"
 MLFLOW_JSON = "mlflow.json"  # {"run_id", "tracking_uri"} of the last successful mirror (not DVC-tracked)
 _DOWN: dict[str, str] = {}  # tracking URI -> the error that made it unreachable in this process
 
 
 def record_dir(params: dict, run: str) -> Path:
-    from oodcorr.config import project_path
-
-    return project_path(params, "runs") / run / TRACK_DIR
+    return rundir.tracking_dir(rundir.run_dir(params, run))
 
 
 def _line(obj: dict) -> str:
@@ -263,9 +261,7 @@ def push(params: dict, run: str) -> str | None:
 
 
 def pending_runs(params: dict) -> list[str]:
-    from oodcorr.config import project_path
-
-    root = project_path(params, "runs")
+    root = rundir.runs_root(params)
     return sorted(p.parent.parent.name for p in root.glob(f"*/{TRACK_DIR}/{PENDING}")) if root.is_dir() else []
 
 
@@ -282,8 +278,6 @@ def sync_pending(params: dict, quiet: bool = False) -> list[str]:
 
 
 def sync(params: dict, runs: list[str] | None = None) -> dict[str, str | None]:
-    from oodcorr.config import project_path
-
-    root = project_path(params, "runs")
+    root = rundir.runs_root(params)
     keys = runs or sorted(p.parent.name for p in root.glob(f"*/{TRACK_DIR}") if p.is_dir())
     return {run: mirror(params, run).push() for run in keys}

@@ -4,6 +4,8 @@
   runs/<run>/checkpoints/checkpoint-<step>/         adapter (or full weights) + oodcorr_checkpoint.json;
                                                     the newest also holds the training state for a resume
   runs/<run>/eval/{metrics.jsonl,predictions/,...}  written by evaluate
+  runs/<run>/tracking/                              local tracking records replayed into MLflow (oodcorr.mirror)
+Every stage builds these paths with the functions below, never by hand.
 """
 
 from __future__ import annotations
@@ -14,13 +16,43 @@ from pathlib import Path
 from oodcorr.config import project_path
 from oodcorr.errors import UserError
 
+RUNS = "runs"
 RUN_JSON = "run.json"
+CHECKPOINTS = "checkpoints"
+EVAL = "eval"
+METRICS_FILE = "metrics.jsonl"
+PREDICTIONS = "predictions"
+TRACKING = "tracking"
 META_FILE = "oodcorr_checkpoint.json"
 ADAPTER_FILE = "adapter_model.safetensors"
 
 
+def runs_root(params: dict) -> Path:
+    return project_path(params, RUNS)
+
+
 def run_dir(params: dict, run: str) -> Path:
-    return project_path(params, "runs") / run
+    return runs_root(params) / run
+
+
+def checkpoints_dir(rdir: Path) -> Path:
+    return Path(rdir) / CHECKPOINTS
+
+
+def checkpoint_dir(rdir: Path, step: int) -> Path:
+    return checkpoints_dir(rdir) / f"checkpoint-{step}"
+
+
+def eval_dir(rdir: Path) -> Path:
+    return Path(rdir) / EVAL
+
+
+def metrics_file(rdir: Path) -> Path:
+    return eval_dir(rdir) / METRICS_FILE
+
+
+def tracking_dir(rdir: Path) -> Path:
+    return Path(rdir) / TRACKING
 
 
 def read_run_json(rdir: Path) -> dict:

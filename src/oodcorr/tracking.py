@@ -5,6 +5,7 @@ one MLflow run per training run (train and evaluate log into the same run)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -193,19 +194,33 @@ def setup(params: dict) -> str:
     return exp_id
 
 
-def flatten(d: dict, prefix: str = "") -> dict[str, str]:
-    """Nested params -> {'a.b': 'value'} with values cut to MLflow's length limit."""
+def flatten(d: dict, prefix: str = "", skip_private: bool = False) -> dict:
+    """Nested dict -> {"a.b": leaf} (keys starting with "_" left out when `skip_private`)."""
     out = {}
     for key, value in d.items():
-        if str(key).startswith("_"):
+        if skip_private and str(key).startswith("_"):
             continue
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
+            out.update(flatten(value, name + ".", skip_private))
         else:
-            text = str(value)
-            out[name] = text if len(text) <= MAX_PARAM_LEN else text[: MAX_PARAM_LEN - 3] + "..."
+            out[name] = value
     return out
+
+
+def param_values(d: dict) -> dict[str, str]:
+    """Nested params -> {'a.b': 'value'} with values cut to MLflow's length limit (private keys left out)."""
+    out = {}
+    for name, value in flatten(d, skip_private=True).items():
+        text = str(value)
+        out[name] = text if len(text) <= MAX_PARAM_LEN else text[: MAX_PARAM_LEN - 3] + "..."
+    return out
+
+
+def metric_leaves(d: dict) -> dict[str, float]:
+    """Numeric finite leaves as {"methods.linear.mean_abs_r": 0.3, ...} (MLflow metric names)."""
+    return {name: float(value) for name, value in flatten(d).items()
+            if isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value))}
 
 
 def git_commit(root: Path) -> str | None:

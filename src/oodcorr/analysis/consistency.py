@@ -32,13 +32,14 @@ import numpy as np
 import pandas as pd
 
 from oodcorr.analysis.partial import adjust_pvalues
+from oodcorr.analysis.settings import AnalyzeSettings
 
 VERDICTS = ("consistent_positive", "consistent_negative", "model_dependent", "insufficient_evidence", "unreliable")
 SETUP = ["train_set", "shots", "id_testset"]
 PAIR = ["method", "testset_a", "testset_b"]
 
 
-def fisher_pool(r, w, alpha: float = 0.05) -> dict:
+def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
     """Inverse-variance pooled r (Fisher z) with CI, z-test p, Cochran's Q (+ p) and I^2."""
     from scipy import stats
 
@@ -61,7 +62,7 @@ def fisher_pool(r, w, alpha: float = 0.05) -> dict:
             "i2": i2, "m": m, "w": float(w.sum())}
 
 
-def pool_seeds(partials: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
     With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation)."""
@@ -119,7 +120,7 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
     return out
 
 
-def verdict(r, p_adj, alpha: float = 0.05) -> str:
+def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha) -> str:
     """Verdict from per-model pooled r and adjusted p (criteria in the module docstring)."""
     r, p_adj = np.asarray(r, float), np.asarray(p_adj, float)
     ok = np.isfinite(r)
@@ -134,7 +135,7 @@ def verdict(r, p_adj, alpha: float = 0.05) -> str:
     return "insufficient_evidence"
 
 
-def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = 0.5) -> str:
+def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min) -> str:
     """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
     r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
     fin = np.isfinite(r)
@@ -152,7 +153,7 @@ def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = 0
     return "insufficient_evidence"
 
 
-def cross_model(pooled: pd.DataFrame, alpha: float = 0.05, reliability_min: float = 0.5) -> pd.DataFrame:
+def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha, reliability_min: float = AnalyzeSettings.reliability_min) -> pd.DataFrame:
     """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
 
     With noise columns (ci2_*, rel_*) in `pooled` the verdict is noise_verdict (raw keeps the old one)."""
@@ -190,7 +191,7 @@ def cross_model(pooled: pd.DataFrame, alpha: float = 0.05, reliability_min: floa
     return pd.DataFrame(out)
 
 
-def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha: float = 0.05) -> dict:
+def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha: float = AnalyzeSettings.alpha) -> dict:
     """Small, flat-ish dict for summary.json (a DVC metric) and MLflow metrics."""
     runs = partials.drop_duplicates("run") if len(partials) else partials
     summary = {
@@ -214,15 +215,3 @@ def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha:
             "verdicts": counts,
         }
     return summary
-
-
-def flatten(summary: dict, prefix: str = "") -> dict[str, float]:
-    """Numeric leaves as {"methods.linear.mean_abs_r": 0.3, ...} (MLflow metric names)."""
-    flat = {}
-    for key, value in summary.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, name + "."))
-        elif isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value)):
-            flat[name] = float(value)
-    return flat

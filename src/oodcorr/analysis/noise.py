@@ -26,8 +26,8 @@ carries item sampling noise. This module reads the per-example predictions the e
                   two_level_boot/basic_ci below are kept only for that comparison.
   distinguishable ci2 excludes 0 (both reliabilities >= reliability_min, else ci2 is NaN).
 
-Metrics (analyze.metric): accuracy (default, as in the paper), mean_margin (mean of log p(gold) -
-log p(other)) and mean_logp_gold, all means of per-item scores, so the same machinery applies.
+Metrics (analyze.metric): the table oodcorr.metrics.METRICS (accuracy, the default as in the paper, and
+means of other per-item scores), so the same machinery applies to each.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
+from oodcorr.analysis.partial import METHODS
+from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
+from oodcorr.metrics import METRICS, item_scores
 
-METRICS = ("accuracy", "mean_margin", "mean_logp_gold")
-NOISE_METHODS = ("linear", "rank", "gam")  # raw is not residualised: no reliability / two-level CI
+NOISE_METHODS = tuple(m for m, spec in METHODS.items() if spec.noise)  # raw: no reliability / two-level CI
 MIN_ITEMS = 20
-RELIABILITY_MIN = 0.5
-SPLITS = 200
+SPLITS = AnalyzeSettings.reliability_splits
 
 
 # ----------------------------------------------------------------------------- loading predictions
@@ -54,21 +55,6 @@ def _base(name: str) -> tuple[str, str | None]:
         base, sl = name[:-1].split("[", 1)
         return base, sl
     return name, None
-
-
-def item_scores(table, metric: str) -> np.ndarray:
-    """Per-item score of one predictions table (dict of numpy columns or a DataFrame) for `metric`."""
-    label = np.asarray(table["label"]).astype(str)
-    gold_ent = label == "entailment"
-    if metric == "accuracy":
-        return (np.asarray(table["prediction"]).astype(str) == label).astype(float)
-    lpe = np.asarray(table["logp_entailment"], float)
-    lpn = np.asarray(table["logp_non_entailment"], float)
-    if metric == "mean_margin":
-        return np.where(gold_ent, lpe - lpn, lpn - lpe)
-    if metric == "mean_logp_gold":
-        return np.where(gold_ent, lpe, lpn)
-    raise UserError(f"analyze.metric: unknown metric {metric!r}; known: {', '.join(METRICS)}")
 
 
 COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
@@ -225,7 +211,7 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
     return out
 
 
-def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
+def disattenuate(r, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min):
     """r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN where a reliability is < reliability_min or NaN."""
     r, ra, rb = (np.asarray(v, float) for v in (r, rel_a, rel_b))
     ok = np.isfinite(r) & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
@@ -234,7 +220,7 @@ def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
     return np.where(ok, d, np.nan)
 
 
-def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
+def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min):
     """Noise-corrected CI: the observed r's Fisher CI divided by sqrt(rel_a * rel_b), clipped to [-1, 1];
     (NaN, NaN) where a reliability is < reliability_min or NaN, or the Fisher CI is undefined."""
     return disattenuate(ci_low, rel_a, rel_b, reliability_min), disattenuate(ci_high, rel_a, rel_b, reliability_min)
@@ -284,7 +270,7 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
         return _corr_cols(residualise_linear(xb, Yb))
 
 
-def basic_ci(r, boot, alpha: float = 0.05, n: int | None = None, k: float = 1.0, min_ok: int = 10):
+def basic_ci(r, boot, alpha: float = AnalyzeSettings.alpha, n: int | None = None, k: float = 1.0, min_ok: int = 10):
     """Basic (bias-corrected) bootstrap interval on the Fisher-z scale.
 
     [tanh(2z - m - c (q_hi - m)), tanh(2z - m - c (q_lo - m))] with m the bootstrap median and q the

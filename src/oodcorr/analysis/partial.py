@@ -29,10 +29,12 @@ residual_constant:X (nothing left after removing ID), too_few_checkpoints.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-METHODS = ("raw", "linear", "rank", "gam")
+ALPHA = 0.05  # default significance level (analyze.alpha)
 GAM_MIN_N = 8  # below this a cubic spline with >= 4 basis functions + GCV is not identifiable
 GAM_ALPHAS = np.logspace(-6, 4, 41)  # pen weights on an ID axis rescaled to [0, 1]
 COLLINEAR = 0.99  # |corr(ID, testset)| above this: flagged (residual is mostly noise)
@@ -55,7 +57,7 @@ def _t_p(r, df):
     return np.where((df > 0) & np.isfinite(r), p, np.nan)
 
 
-def fisher_ci(r, n, k, alpha: float = 0.05):
+def fisher_ci(r, n, k, alpha: float = ALPHA):
     """Fisher-z confidence interval, se = 1/sqrt(n - 3 - k); NaN where n - 3 - k <= 0."""
     from scipy import stats
 
@@ -140,6 +142,48 @@ def _corr_cols(R: np.ndarray) -> np.ndarray:
     return np.clip(C, -1.0, 1.0)
 
 
+def _raw(x, Y):
+    return Y - Y.mean(axis=0), np.zeros(Y.shape[1])
+
+
+def _linear(x, Y):
+    return residualise_linear(x, Y), np.ones(Y.shape[1])
+
+
+def _rank_linear(x, Y):
+    return residualise_linear(_rank(x, 0), _rank(Y, 0)), np.ones(Y.shape[1])
+
+
+def _gam(x, Y):
+    R, edf, _ = gam_fit(x, Y)
+    return R, edf - 1
+
+
+def _boot_linear(xb, Yb):
+    return residualise_linear(xb, Yb)
+
+
+def _boot_rank(xb, Yb):
+    return residualise_linear(_rank(xb, axis=1), _rank(Yb, axis=1))
+
+
+@dataclass(frozen=True)
+class Method:
+    residualise: Callable  # (x (n,), Y (n, T)) -> (residuals (n, T), k per column: controls' df)
+    controls: bool  # regresses out ID (False: raw r, k = 0)
+    boot: Callable | None  # batched (xb, Yb) -> residuals of a resample; None: resample the fitted residuals
+    min_n: int = 0  # fewer checkpoints: every pair NaN + too_few_checkpoints
+    noise: bool = True  # has reliability / noise-corrected CIs (noise.py)
+
+
+METHODS: dict[str, Method] = {
+    "raw": Method(_raw, controls=False, boot=lambda xb, Yb: Yb, noise=False),
+    "linear": Method(_linear, controls=True, boot=_boot_linear),
+    "rank": Method(_rank_linear, controls=True, boot=_boot_rank),
+    "gam": Method(_gam, controls=True, boot=None, min_n=GAM_MIN_N),
+}
+
+
 def _bootstrap(method, x, Y, R, n_boot, rng):
     """(n_boot, T, T) bootstrap correlation matrices over checkpoints (rows resampled with replacement).
 
@@ -148,18 +192,14 @@ def _bootstrap(method, x, Y, R, n_boot, rng):
     runtime; this ignores the smooth's own sampling variability, so its CI is somewhat narrow).
     """
     idx = rng.integers(0, len(x), size=(n_boot, len(x)))
-    if method == "gam":
+    boot = METHODS[method].boot
+    if boot is None:
         return _corr_cols(R[idx])
-    xb, Yb = x[idx], Y[idx]
-    if method == "raw":
-        return _corr_cols(Yb)
-    if method == "rank":
-        xb, Yb = _rank(xb, axis=1), _rank(Yb, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _corr_cols(residualise_linear(xb, Yb))
+        return _corr_cols(boot(x[idx], Y[idx]))
 
 
-def _column_flags(x, Y, names, method, R):
+def _column_flags(x, Y, names, controls, R):
     """Per-testset reasons a pair involving it is suspect (flag) or undefined (NaN)."""
     flags = [[] for _ in names]
     bad = np.zeros(len(names), bool)
@@ -180,7 +220,7 @@ def _column_flags(x, Y, names, method, R):
             continue
         if sx > 1e-12:
             c = abs(np.corrcoef(x, y)[0, 1])
-            if method != "raw" and c > COLLINEAR:
+            if controls and c > COLLINEAR:
                 flags[j].append(f"collinear_with_id:{name}")
                 bad[j] |= c > DEGENERATE
         if R is not None and R[:, j].std() <= 1e-10 * max(y.std(), 1e-12):
@@ -189,29 +229,23 @@ def _column_flags(x, Y, names, method, R):
     return flags, bad
 
 
-def analyse_matrix(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[dict]:
+def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list[dict]:
     """All pairs of the columns of Y (checkpoints x testsets, no NaN), control x = ID accuracy."""
     x, Y = np.asarray(x, float), np.asarray(Y, float)
     n, T = Y.shape
     rng = rng if rng is not None else np.random.default_rng(0)
-    k_col = np.zeros(T) if method == "raw" else np.ones(T)
-    flag_all, R = [], None
-    if method != "raw" and (n < 2 or x.std() <= 1e-12):
-        flag_all.append("constant:id")
-    elif method == "gam" and n < GAM_MIN_N:
-        flag_all.append(f"too_few_checkpoints:n={n}<{GAM_MIN_N}")
-    elif method == "raw":
-        R = Y - Y.mean(axis=0)
-    elif method == "linear":
-        R = residualise_linear(x, Y)
-    elif method == "rank":
-        R = residualise_linear(_rank(x, 0), _rank(Y, 0))
-    elif method == "gam":
-        R, edf, _ = gam_fit(x, Y)
-        k_col = edf - 1
-    else:
+    if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
-    col_flags, bad = _column_flags(x, Y, names, method, R)
+    spec = METHODS[method]
+    k_col = np.ones(T) if spec.controls else np.zeros(T)
+    flag_all, R = [], None
+    if spec.controls and (n < 2 or x.std() <= 1e-12):
+        flag_all.append("constant:id")
+    elif n < spec.min_n:
+        flag_all.append(f"too_few_checkpoints:n={n}<{spec.min_n}")
+    else:
+        R, k_col = spec.residualise(x, Y)
+    col_flags, bad = _column_flags(x, Y, names, spec.controls, R)
     C = _corr_cols(R) if R is not None else np.full((T, T), np.nan)
     boot = _bootstrap(method, x, Y, R, n_boot, rng) if (n_boot and R is not None and n >= 3) else None
     rows = []
@@ -247,7 +281,7 @@ def analyse_matrix(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[
     return rows
 
 
-def analyse_run(x, Y, names, method, alpha=0.05, n_boot=0, rng=None) -> list[dict]:
+def analyse_run(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list[dict]:
     """Like analyse_matrix but tolerates missing cells: pairs then use their complete checkpoints."""
     x, Y = np.asarray(x, float), np.asarray(Y, float)
     if not np.isnan(Y).any():

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import click
 
+from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
+from oodcorr.metrics import DEFAULT_METRIC
 
 
-def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = 0.05) -> float:
+def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = AnalyzeSettings.alpha) -> float:
     """Expected half-width of the noise-corrected CI on partial r (module docstring); inf where n <= 4."""
     from scipy.stats import norm
 
@@ -47,7 +49,7 @@ def items_needed(signal_var: float, noise_var_item: float, rel: float) -> int:
 
 
 def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.2, reliability: float = 0.8,
-                seeds: int = 1, r0: float = 0.0, alpha: float = 0.05, testsets: int = 8, runs: int = 1,
+                seeds: int = 1, r0: float = 0.0, alpha: float = AnalyzeSettings.alpha, testsets: int = 8, runs: int = 1,
                 examples_per_s: float | None = None, max_checkpoints: int = 100000) -> dict:
     """Items per testset and checkpoints per run for the targets, and the compute that implies."""
     if not 0 < reliability < 1:
@@ -72,14 +74,15 @@ def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.
     return out
 
 
-def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = "accuracy", splits: int = 200) -> dict:
+def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = DEFAULT_METRIC,
+                splits: int = AnalyzeSettings.reliability_splits) -> dict:
     """Signal variance S and per-item noise variance v of a pilot (from its stored predictions), at the
     series where the signal-to-noise ratio S/v is at the `1 - quantile` quantile (0.5: the median)."""
     import numpy as np
 
+    from oodcorr.analysis.loading import build_runs, load_metrics
     from oodcorr.analysis.noise import load_run_items, reliability
     from oodcorr.analysis.partial import residualise_linear
-    from oodcorr.analysis.stage import build_runs, load_metrics
 
     runs = build_runs(load_metrics(list(metrics_files)))
     rows = []
@@ -171,7 +174,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
     where = ""
     if examples_per_s is None:
         examples_per_s, where = measured_throughput(find_project_root())
-    out = plan_design(S, v, half_width, target_rel, seeds, r0, 0.05, testsets, runs, examples_per_s)
+    out = plan_design(S, v, half_width, target_rel, seeds, r0, AnalyzeSettings.alpha, testsets, runs, examples_per_s)
     out["source"] = source
     if as_json:
         click.echo(json.dumps(out, indent=2))

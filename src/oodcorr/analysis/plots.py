@@ -13,6 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from oodcorr.analysis.settings import AnalyzeSettings
+from oodcorr.metrics import DEFAULT_METRIC
+
 MAX_SCATTER_RUNS = 6
 
 
@@ -21,7 +24,7 @@ def safe(name) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-") or "x"
 
 
-def stars(p, alpha: float = 0.05) -> str:
+def stars(p, alpha: float = AnalyzeSettings.alpha) -> str:
     if not np.isfinite(p) or p >= alpha:
         return ""
     return "***" if p < 0.001 else "**" if p < 0.01 else "*"
@@ -36,7 +39,7 @@ def _plt():
     return plt
 
 
-def heatmap(sub, names, title, path, alpha=0.05):
+def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha):
     """One model x setup x method: symmetric matrix of pooled r, annotated with r and stars."""
     plt = _plt()
     idx = {n: i for i, n in enumerate(names)}
@@ -123,7 +126,7 @@ def curves(run: str, d: dict, path):
     plt.close(fig)
 
 
-def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=0.05) -> dict[str, str]:
+def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSettings.alpha) -> dict[str, str]:
     """Write every figure into `out`; returns {file name: caption}."""
     figs: dict[str, str] = {}
     if len(pooled):
@@ -148,7 +151,8 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=0.05) -> di
     return figs
 
 
-def reliability_heatmaps(fig_dir, reliability, reliability_min: float = 0.5, metric: str = "accuracy") -> dict:
+def reliability_heatmaps(fig_dir, reliability, reliability_min: float = AnalyzeSettings.reliability_min,
+                         metric: str = DEFAULT_METRIC) -> dict:
     """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory,
     for the analysed metric (the other metrics' reliabilities are in reliability.csv and the report)."""
     plt = _plt()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from oodcorr.analysis import consistency as _consistency
 from oodcorr.analysis import partial as _partial
+from oodcorr.analysis.settings import AnalyzeSettings
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
@@ -58,7 +59,7 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
         return ["<h2>Signal or noise?</h2><p>Not assessed: " + html.escape(info.get("note", "noise analysis off")) +
                 ". Run <code>oodcorr evaluate</code> (it stores per-example predictions) to get reliabilities "
                 "and noise-corrected CIs.</p>"]
-    rmin = info.get("reliability_min", _noise.RELIABILITY_MIN)
+    rmin = info.get("reliability_min", AnalyzeSettings.reliability_min)
     parts = ["<h2>Signal or noise?</h2>",
              f"<p>Every accuracy is measured on a finite testset. <b>Reliability</b> is the share of a residual "
              f"trajectory's variance (after removing ID progress) that is not testset noise: 1 = all signal, 0 = all "
@@ -175,7 +176,7 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
 
 
 def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consistency, figures: dict,
-                 alpha: float = 0.05, reliability=None) -> None:
+                 alpha: float = AnalyzeSettings.alpha, reliability=None) -> None:
     """Write report.html into the (temporary) output folder; figures are read from the same folder."""
     path = Path(path)
     out = path.parent

@@ -17,6 +17,7 @@ from pathlib import Path
 from oodcorr.config import project_path
 from oodcorr.registry import ENT, NON
 from oodcorr.errors import UserError
+from oodcorr.hub import offline
 
 FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
@@ -71,11 +72,6 @@ def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
 
 
 # ---------------------------------------------------------------- hub
-def _offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def _local_hint(spec: dict) -> str:
     return (f"download it once, or declare a local copy: data.testsets.{spec['name']}: "
             f"{{path: FILE, premise: ..., hypothesis: ..., label: ...}} (see `oodcorr testsets`)")
@@ -88,7 +84,7 @@ def load_hub(spec: dict):
     and short HF timeouts keep an unreachable hub from hanging the pipeline.
     """
     what = f"{spec['hub']}" + (f"/{spec['config']}" if spec.get("config") else "") + f" split {spec.get('split')}"
-    if _offline():
+    if offline(datasets=True):
         raise UserError(f"testset {spec['name']}: the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) "
                         f"and {what} must be downloaded; {_local_hint(spec)}")
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]

@@ -8,27 +8,24 @@ import json
 from pathlib import Path
 
 from oodcorr import io
-from oodcorr.errors import UserError
+from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.prompts import LABELS
 
 
-def resolve_settings(params: dict, cfg: dict) -> dict:
+def resolve_settings(ev: EvaluateSettings, cfg: dict) -> dict:
     """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
     `cfg` is the resolved run (run_settings.resolve_config), so evaluation scores with the training defaults."""
-    from oodcorr.models import _local_revision, check_available, eval_quantization, pick_dtype
+    from oodcorr.model_loading import eval_quantization, pick_dtype
+    from oodcorr.models import check_available, local_revision
 
-    ev = params.get("evaluate") or {}
     path = check_available(cfg["model"], cfg.get("revision"))
-    bs = ev.get("batch_size", "auto")
-    if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
-        raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
-    dtype = str(pick_dtype(ev.get("dtype") or cfg["dtype"])).replace("torch.", "")
+    dtype = str(pick_dtype(ev.dtype or cfg["dtype"])).replace("torch.", "")
     quant = eval_quantization(cfg["quantization"], cfg["model"], cfg["revision"])
     settings = {
-        "model": cfg["model"], "revision": cfg["revision"] or _local_revision(path),
+        "model": cfg["model"], "revision": cfg["revision"] or local_revision(path),
         "pattern": cfg["pattern"], "verbalizer": dict(cfg["verbalizer"]), "dtype": dtype, "quantization": quant,
-        "max_length": int(ev.get("max_length") or cfg["max_length"]),
-        "_path": path, "_batch_size": bs, "_revision": cfg["revision"],
+        "max_length": int(ev.max_length or cfg["max_length"]),
+        "_path": path, "_batch_size": ev.batch_size, "_revision": cfg["revision"],
     }
     if _cuda() and quant == "none" and dtype in ("bfloat16", "float16"):
         settings["lora_merge"] = True  # only then in the key, so CPU cache keys are unchanged

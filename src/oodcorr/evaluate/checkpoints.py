@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oodcorr import io
-from oodcorr.rundir import ADAPTER_FILE, META_FILE
+from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dir, checkpoints_dir
 
 
 @dataclass
@@ -56,12 +56,12 @@ def check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
 def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=(), finished=True) -> list[Checkpoint]:
     """Every checkpoint-<step> folder plus steps run.json lists but that are gone; errors filled in."""
     found: dict[int, Checkpoint] = {}
-    for d in sorted((rdir / "checkpoints").glob("checkpoint-*")):
+    for d in sorted(checkpoints_dir(rdir).glob("checkpoint-*")):
         if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name)):  # others (.tmp dirs) are not ours
             found[int(m.group(1))] = Checkpoint(int(m.group(1)), d.name, d)
     newest = max(found, default=-1)
     for step in [s for s in expected_steps or () if finished or s <= newest]:  # later ones: not trained yet
-        found.setdefault(int(step), Checkpoint(int(step), f"checkpoint-{step}", rdir / "checkpoints" / f"checkpoint-{step}"))
+        found.setdefault(int(step), Checkpoint(int(step), f"checkpoint-{step}", checkpoint_dir(rdir, step)))
     out = [found[s] for s in sorted(found)]
     for ck in out:
         ck.error = check_checkpoint(ck, cfg, model_path)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from oodcorr import io
+from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 
 
 def _metric_key(*parts: str) -> str:
@@ -50,7 +51,7 @@ def _log_curves(client, run_id: str, rows: list[dict]) -> None:
         plt.close(fig)
 
 
-def headline(whole: list[dict], id_testset: str) -> dict:
+def run_summary(whole: list[dict], id_testset: str) -> dict:
     """summary.json, the run's DVC metric: a few numbers `dvc metrics show` / `dvc exp show` print
     (per-testset accuracies per step are in accuracy.csv and metrics.jsonl)."""
     final = max((r["step"] for r in whole), default=None)
@@ -76,19 +77,19 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
         for sl, m in metrics_by_slice(col["label"], col["prediction"], col["slice"]):
             rows.append({**base, "step": step, "testset": testset, "slice": sl, **m})
     rows.sort(key=lambda r: (r["step"], r["testset"], r["slice"] is not None, r["slice"] or ""))
-    io.write_jsonl(eval_dir / "metrics.jsonl", rows)
+    io.write_jsonl(eval_dir / METRICS_FILE, rows)
     whole = [r for r in rows if r["slice"] is None]
     io.write_text(eval_dir / "accuracy.csv", "step,testset,accuracy\n" + "".join(
         f"{r['step']},{r['testset']},{r['accuracy']:.6f}\n" for r in whole))
-    io.write_json(eval_dir / "summary.json", headline(whole, cfg["id_testset"]))
-    with io.atomic_dir(eval_dir / "predictions") as tmp:
+    io.write_json(eval_dir / "summary.json", run_summary(whole, cfg["id_testset"]))
+    with io.atomic_dir(eval_dir / PREDICTIONS) as tmp:
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)
             pq.write_table(table.replace_schema_metadata(None), tmp / f"step-{step}" / f"{testset}.parquet")
     from oodcorr import tracking
 
     logged = _log_mlflow(params, run, run_json, rows, eval_dir) if tracking.enabled(params) else (None, 0)
-    return {"metrics": str(eval_dir / "metrics.jsonl"), "rows": rows, "mlflow_run_id": logged[0],
+    return {"metrics": str(eval_dir / METRICS_FILE), "rows": rows, "mlflow_run_id": logged[0],
             "mlflow_logged": logged[1]}
 
 
@@ -105,7 +106,7 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str | None
             if r[name] == r[name]:  # skip NaN (empty slice)
                 records.append({"type": "metric", "key": metric_name(name, r["testset"], r["slice"]), "value": float(r[name]),
                                 "step": int(r["step"]), "timestamp": now})
-    digest = io.sha256_file(eval_dir / "metrics.jsonl")
+    digest = io.sha256_file(eval_dir / METRICS_FILE)
     records.append({"type": "artifact", "path": "eval/predictions", "archive": "predictions.tar.gz",
                     "artifact_path": "eval", "sha256": digest})
     mirror.write_eval(params, run, records)

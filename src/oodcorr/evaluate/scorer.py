@@ -77,7 +77,7 @@ class _Scorer:
     """One base model per process; adapters swapped per checkpoint (Adapters: merged on a 16-bit CUDA base)."""
 
     def __init__(self, settings: dict, device: str | None):
-        from oodcorr.models import load_base_model
+        from oodcorr.model_loading import load_base_model
         from oodcorr.prompts import Prompter
 
         self.settings, self.device = settings, device

@@ -20,12 +20,14 @@ from oodcorr.evaluate.cache import cache_key, resolve_settings
 from oodcorr.evaluate.checkpoints import list_checkpoints
 from oodcorr.evaluate.outputs import write_outputs
 from oodcorr.evaluate.scorer import score_pairs
-from oodcorr.rundir import read_run_json, run_dir
+from oodcorr.evaluate.settings import EvaluateSettings
+from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
+from oodcorr.rundir import eval_dir as rundir_eval_dir
 from oodcorr.run_settings import resolve_config
 
 
-def testset_names(params: dict, cfg: dict, only: list[str] | None = None) -> list[str]:
-    names = [cfg["id_testset"], *(only if only else ((params.get("evaluate") or {}).get("testsets") or []))]
+def testset_names(ev: EvaluateSettings, cfg: dict, only: list[str] | None = None) -> list[str]:
+    names = [cfg["id_testset"], *(only if only else ev.testsets)]
     return list(dict.fromkeys(str(n) for n in names))
 
 
@@ -53,12 +55,13 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
     if quiet:
         _silence()
-    cfg = resolve_config(params, run)
+    cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
+    ev = EvaluateSettings.from_params(params)
     if os.environ.get("RANK", "0") == "0":
         from oodcorr import mirror
 
-        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
-    names = testset_names(params, cfg, testsets)
+        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+    names = testset_names(ev, cfg, testsets)
     pdir = prepared_dir(params)
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
@@ -67,15 +70,16 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
                         "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
                         "evaluate.testsets")
     rdir = run_dir(params, run)
-    if not (rdir / "checkpoints").is_dir():
-        raise UserError(f"run {run}: no checkpoints under {rdir / 'checkpoints'}; run `oodcorr train --run {run}` first")
+    if not checkpoints_dir(rdir).is_dir():
+        raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first")
     run_json = read_run_json(rdir)
-    settings = resolve_settings(params, cfg)
+    settings = resolve_settings(ev, cfg)
     checkpoints = list_checkpoints(rdir, cfg, settings["_path"], run_json.get("checkpoint_steps"),
                                    run_json.get("finished", True))
     failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
     good = [ck for ck in checkpoints if not ck.error]
-    eval_dir, cache_dir = rdir / "eval", rdir / "eval" / "cache"
+    eval_dir = rundir_eval_dir(rdir)
+    cache_dir = eval_dir / "cache"
     io.clean_stale_temps(eval_dir, cache_dir)  # left by a killed evaluate (only dead processes' temps)
     sha = {n: manifest[n].get("sha256") or io.sha256_file(pdir / f"{n}.jsonl") for n in names}
     pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
@@ -125,7 +129,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 def evaluate_cmd(run_key, params_file, testsets, quiet):
     """Score every checkpoint of a run on every testset (cached; shard with `accelerate launch`)."""
     params = load_params(params_file)
-    quiet = quiet or bool((params.get("evaluate") or {}).get("quiet"))
+    quiet = quiet or EvaluateSettings.from_params(params).quiet
     only = [t.strip() for t in testsets.split(",") if t.strip()] if testsets else None
     res = evaluate_run(params, run_key, only, quiet)
     if not quiet:

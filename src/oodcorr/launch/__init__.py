@@ -4,7 +4,9 @@ DVC stays the source of truth: the launcher asks `dvc status` which runs are out
 stage commands from dvc.yaml as one job (submitit: SLURM job array, or processes on this machine), then
 records the finished runs in dvc.lock with `dvc commit`, so a later `dvc repro` runs only the analysis.
 
-Modules: schema (the `study.launch` params section; no imports, config.py reads it), job (what runs inside a
-job: stdlib + submitit only), core (planning, submission, status, collection), commands (click).
+Modules: core (planning, submission, watching, collection), dvc_plumbing (dvc status/commit, stage specs and
+fingerprints), records (launch.json records and run states), executors (the EXECUTORS table: name -> class),
+local / slurm (one module per executor), common (the Executor interface, echo), job (what runs inside a job:
+stdlib + submitit only), commands (click). The `study.launch` params schema and defaults are in oodcorr.config.
 Only core oodcorr modules are imported (config, io, errors, tracking); stages run through their CLI.
 """

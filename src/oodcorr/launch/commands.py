@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
+from oodcorr.launch.common import echo
+from oodcorr.launch.executors import EXECUTORS
 
 _PARAMS = click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
                        help="params.yaml of the project (default: found from the current folder).")
@@ -20,7 +22,7 @@ def _load(params_file):
 
 
 @click.command("launch")
-@click.option("--executor", type=click.Choice(["local", "slurm"]), default=None,
+@click.option("--executor", type=click.Choice(list(EXECUTORS)), default=None,
               help="slurm: one job per run (a job array); local: processes on this machine. "
                    "[default: study.launch.executor, else local]")
 @click.option("--partition", default=None, help="SLURM partition (sbatch --partition).")
@@ -41,57 +43,58 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
     """Run the out-of-date train/evaluate stages of the study as one job per run, then record them in
     dvc.lock (`dvc commit`), so `dvc repro` afterwards runs only the analysis. Relaunching resumes failed or
     preempted runs from their newest checkpoint."""
-    from oodcorr.launch import core
+    from oodcorr.launch import core, records
 
     params = _load(params_file)
     cfg = core.settings(params, executor=executor, partition=partition, gpus_per_run=gpus_per_run,
                         cpus_per_run=cpus_per_run, mem_gb=mem_gb, time=time_, max_parallel=max_parallel)
     root = Path(params["_root"])
-    if cfg["executor"] == "slurm":
-        core.check_slurm(cfg.get("partition"))
+    ex = EXECUTORS[cfg["executor"]]()
+    ex.check(cfg)
     keys = [k.strip() for k in only.split(",") if k.strip()] if only else None
     # earlier launches first: commit what finished, and never run a run twice at once
-    previous = core.open_records(root, cfg)
+    previous = records.open_records(root, cfg)
     busy: set[str] = set()
     if previous and dry_run:
-        busy = {key for path in previous for key, st in core.run_states(core.read_record(path)).items()
-                if st["state"] in core.ACTIVE or st["state"] == "UNKNOWN"}
+        busy = {key for path in previous for key, st in records.run_states(records.read_record(path)).items()
+                if st["state"] in records.ACTIVE or st["state"] == "UNKNOWN"}
     elif previous:
         outcome = core.collect(params, cfg, previous, quiet=True)
         busy = set(outcome["active"])
         if outcome["committed"]:
-            core.echo(f"committed {len(outcome['committed'])} run(s) finished in an earlier launch", err=True)
+            echo(f"committed {len(outcome['committed'])} run(s) finished in an earlier launch", err=True)
     stale, _ = core.plan(params, cfg, keys, prepare=not dry_run)
     for key in sorted(busy & set(stale)):
-        core.echo(f"{key}: still queued or running in an earlier launch; not submitted again "
+        echo(f"{key}: still queued or running in an earlier launch; not submitted again "
                   "(`oodcorr study status`)", err=True)
     stale = {k: v for k, v in stale.items() if k not in busy}
     n_runs = len(params.get("runs") or {})
     if not stale:
-        core.echo(f"nothing to launch: the train/evaluate stages of all {n_runs} runs are up to date in "
+        echo(f"nothing to launch: the train/evaluate stages of all {n_runs} runs are up to date in "
                   "dvc.lock" + ("" if not busy else f" or running ({len(busy)})")
                   + "; `dvc repro` runs what is left")
         return
     if dry_run:
         for key, stages in stale.items():
-            core.echo(f"{key}: {' -> '.join(stages)}")
-        core.echo(f"{len(stale)} of {n_runs} runs would be launched ({cfg['executor']})")
+            echo(f"{key}: {' -> '.join(stages)}")
+        echo(f"{len(stale)} of {n_runs} runs would be launched ({cfg['executor']})")
         return
-    if cfg["executor"] == "local" and not wait:
-        raise UserError("--no-wait needs --executor slurm (local runs are child processes of this command)")
+    if not ex.detached and not wait:
+        detached = " or ".join(n for n, c in EXECUTORS.items() if c.detached)
+        raise UserError(f"--no-wait needs --executor {detached} ({ex.name} runs are child processes of this command)")
     from oodcorr import tracking
 
     tracking.setup(params)  # create the store and experiment once, before jobs log to it concurrently
-    core.supersede(core.open_records(root, cfg), set(stale))
+    records.supersede(records.open_records(root, cfg), set(stale))
     path = core.submit(params, cfg, stale)
-    if cfg["executor"] == "slurm" and not wait:
-        core.echo("not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
+    if not wait:
+        echo("not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
                   "finished ones in dvc.lock")
         return
     try:
         core.wait(path)
     except KeyboardInterrupt:
-        core.echo("\nstopped waiting; the jobs keep running: `oodcorr study status`, `oodcorr study collect`",
+        echo("\nstopped waiting; the jobs keep running: `oodcorr study status`, `oodcorr study collect`",
                   err=True)
         raise SystemExit(130) from None
     outcome = core.collect(params, cfg, [path])
@@ -104,16 +107,16 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
 @_PARAMS
 def status_cmd(all_, params_file):
     """State of the launched runs: PENDING/RUNNING, DONE (to collect), COMMITTED, FAILED (with its log)."""
-    from oodcorr.launch import core
+    from oodcorr.launch import core, records
 
     params = _load(params_file)
     cfg = core.settings(params)
     root = Path(params["_root"])
-    paths = core.records(root, cfg) if all_ else [core.latest_record(root, cfg)]
+    paths = records.records(root, cfg) if all_ else [records.latest_record(root, cfg)]
     for path in paths:
-        record = core.read_record(path)
+        record = records.read_record(path)
         click.echo(f"launch {path.parent.name} ({record['executor']}, {len(record['runs'])} runs)")
-        for key, st in core.run_states(record).items():
+        for key, st in records.run_states(record).items():
             run = record["runs"][key]
             line = f"  {key:<40} {st['state']:<11} job {run.get('job_id', '-')}"
             if st["state"] in ("FAILED", "LOST", "STALE"):
@@ -127,14 +130,14 @@ def status_cmd(all_, params_file):
 def collect_cmd(wait, params_file):
     """Record the finished runs of every open launch in dvc.lock (`dvc commit` of their stages) and report
     failed ones with their run key and log path."""
-    from oodcorr.launch import core
+    from oodcorr.launch import core, records
 
     params = _load(params_file)
     cfg = core.settings(params)
     root = Path(params["_root"])
-    paths = core.open_records(root, cfg)
+    paths = records.open_records(root, cfg)
     if not paths:
-        core.echo("nothing to collect: no open launch")
+        echo("nothing to collect: no open launch")
         return
     if wait:
         for path in paths:

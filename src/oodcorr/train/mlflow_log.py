@@ -43,7 +43,7 @@ def start_record(params: dict, cfg: dict, info: dict, identity: str) -> str | No
     commit = tracking.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    mirror.start_train(params, cfg["run"], identity, tags, tracking.flatten(cfg))
+    mirror.start_train(params, cfg["run"], identity, tags, tracking.param_values(cfg))
     return mirror.push(params, cfg["run"])
 
 

@@ -8,7 +8,8 @@ from oodcorr.train.plan import seed_all
 
 def preflight(cfg: dict) -> None:
     """Fail in seconds, before loading weights: model reachable, verbaliser one token, LoRA targets exist."""
-    from oodcorr.models import check_available, load_tokenizer, lora_targets
+    from oodcorr.model_loading import load_tokenizer, lora_targets
+    from oodcorr.models import check_available
     from oodcorr.prompts import Prompter
     from oodcorr.train.sizing import meta_model
 
@@ -22,7 +23,7 @@ def prepare_model(cfg: dict, device: str | None = None):
     """Base model + tokenizer + prompter, wrapped for LoRA/QLoRA or made fully trainable."""
     import torch
 
-    from oodcorr.models import add_lora, load_base_model
+    from oodcorr.model_loading import add_lora, load_base_model
     from oodcorr.prompts import Prompter
     from oodcorr.run_settings import resolve_gradient_checkpointing
 

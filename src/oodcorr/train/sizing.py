@@ -3,7 +3,7 @@ peak GPU-memory estimate for QLoRA / LoRA / full fine-tuning, from the model con
 
 from __future__ import annotations
 
-from oodcorr.models import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
+from oodcorr.model_loading import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
 from oodcorr.run_settings import resolve_config
 from oodcorr.train.plan import checkpoint_schedule, plan_steps
 
@@ -107,7 +107,8 @@ def model_estimate(model, targets: list[str], lora_r: int, batch_size: int, seq_
 
 def dry_run_info(params: dict, run_key: str) -> dict:
     """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
-    from oodcorr.models import lora_targets, model_config
+    from oodcorr.model_loading import lora_targets
+    from oodcorr.models import model_config
 
     cfg = resolve_config(params, run_key)
     model = meta_model(model_config(cfg["model"], cfg["revision"]))

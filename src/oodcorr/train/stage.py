@@ -13,6 +13,7 @@ import shutil
 
 import click
 
+from oodcorr import rundir
 from oodcorr.rundir import checkpoint_dirs, read_run_json
 from oodcorr.run_settings import resolve_config
 from oodcorr.train.checkpoints import drop_state
@@ -44,7 +45,6 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     """Train (or resume, or skip when finished) one run; returns its run.json content (plus the MLflow run id,
     which is kept out of run.json: it differs per machine and run.json is DVC-tracked)."""
     from oodcorr import distributed, io, mirror
-    from oodcorr.config import project_path
     from oodcorr.io import write_json
     from oodcorr.prompts import check_pattern
 
@@ -53,8 +53,8 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
     threads.resolve(params)  # a bad OODCORR_THREADS / study.threads fails here, before any work
     quiet = cfg["quiet"] if quiet is None else quiet
-    run_dir = project_path(params, "runs") / run_key
-    ckpt_dir = run_dir / "checkpoints"
+    run_dir = rundir.run_dir(params, run_key)
+    ckpt_dir = rundir.checkpoints_dir(run_dir)
     previous = read_run_json(run_dir) or None
     check_pattern(cfg["pattern"])
     examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])

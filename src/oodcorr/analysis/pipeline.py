@@ -1,0 +1,107 @@
+"""The analysis pipeline: metrics files -> partial correlations (partial.py), the noise pass
+(noise_tables.py), seed pooling and cross-model verdicts (consistency.py) -> the results folder
+(outputs.py) and, optionally, one MLflow run (mlflow_log.py).
+
+Everything is written into a temporary folder that replaces `out_dir` only when the whole analysis
+succeeded (oodcorr.io.atomic_dir), so a failed run never leaves a half-updated results folder that
+DVC would cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oodcorr.analysis.settings import AnalyzeSettings
+from oodcorr.errors import UserError, closest
+
+
+def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None, *, plots: bool = True,
+                 mlflow: bool = False, tracking_uri: str | None = None, experiment: str | None = None,
+                 training_run_ids: list[str] | None = None, **overrides) -> dict:
+    """Run the whole analysis and write every output into `out_dir` (atomically). Returns the summary.
+
+    `settings` (default AnalyzeSettings()) with `overrides` (its field names) on top. Its methods may include
+    "raw" (the unpartialled r); it is always computed for the report/summary even when not listed, because it
+    shows how much shared ID progress drives each correlation."""
+    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
+    from oodcorr.analysis.loading import build_runs, load_metrics
+    from oodcorr.analysis.noise_tables import compute_noise, load_items, noise_enabled, noise_summary
+    from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
+
+    settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
+    check_out_dir(Path(out_dir))  # before any work, and long before the folder is replaced
+    methods, alpha = list(settings.methods), settings.alpha
+    runs = build_runs(load_metrics(list(metrics_files), slices=settings.slices))
+    use_noise = noise_enabled(runs, settings)
+    items = load_items(runs, settings) if use_noise else {}
+    all_methods = methods + (["raw"] if "raw" not in methods else [])
+    partials = compute_partials(runs, all_methods, settings)
+    reliability = None
+    if use_noise:
+        partials, reliability = compute_noise(runs, partials, settings, items)
+    pooled = pool_seeds(partials, alpha)
+    consistency = cross_model(pooled, alpha, settings.reliability_min)
+    summary = summarise(partials, consistency, all_methods, alpha)
+    summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods,
+                   models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
+    summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
+    pair = scatter_pair(runs, partials, settings.scatter_pair, methods[0])
+    out_dir = Path(out_dir)
+    write_outputs(out_dir, settings, summary, runs, {"partials": partials, "pooled": pooled,
+                  "consistency": consistency, "reliability": reliability}, curves_table(runs), all_methods, pair,
+                  plots)
+    if mlflow:
+        from oodcorr.analysis.mlflow_log import log_analysis
+
+        log_analysis(out_dir, summary, runs, metrics_files, tracking_uri, experiment, training_run_ids)
+    return summary
+
+
+def compute_partials(runs: dict, methods, settings: AnalyzeSettings | None = None):
+    """Long table: one row per run x method x OOD pair, with Holm/BH over the pairs of a run x method.
+    `settings`: bootstrap, alpha and seed (default: AnalyzeSettings())."""
+    import numpy as np
+    import pandas as pd
+
+    from oodcorr.analysis.partial import adjust_pvalues, analyse_run
+
+    settings = settings or AnalyzeSettings()
+    alpha, bootstrap = settings.alpha, settings.bootstrap
+    rng = np.random.default_rng(settings.seed)
+    frames = []
+    for run, data in runs.items():
+        names = list(data["Y"].columns)
+        for m in methods:
+            rows = analyse_run(data["x"], data["Y"].to_numpy(), names, m, alpha, bootstrap, rng)
+            if not rows:
+                continue
+            f = pd.DataFrame(rows)
+            f["p_holm"], f["p_bh"] = adjust_pvalues(f["p"].to_numpy())
+            for key, value in data["meta"].items():
+                f[key] = value
+            f["method"] = m
+            frames.append(f)
+    cols = ["run", "model", "train_set", "shots", "seed", "id_testset", "method", "testset_a", "testset_b",
+            "r", "n", "k", "df", "p", "p_holm", "p_bh", "ci_low", "ci_high"]
+    if bootstrap:
+        cols += ["boot_ci_low", "boot_ci_high"]
+    if not frames:
+        return pd.DataFrame(columns=cols + ["flag"])
+    return pd.concat(frames, ignore_index=True)[cols + ["flag"]]
+
+
+def scatter_pair(runs, partials, requested, method):
+    """The pair drawn in the residual scatter grid: as requested, else the strongest mean |partial r|."""
+    names = sorted({n for d in runs.values() for n in d["Y"].columns})
+    if requested:
+        if len(requested) != 2:
+            raise UserError(f"analyze.scatter_pair: expected two testset names, got {requested!r}")
+        for name in requested:
+            if name not in names:
+                raise UserError(f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(name, names)}")
+        return tuple(requested)
+    sub = partials[(partials["method"] == method)].dropna(subset=["r"])
+    if sub.empty:
+        return tuple(names[:2]) if len(names) >= 2 else None
+    best = sub.assign(a=sub["r"].abs()).groupby(["testset_a", "testset_b"])["a"].mean().idxmax()
+    return tuple(best)

@@ -1,0 +1,73 @@
+"""The analyze stage's settings: params.yaml `analyze` (plus command-line overrides) resolved once, with
+every default and value check in this one place. The pipeline and its modules receive this object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from oodcorr.analysis.partial import ALPHA, METHODS
+from oodcorr.errors import UserError, closest
+from oodcorr.metrics import DEFAULT_METRIC, check_metric
+
+NOISE_CHOICES = (True, False, "auto", "true", "false", "on", "off")
+
+
+@dataclass(frozen=True)
+class AnalyzeSettings:
+    out: str | None = None  # output folder (None: <project>/results)
+    methods: tuple[str, ...] = ("linear", "rank", "gam")  # see partial.METHODS; raw is always added
+    bootstrap: int = 0  # resamples over checkpoints (0: off)
+    alpha: float = ALPHA
+    slices: bool = False  # testset slices as extra series
+    seed: int = 0
+    scatter_pair: tuple[str, str] | None = None  # the residual scatter grid's pair (None: the strongest)
+    mlflow: bool = True  # log the analysis as one MLflow run (when tracking is on)
+    noise: bool | str = "auto"  # auto | true | false: reliability / noise-corrected CIs from predictions
+    metric: str = DEFAULT_METRIC  # see oodcorr.metrics.METRICS
+    reliability_min: float = 0.5  # below: disattenuated r is NaN and the pair is `unreliable`
+    reliability_splits: int = 200  # random item halves per reliability
+
+    def __post_init__(self):
+        methods = tuple(dict.fromkeys(self.methods))
+        object.__setattr__(self, "methods", methods)
+        if not methods:
+            raise UserError(f"analyze.methods: empty (choose from {', '.join(METHODS)})")
+        for m in methods:
+            if m not in METHODS:
+                raise UserError(f"analyze.methods: unknown method {m!r}{closest(m, METHODS)}; "
+                                f"known: {', '.join(METHODS)}")
+        if self.bootstrap < 0:
+            raise UserError(f"analyze.bootstrap: must be >= 0, got {self.bootstrap}")
+        if not 0 < self.alpha < 1:
+            raise UserError(f"analyze.alpha: must be in (0, 1), got {self.alpha}")
+        if not 0 <= self.reliability_min <= 1:
+            raise UserError(f"analyze.reliability_min: must be in [0, 1], got {self.reliability_min}")
+        if self.reliability_splits < 1:
+            raise UserError(f"analyze.reliability_splits: must be >= 1, got {self.reliability_splits}")
+        check_metric(self.metric)
+        if self.noise not in NOISE_CHOICES:
+            raise UserError(f"analyze.noise: expected auto, true or false, got {self.noise!r}")
+
+    @property
+    def noise_off(self) -> bool:
+        return self.noise in (False, "false", "off")
+
+    @property
+    def noise_required(self) -> bool:
+        return self.noise in (True, "true", "on")
+
+    @classmethod
+    def from_params(cls, params: dict | None, **overrides) -> "AnalyzeSettings":
+        """The `analyze` section of `params` (None: no params.yaml), with the non-None `overrides` on top."""
+        cfg = dict((params or {}).get("analyze") or {})
+        if not cfg.get("methods"):  # an empty list means the default
+            cfg.pop("methods", None)
+        cast = {"methods": tuple, "bootstrap": int, "alpha": float, "slices": bool, "seed": int,
+                "reliability_min": float, "reliability_splits": int}
+        known = {f.name for f in fields(cls)}
+        values = {k: cast.get(k, lambda v: v)(v) for k, v in cfg.items() if k in known}
+        values.update({k: v for k, v in overrides.items() if v is not None and v != ()})
+        return cls(**values)
+
+    def but(self, **changes) -> "AnalyzeSettings":
+        return replace(self, **changes)

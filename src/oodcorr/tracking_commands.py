@@ -1,0 +1,70 @@
+"""`oodcorr ui` (the project's MLflow store in the MLflow UI on 127.0.0.1) and `oodcorr sync` (local
+tracking records replayed into MLflow): the user-facing side of oodcorr.tracking and oodcorr.mirror."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from oodcorr.config import load_params
+from oodcorr.errors import UserError
+
+
+@click.command("ui")
+@click.option("--port", default=5000, show_default=True, type=int)
+@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False))
+def ui_cmd(port, params_file):
+    """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only."""
+    from oodcorr import tracking
+
+    params = load_params(params_file)
+    uri = tracking.tracking_uri(params)
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+           "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
+    if uri.startswith("sqlite:"):
+        cmd += ["--default-artifact-root", tracking.artifact_root(params)]
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: must be in 1..65535")
+    with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); "
+                            "pick another port") from None
+    db = tracking.sqlite_file(uri)
+    if db is not None and not db.exists():
+        tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
+    click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    os.execv(sys.executable, cmd)
+
+
+@click.command("sync")
+@click.option("--run", "runs", multiple=True, help="Run key(s) to replay (default: every run with records).")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="params.yaml (default: the project's).")
+def sync_cmd(runs, params_file):
+    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
+    from oodcorr.mirror import TRACK_DIR, record_dir, sync
+    from oodcorr.tracking import tracking_uri
+
+    params = load_params(params_file)
+    if runs:
+        missing = [r for r in runs if not record_dir(params, r).is_dir()]
+        if missing:
+            raise UserError(f"--run {', '.join(missing)}: no tracking records under runs/<run>/{TRACK_DIR}")
+    res = sync(params, list(runs) or None)
+    failed = [r for r, rid in res.items() if rid is None]
+    for run, rid in res.items():
+        if rid:
+            click.echo(f"{run}: mlflow run {rid}")
+    if failed:
+        click.echo(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)", err=True)
+        sys.exit(1)
+    if not res:
+        click.echo("nothing to sync (no runs/<run>/tracking records)")
