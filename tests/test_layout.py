@@ -122,11 +122,18 @@ def test_no_import_circles():
             visit(m)
 
 
+def _add_edges(monkeypatch, *edges) -> None:
+    """GRAPH with extra import edges (src, dst), for checking the checkers."""
+    fake = dict(GRAPH)
+    for src, dst in edges:
+        assert dst in MODULES
+        fake[src] = fake[src] | {dst}
+    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+
+
 def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
     """The checker itself: a lazy import from config back into a stage is reported."""
-    fake = dict(GRAPH)
-    fake["oodcorr.config"] = GRAPH["oodcorr.config"] | {"oodcorr.train.stage"}
-    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    _add_edges(monkeypatch, ("oodcorr.config", "oodcorr.train.stage"))
     with pytest.raises(AssertionError, match="core modules must not import"):
         test_core_imports_no_stage_and_no_entry_point()
     with pytest.raises(AssertionError, match="import circle"):
@@ -137,20 +144,14 @@ def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
                                   ("oodcorr.rundir", "oodcorr.analysis.loading"),  # core -> stage
                                   ("oodcorr.tracking", "oodcorr.study")])  # core -> entry point
 def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
-    src, dst = edge
-    assert dst in MODULES
-    fake = dict(GRAPH)
-    fake[src] = GRAPH[src] | {dst}
-    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    _add_edges(monkeypatch, edge)
     with pytest.raises(AssertionError, match="core modules must not import"):
         test_core_imports_no_stage_and_no_entry_point()
 
 
 def test_the_checker_sees_stage_and_launch_edges(monkeypatch):
-    fake = dict(GRAPH)
-    fake["oodcorr.train.stage"] = GRAPH["oodcorr.train.stage"] | {"oodcorr.launch.records"}
-    fake["oodcorr.launch.core"] = GRAPH["oodcorr.launch.core"] | {"oodcorr.evaluate.stage"}
-    monkeypatch.setattr(sys.modules[__name__], "GRAPH", fake)
+    _add_edges(monkeypatch, ("oodcorr.train.stage", "oodcorr.launch.records"),
+               ("oodcorr.launch.core", "oodcorr.evaluate.stage"))
     with pytest.raises(AssertionError, match="a stage imports"):
         test_stages_import_only_the_core_and_themselves()
     with pytest.raises(AssertionError, match="launch/ imports a stage"):

@@ -2,6 +2,7 @@
 data/prepared/<name>.jsonl + manifest.json.
 
   stage.py      `oodcorr data prepare`, `oodcorr testsets`
+  settings.py   PrepareSettings: params `data` resolved once
   prepare.py    build, validate and write the prepared folder
   loaders.py    hub / local-file / synthetic rows -> the two labels, seeded stratified subsampling
   synthetic.py  the SYNTHETIC shift suite's generators

@@ -15,9 +15,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from oodcorr.config import project_path
-from oodcorr.registry import ENT, NON
 from oodcorr.errors import UserError
 from oodcorr.hub import offline
+from oodcorr.registry import ENT, NON
 
 FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
@@ -229,7 +229,9 @@ def load_testset(spec: dict, params: dict) -> list[dict]:
     if spec["kind"] == "synthetic":
         from oodcorr.data.synthetic import generate
 
-        seed = ((params or {}).get("data") or {}).get("seed", 0)
+        from oodcorr.data.settings import PrepareSettings
+
+        seed = PrepareSettings.from_params(params).seed
         return to_binary(generate(spec["synthetic"], spec.get("size") or 400, seed), spec,
                          origin=f"synthetic:{spec['synthetic']}")
     return to_binary(load_hub(spec), spec, origin=f"hub:{spec['hub']}")

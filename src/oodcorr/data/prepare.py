@@ -11,6 +11,7 @@ from pathlib import Path
 
 from oodcorr import io
 from oodcorr.data.loaders import label_counts, load_testset, subsample
+from oodcorr.data.settings import PrepareSettings
 from oodcorr.errors import UserError
 from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file
 from oodcorr.registry import describe_source, resolve
@@ -20,14 +21,13 @@ def referenced_names(params: dict) -> list[str]:
     """Every testset the study uses: the runs' train_set / id_testset and evaluate.testsets, plus any
     extra names in the optional `data.prepare` (prepared though nothing evaluates them). A testset is thus
     declared in one place (data.testsets, or a built-in) and prepared because something uses it."""
-    data = params.get("data") or {}
     names: list[str] = []
     for run in (params.get("runs") or {}).values():
         for key in ("train_set", "id_testset"):
             if (run or {}).get(key):
                 names.append(run[key])
     names += [str(n) for n in ((params.get("evaluate") or {}).get("testsets") or [])]
-    names += [str(n) for n in (data.get("prepare") or [])]
+    names += list(PrepareSettings.from_params(params).prepare)
     return list(dict.fromkeys(names))
 
 
@@ -35,10 +35,10 @@ def build(params: dict, name: str) -> tuple[list[dict], dict]:
     """Rows of one testset (mapped + subsampled) and its manifest entry without the sha256."""
     spec = resolve(params, name)
     rows = load_testset(spec, params)
-    data = params.get("data") or {}
+    data = PrepareSettings.from_params(params)
     # data.testsets.<name>.max_examples, else the built-in's (the *_real training pools keep all rows), else data's
-    n = spec["max_examples"] if "max_examples" in spec else data.get("max_examples")
-    rows = subsample(rows, n, int(data.get("seed", 0) or 0), name)
+    n = spec["max_examples"] if "max_examples" in spec else data.max_examples
+    rows = subsample(rows, n, data.seed, name)
     return rows, {"rows": len(rows), "label_counts": label_counts(rows), "source": describe_source(spec),
                   "split": spec.get("split"), "description": spec.get("description", "")}
 
