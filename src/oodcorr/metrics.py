@@ -3,7 +3,8 @@
 METRICS maps a name to a Metric: its per-item score function over a predictions table (dict of numpy
 columns or a DataFrame with `label`, `prediction`, `logp_entailment`, `logp_non_entailment`), the
 prediction columns it needs, whether a constant shift of the log-odds (an answer bias) leaves it
-unchanged, and whether higher is better. A testset's metric value is the mean of its items' scores.
+unchanged, whether higher is better, and the metrics.jsonl field that already holds it per checkpoint (None:
+computed from the stored predictions). A testset's metric value is the mean of its items' scores.
 The click choice of `oodcorr analyze --metric`, the params check of `analyze.metric`, the reliability
 table and MLflow names all come from this table: adding a metric is one entry plus its function."""
 
@@ -25,6 +26,11 @@ class Metric:
     needs: tuple[str, ...]  # prediction columns read besides `label`
     bias_invariant: bool  # unchanged by a constant shift of log p(entailment) - log p(non_entailment)
     higher_is_better: bool = True
+    column: str | None = None  # the metrics.jsonl field holding it per checkpoint; None: from the predictions
+
+    @property
+    def needs_predictions(self) -> bool:
+        return self.column is None
 
 
 def _gold_entailment(table) -> np.ndarray:
@@ -50,7 +56,7 @@ def logp_gold(table) -> np.ndarray:
 
 
 METRICS: dict[str, Metric] = {
-    "accuracy": Metric(accuracy, ("prediction",), bias_invariant=False),
+    "accuracy": Metric(accuracy, ("prediction",), bias_invariant=False, column="accuracy"),
     "mean_margin": Metric(margin, LOGP, bias_invariant=False),
     "mean_logp_gold": Metric(logp_gold, LOGP, bias_invariant=False),
 }

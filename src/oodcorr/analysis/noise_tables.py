@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
-from oodcorr.metrics import DEFAULT_METRIC, METRICS
+from oodcorr.metrics import METRICS
 from oodcorr.rundir import PREDICTIONS
 
 RELIABILITY_COLUMNS = ["run", "model", "seed", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
@@ -23,17 +23,18 @@ def noise_enabled(runs: dict, settings: AnalyzeSettings) -> bool:
     """Whether the noise analysis runs (analyze.noise: auto | true | false); raises for missing predictions.
 
     auto: on when every run has stored predictions, skipped when none has (older outputs; the report says
-    so), an error naming the first run without them when only some have. true: required. A metric other
-    than accuracy needs predictions whatever `noise` says."""
+    so), an error naming the first run without them when only some have. true: required. A metric the
+    metrics.jsonl files do not hold (METRICS[...].column is None) needs predictions whatever `noise` says."""
     metric = settings.metric
-    if settings.noise_off and metric == DEFAULT_METRIC:
+    needs_predictions = METRICS[metric].needs_predictions
+    if settings.noise_off and not needs_predictions:
         return False
     have = {run: _predictions(d).is_dir() for run, d in runs.items()}
     missing = [run for run, ok in have.items() if not ok]
-    required = settings.noise_required or metric != DEFAULT_METRIC
+    required = settings.noise_required or needs_predictions
     if missing and (required or len(missing) < len(have)):
         run = missing[0]
-        why = f"analyze.metric={metric} needs them" if metric != DEFAULT_METRIC else "the noise analysis needs them"
+        why = f"analyze.metric={metric} needs them" if needs_predictions else "the noise analysis needs them"
         raise UserError(f"run {run!r}: no per-example predictions in "
                         f"{_predictions(runs[run])} ({why}); run `oodcorr evaluate "
                         f"--run {run}` to write them, or set analyze.noise: false")
@@ -41,8 +42,8 @@ def noise_enabled(runs: dict, settings: AnalyzeSettings) -> bool:
 
 
 def load_items(runs: dict, settings: AnalyzeSettings) -> dict:
-    """{run: {metric: {testset: (checkpoints x items)}}} for every metric in METRICS; with a metric other than
-    accuracy, each run's analysed series (x, Y) become that metric's per-checkpoint means."""
+    """{run: {metric: {testset: (checkpoints x items)}}} for every metric in METRICS; with a
+    metric the metrics.jsonl files do not hold, each run's analysed series (x, Y) become its per-checkpoint means."""
     import pandas as pd
 
     from oodcorr.analysis.noise import load_run_items
@@ -51,7 +52,7 @@ def load_items(runs: dict, settings: AnalyzeSettings) -> dict:
     for run, d in runs.items():
         names = [d["meta"]["id_testset"], *d["Y"].columns]
         items[run] = load_run_items(run, _predictions(d).parent, d["steps"], names, METRICS)
-        if settings.metric != DEFAULT_METRIC:  # analyse the chosen metric's trajectories instead of accuracy
+        if METRICS[settings.metric].needs_predictions:  # analyse the chosen metric's trajectories instead
             mats = items[run][settings.metric]
             d["x"] = mats[names[0]].mean(axis=1)
             d["Y"] = pd.DataFrame({n: mats[n].mean(axis=1) for n in names[1:]}, index=d["Y"].index)
