@@ -20,6 +20,7 @@ from oodcorr.analysis.plan import halfwidth, items_needed, plan_design
 from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, true_reliability, write_predictions
 from oodcorr.analysis.pipeline import run_analysis
 from oodcorr.errors import UserError
+from oodcorr.metrics import METRICS
 from oodcorr.io import write_jsonl
 
 OOD = ["hans", "anli", "wnli"]
@@ -157,7 +158,7 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     out = tmp_path / "results"
     summary = run_analysis(files, out, methods=("linear", "gam"), bootstrap=100, plots=False)
     rel = pd.read_csv(out / "reliability.csv")
-    assert set(rel["metric"]) == {"accuracy", "mean_margin", "mean_logp_gold"} and set(rel["method"]) == {"linear", "gam"}
+    assert set(rel["metric"]) == set(METRICS) and set(rel["method"]) == {"linear", "gam"}
     few = rel[rel["testset"] == "wnli"]
     assert few["reliability"].isna().all() and (few["flag"] == "too_few_items:10<20").all()
     assert rel[rel["testset"] != "wnli"]["reliability"].notna().all()
@@ -182,7 +183,7 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     cons = pd.read_csv(out / "consistency.csv")
     assert (cons[(cons["method"] == "linear") & (cons["testset_b"] == "wnli")]["verdict"] == "unreliable").all()
     assert summary["noise"]["enabled"] and summary["methods"]["linear"]["verdicts"]["unreliable"] == 2
-    assert set(summary["noise"]["median_reliability_linear_by_metric"]) == {"accuracy", "mean_margin", "mean_logp_gold"}
+    assert set(summary["noise"]["median_reliability_linear_by_metric"]) == set(METRICS)
     assert "Signal or noise?" in (out / "report.html").read_text()
     head = json.loads((out / "metrics.json").read_text())  # the few numbers `dvc metrics show` prints
     assert head["linear_share_distinguishable"] == pytest.approx(summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)

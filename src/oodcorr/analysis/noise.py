@@ -26,8 +26,10 @@ carries item sampling noise. This module reads the per-example predictions the e
                   two_level_boot/basic_ci below are kept only for that comparison.
   distinguishable ci2 excludes 0 (both reliabilities >= reliability_min, else ci2 is NaN).
 
-Metrics (analyze.metric): the table oodcorr.metrics.METRICS (accuracy, the default as in the paper, and
-means of other per-item scores), so the same machinery applies to each.
+Metrics (analyze.metric): the table oodcorr.metrics.METRICS. Each metric's testset value comes from its
+per-item scores (a mean, a class-balanced mean or an AUC, oodcorr.aggregate), so the same machinery applies;
+its reliability residualises its own ID series, with halves stratified by gold label and the metric computed
+within each half.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oodcorr.aggregate import gold_entailment, stratified_halves
 from oodcorr.analysis.partial import METHODS
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
@@ -64,14 +67,21 @@ def _read_predictions(path: Path) -> dict:
     """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file)."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(path, columns=COLUMNS, use_threads=False)
+    t = pq.read_table(path, use_threads=False)
+    missing = [c for c in COLUMNS if c not in t.column_names]
+    if missing:
+        raise KeyError(missing[0])
     cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in COLUMNS}
     order = np.argsort(cols["id"].astype(str), kind="stable")
     return {c: v[order] for c, v in cols.items()}
 
 
+GOLD = "_gold"  # load_run_items' key of {testset: (items,) bool gold-entailment labels}
+
+
 def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -> dict:
-    """{metric: {testset: (checkpoints x items) float array}} from the stored predictions of one run.
+    """{metric: {testset: (checkpoints x items) float array}, GOLD: {testset: (items,) bool}} from the stored
+    predictions of one run.
 
     Items are aligned by `id` across checkpoints; a missing file or a different item set at some step is a
     UserError naming the run, the file and the command that writes predictions."""
@@ -81,6 +91,7 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
         raise UserError(f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} "
                         "(or set analyze.noise: false)")
     out = {m: {} for m in metrics}
+    out[GOLD] = {}
     cache = {}
     for name in testsets:
         base, sl = _base(name)
@@ -93,6 +104,9 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                     raise UserError(f"run {run!r}: predictions missing: {path}; {hint}")
                 try:
                     cache[path] = _read_predictions(path)
+                except KeyError as e:
+                    raise UserError(f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); "
+                                    f"{hint}") from None
                 except Exception as e:  # pyarrow raises several types for bad files/missing columns
                     raise UserError(f"run {run!r}: cannot read {path}: {str(e).splitlines()[0]}") from None
             cols = cache[path]
@@ -107,6 +121,7 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                                 f"of {name}; {hint}")
             for m in metrics:
                 mats[m].append(item_scores(cols, m))
+            out[GOLD][name] = gold_entailment(cols)
         for m in metrics:
             out[m][name] = np.vstack(mats[m]) if mats[m] else np.zeros((0, 0))
     return out
@@ -173,27 +188,39 @@ def split_masks(n_items: int, n_splits: int, rng) -> tuple[np.ndarray, np.ndarra
 
 
 def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = SPLITS, rng=None,
-                operator: np.ndarray | None = None, masks=None) -> tuple[float, str]:
+                operator: np.ndarray | None = None, masks=None, gold=None, aggregate: str = "mean") -> tuple[float, str]:
     """Split-half (Spearman-Brown) reliability of the residual trajectory of one testset.
 
     items: (checkpoints, items) per-item scores; x: the ID series the residual is taken against (the full
     ID testset); operator: the residual maker for linear/gam (computed here for linear when None); masks:
-    precomputed split_masks (shared across metrics/methods of a testset), else drawn from rng."""
-    return reliabilities(items, x, {method: operator}, n_splits, rng, masks)[method]
+    precomputed halves (shared across metrics/methods of a testset), else drawn from rng; gold/aggregate: see
+    reliabilities."""
+    return reliabilities(items, x, {method: operator}, n_splits, rng, masks, gold, aggregate)[method]
 
 
 def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: int = SPLITS, rng=None,
-                  masks=None) -> dict:
-    """{method: (reliability, flag)} for several methods from the same split halves (one matmul each)."""
+                  masks=None, gold=None, aggregate: str = "mean") -> dict:
+    """{method: (reliability, flag)} for several methods from the same split halves (one matmul each).
+
+    gold: (items,) bool gold-entailment labels: halves are then drawn within each gold class (both keep the
+    label shares, oodcorr.aggregate.stratified_halves) and `aggregate` (mean | balanced | auc) is computed
+    within each half; without gold: random halves and plain means. masks: a precomputed pair of (splits,
+    items) halves (bool or weights; non-zero = in the half)."""
+    from oodcorr.aggregate import values
+
     n, n_items = items.shape
     if n_items < MIN_ITEMS:
         return {m: (math.nan, f"too_few_items:{n_items}<{MIN_ITEMS}") for m in operators}
     if n < 4:
         return {m: (math.nan, f"too_few_checkpoints:n={n}<4") for m in operators}
+    rng = rng if rng is not None else np.random.default_rng(0)
     if masks is None:
-        masks = split_masks(n_items, n_splits, rng if rng is not None else np.random.default_rng(0))
-    A, B = masks
-    ya, yb = items @ A.T, items @ B.T  # (n, splits)
+        masks = stratified_halves(gold, n_splits, rng) if gold is not None else split_masks(n_items, n_splits, rng)
+    A, B = (np.asarray(m) > 0 for m in masks)
+    g = np.ones(n_items, bool) if gold is None else np.asarray(gold, bool)
+    ya, yb = values(aggregate, items, g, A), values(aggregate, items, g, B)  # (n, splits)
+    if not (np.isfinite(ya).any() and np.isfinite(yb).any()):
+        return {m: (math.nan, "one_class_halves") for m in operators}
     out = {}
     for method, operator in operators.items():
         if method == "gam" and operator is None:
@@ -290,29 +317,48 @@ def basic_ci(r, boot, alpha: float = AnalyzeSettings.alpha, n: int | None = None
 
 # ----------------------------------------------------------------------------- one run
 
-def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict):
+def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict, gold: dict | None = None,
+                      id_name: str | None = None):
     """Reliability rows and per-pair reliabilities of one run.
 
     x, Y: the analysed series (n,), (n, T) (from metrics.jsonl or the chosen metric); rel_items: {metric:
     {testset: (n, I)}} item matrices, the chosen metric first (its reliabilities go into the pair rows).
+    gold: {testset: (I,) bool gold-entailment}: halves stratified by gold label and each metric aggregated
+    as its table entry says (oodcorr.metrics.METRICS) within each half; id_name: the ID testset, whose
+    matrices in rel_items give each metric its own ID series to residualise on (else `x` for all).
     Returns (reliability rows, pair rows) where pair rows are {method, testset_a, testset_b, rel_a, rel_b};
     r_disattenuated, ci2_low/high and `distinguishable` are added by the caller that knows r and its CI."""
+    from oodcorr.aggregate import values
+    from oodcorr.metrics import METRICS
+
     x, Y = np.asarray(x, float), np.asarray(Y, float)
     T = len(names)
     rel_rows, rel_of = [], {}
     complete = np.isfinite(x) & np.isfinite(Y).all(axis=1) if Y.size else np.isfinite(x)
-    xc = x[complete]
-    lin = linear_operator(xc) if complete.sum() >= 2 else None
     masks = {}  # the same random halves for every metric and method of a testset
     for metric, mats in rel_items.items():
-        gam = gam_operators(xc, np.column_stack([mats[nm].mean(axis=1)[complete] for nm in names])) \
-            if "gam" in methods and T else [None] * T
+        kind = METRICS[metric].aggregate if metric in METRICS else "mean"
+
+        def series(name):
+            g = gold[name] if gold is not None else np.ones(mats[name].shape[1], bool)
+            return values(kind, mats[name], g)
+
+        xm = series(id_name) if id_name is not None and id_name in mats else x
+        ok = complete & np.isfinite(xm)
+        xc = xm[ok]
+        lin = linear_operator(xc) if ok.sum() >= 2 else None
+        gam = gam_operators(xc, np.column_stack([series(nm)[ok] for nm in names])) \
+            if "gam" in methods and T and np.isfinite(np.column_stack([series(nm)[ok] for nm in names])).all() \
+            else [None] * T
         for j, name in enumerate(names):
-            items = mats[name][complete]
+            items = mats[name][ok]
+            g = gold.get(name) if gold is not None else None
             if items.shape[1] >= MIN_ITEMS and name not in masks:
-                masks[name] = split_masks(items.shape[1], n_splits, rng)
+                masks[name] = stratified_halves(g, n_splits, rng) if g is not None else \
+                    split_masks(items.shape[1], n_splits, rng)
             ops = {m: (gam[j] if m == "gam" else lin if m == "linear" else None) for m in methods}
-            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name)).items():
+            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g,
+                                                     kind).items():
                 rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
                                  "n": int(items.shape[0]), "reliability": rel, "flag": flag})
                 rel_of[(metric, method, name)] = rel

@@ -12,6 +12,8 @@ import zlib
 
 import numpy as np
 
+from oodcorr.metrics import ANALYSABLE
+
 SHAPES = {
     "linear": lambda u: 0.5 + 0.3 * u,
     "quadratic": lambda u: 0.45 + 0.45 * u**2,
@@ -46,7 +48,8 @@ def trajectories(n_steps: int, rho, shapes=("quadratic", "sigmoid"), noise: floa
 def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=None, noise: float = 0.02,
                  train_set: str = "mnli_train", id_testset: str = "mnli", shots: int = 16, rng=None,
                  run: str | None = None) -> list[dict]:
-    """metrics.jsonl rows (the evaluate stage's contract) for one simulated run."""
+    """metrics.jsonl rows (the evaluate stage's contract) for one simulated run; the simulated trajectory
+    stands for every analysable metric (oodcorr.metrics.ANALYSABLE), like it does for the F1 columns."""
     rng = rng if rng is not None else np.random.default_rng(zlib.crc32(f"{model}|{seed}".encode()))
     shapes = shapes or [list(SHAPES)[i % len(SHAPES)] for i in range(len(ood_names))]
     steps, x, Y = trajectories(n_steps, rho, shapes, noise, rng)
@@ -57,7 +60,7 @@ def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=Non
             rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": id_testset,
                          "shots": shots, "seed": seed, "step": int(step), "testset": name, "slice": None,
                          "accuracy": float(acc), "f1_non_entailment": float(acc), "macro_f1": float(acc),
-                         "n": 1000})
+                         **{m: float(acc) for m in ANALYSABLE}, "n": 1000})
     return rows
 
 
@@ -163,3 +166,50 @@ def irt_metrics_rows(study: dict, run: str, model: str, seed: int, steps, id_nam
                          "seed": seed, "step": int(step), "testset": name, "slice": None,
                          "accuracy": float(items[i].mean()), "n": int(items.shape[1])})
     return rows
+
+
+# ----------------------------------------------------------------------------- shared answer bias
+# Truth, per checkpoint t and testset j (0 = ID): ability theta_jt; OOD abilities follow the ID trend plus
+# deviations d_jt ~ N(0, sigma) (sigma = identity: the OOD abilities are uncorrelated given ID, the true
+# partial r is 0); a per-checkpoint answer bias beta_t ~ N(0, bias_sd^2) shared by every testset. Items have
+# fixed difficulties b_i ~ N(0, sd_b^2) and gold labels with a testset's share of "Yes" (entailment); the
+# model's log-odds of " Yes" is
+#     m_it = s_i a (theta_jt - b_i) + beta_t + e_it,   s_i = +1 (gold Yes) / -1 (gold No),  e ~ N(0, 1),
+# and it answers "Yes" when m_it > 0. On a testset with fewer gold "Yes" than "No", a checkpoint with a larger
+# beta loses accuracy; two such testsets' accuracy residuals then correlate through beta alone.
+
+def answer_bias_study(n_ckpt: int, n_items, yes_shares, bias_sd: float, sigma=None, tau: float = 0.25,
+                      n_id_items: int | None = None, id_yes_share: float = 0.5, a: float = 1.5, sd_b: float = 1.0,
+                      slope: float = 0.5, rng=None) -> dict:
+    """One simulated run with a shared answer bias. n_items: int or one per OOD testset; yes_shares: the gold
+    "Yes" share of each OOD testset; sigma: (T, T) correlation of the OOD ability deviations (default
+    identity); tau: their SD (logit units). Returns {"theta" (n, T+1), "bias" (n,), "gold" [T+1 x (I,) bool],
+    "log_odds" [T+1 x (n, I)]}, testset 0 = ID."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    T = len(yes_shares)
+    sigma = np.eye(T) if sigma is None else np.asarray(sigma, float)
+    n_items = [int(n_items)] * T if np.ndim(n_items) == 0 else [int(v) for v in n_items]
+    n_id_items = int(n_id_items or max(n_items))
+    s = np.linspace(0, 1, n_ckpt)
+    theta0 = -0.3 + 1.5 * (1 - np.exp(-4 * s))
+    D = rng.multivariate_normal(np.zeros(T), sigma, size=n_ckpt)
+    theta = np.column_stack([theta0, slope * theta0[:, None] + tau * D])
+    bias = rng.normal(0, bias_sd, n_ckpt)
+    gold, log_odds = [], []
+    for j, (k, share) in enumerate(zip([n_id_items, *n_items], [id_yes_share, *yes_shares])):
+        g = np.zeros(k, bool)
+        g[: int(round(share * k))] = True
+        b = rng.normal(0, sd_b, k)
+        sign = np.where(g, 1.0, -1.0)
+        m = sign * a * (theta[:, [j]] - b[None, :]) + bias[:, None] + rng.standard_normal((n_ckpt, k))
+        gold.append(g)
+        log_odds.append(m)
+    return {"theta": theta, "bias": bias, "gold": gold, "log_odds": log_odds}
+
+
+def prediction_table(gold, log_odds) -> dict:
+    """A predictions table (the evaluate stage's columns; 2-D (checkpoints, items) log-prob columns) from gold
+    labels and log-odds of " Yes": a two-way softmax, the answer the more likely token (ties: entailment)."""
+    label = np.where(gold, "entailment", "non_entailment")
+    return {"label": label, "prediction": np.where(log_odds >= 0, "entailment", "non_entailment"),
+            "logp_entailment": -np.logaddexp(0, -log_odds), "logp_non_entailment": -np.logaddexp(0, log_odds)}

@@ -9,6 +9,12 @@ from pathlib import Path
 
 from oodcorr import io
 from oodcorr.rundir import METRICS_FILE, PREDICTIONS
+from oodcorr.metrics import METRICS
+
+
+LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
+# besides accuracy and the F1s (scoring.metrics): every metric of the table, per testset and slice
+EXTRA_METRICS = tuple(m for m in METRICS if m != "accuracy")
 
 
 def _metric_key(*parts: str) -> str:
@@ -65,7 +71,10 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
     """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
     import pyarrow.parquet as pq
 
+    import numpy as np
+
     from oodcorr.evaluate.scoring import metrics_by_slice
+    from oodcorr.metrics import table_metrics
 
     base = {"run": run, "model": cfg["model"], "train_set": cfg["train_set"], "id_testset": cfg["id_testset"],
             "shots": cfg["shots"], "seed": cfg["seed"], "data_seed": cfg.get("data_seed", 0)}
@@ -74,8 +83,12 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
         table = pq.read_table(cache_dir / f"{key}.parquet")
         tables[(step, testset)] = table
         col = table.to_pydict()
+        arrays = {c: np.asarray(col[c]) for c in LOGPROB_COLUMNS if c in col}
+        slices = np.asarray([str(v) if v is not None else "" for v in col["slice"]])
         for sl, m in metrics_by_slice(col["label"], col["prediction"], col["slice"]):
-            rows.append({**base, "step": step, "testset": testset, "slice": sl, **m})
+            sub = arrays if sl is None else {c: v[slices == sl] for c, v in arrays.items()}
+            rows.append({**base, "step": step, "testset": testset, "slice": sl, **m,
+                         **table_metrics(sub, EXTRA_METRICS)})
     rows.sort(key=lambda r: (r["step"], r["testset"], r["slice"] is not None, r["slice"] or ""))
     io.write_jsonl(eval_dir / METRICS_FILE, rows)
     whole = [r for r in rows if r["slice"] is None]
@@ -101,9 +114,10 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str | None
 
     now, records = int(time.time() * 1000), []
     for r in rows:
-        names = ("accuracy", "macro_f1", "f1_non_entailment") if r["slice"] is None else ("accuracy",)
+        names = ("accuracy", "macro_f1", "f1_non_entailment", *EXTRA_METRICS) if r["slice"] is None else \
+            ("accuracy", *EXTRA_METRICS)
         for name in names:
-            if r[name] == r[name]:  # skip NaN (empty slice)
+            if name in r and r[name] == r[name]:  # skip NaN (empty slice, one gold class)
                 records.append({"type": "metric", "key": metric_name(name, r["testset"], r["slice"]), "value": float(r[name]),
                                 "step": int(r["step"]), "timestamp": now})
     digest = io.sha256_file(eval_dir / METRICS_FILE)

@@ -1,0 +1,167 @@
+"""Answer bias: is a partial correlation the model's "Yes" share swinging between checkpoints?
+
+A checkpoint that answers "Yes" more often loses accuracy on every testset with fewer gold "Yes" than "No"
+and gains on the others, so two such testsets' accuracy residuals correlate through that one shared
+number even when the model's abilities on them are unrelated. Class-balanced metrics (balanced_margin,
+auc) cancel an additive bias in the log-odds; accuracy and mean_margin do not.
+
+Per run x testset (answer_bias.csv):
+  yes_share_gold       share of gold-entailment ("Yes") items;
+  yes_rate_min/max     the range of the share of "Yes" answers over the checkpoints;
+  r2_<metric>          how much of the metric's residual trajectory (after its own ID series, linear)
+                       yes_rate's residual on the same ID series explains (squared correlation), for
+                       accuracy and for the bias-free metric.
+Per pair (the `answer_bias` column of partial_correlations.csv and pooled_seeds.csv): True where accuracy's
+partial r and the bias-free metric's disagree beyond their intervals (each r outside the other's Fisher CI)
+or yes_rate explains most (R^2 > R2_MOST) of both testsets' accuracy residuals through a bias they share (their
+yes_rate residuals correlate above R2_MOST: on an unbalanced testset item noise alone ties a testset's own
+yes_rate to its accuracy, but not to another testset's).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+R2_MOST = 0.5  # "most of a residual": yes_rate's share of its variance
+COLUMNS = ["run", "model", "seed", "testset", "role", "yes_share_gold", "yes_rate_min", "yes_rate_max",
+           "r2_accuracy", "r2_bias_free", "bias_free_metric"]
+
+
+def explained_share(x, y, yes) -> float:
+    """R^2 of y's residual (OLS on [1, x]) on yes_rate's residual on the same x; NaN when either is constant."""
+    from oodcorr.analysis.partial import residualise_linear
+
+    x, y, yes = (np.asarray(v, float) for v in (x, y, yes))
+    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(yes)
+    if ok.sum() < 4:
+        return math.nan
+    R = residualise_linear(x[ok], np.column_stack([y[ok], yes[ok]]))
+    sd = R.std(axis=0)
+    if (sd <= 1e-12 * np.maximum(1.0, np.abs(np.column_stack([y[ok], yes[ok]])).max(axis=0))).any():
+        return math.nan
+    return float(np.corrcoef(R[:, 0], R[:, 1])[0, 1] ** 2)
+
+
+def diagnose(series: dict, meta: dict, bias_free: str) -> pd.DataFrame:
+    """answer_bias.csv rows. series: {run: {"id_testset": name, "accuracy": {testset: (n,)}, bias_free: {...},
+    "yes_rate": {...}, "yes_share_gold": {testset: float}}}; meta: {run: {"model", "seed"}}."""
+    rows = []
+    for run, s in series.items():
+        m = meta[run]
+        id_name = s["id_testset"]
+        for testset in s["yes_rate"]:
+            yes = np.asarray(s["yes_rate"][testset], float)
+            role = "id" if testset == id_name else "ood"
+            r2 = {metric: explained_share(s[metric][id_name], s[metric][testset], yes) if role == "ood" else math.nan
+                  for metric in ("accuracy", bias_free) if metric in s}
+            fin = yes[np.isfinite(yes)]
+            rows.append({"run": run, "model": m["model"], "seed": m["seed"], "testset": testset, "role": role,
+                         "yes_share_gold": s["yes_share_gold"].get(testset, math.nan),
+                         "yes_rate_min": float(fin.min()) if len(fin) else math.nan,
+                         "yes_rate_max": float(fin.max()) if len(fin) else math.nan,
+                         "r2_accuracy": r2.get("accuracy", math.nan), "r2_bias_free": r2.get(bias_free, math.nan),
+                         "bias_free_metric": bias_free})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def disagree(r_a, lo_a, hi_a, r_b, lo_b, hi_b) -> np.ndarray:
+    """Each r outside the other's interval (both finite)."""
+    r_a, lo_a, hi_a, r_b, lo_b, hi_b = (np.asarray(v, float) for v in (r_a, lo_a, hi_a, r_b, lo_b, hi_b))
+    with np.errstate(invalid="ignore"):
+        out = ((r_a < lo_b) | (r_a > hi_b)) & ((r_b < lo_a) | (r_b > hi_a))
+    return out & np.isfinite(r_a) & np.isfinite(r_b)
+
+
+def yes_residual_corr(series: dict) -> dict:
+    """{(run, a, b): correlation of testsets a's and b's yes_rate residuals (each on the run's ID accuracy)}:
+    near 1 when one answer bias moves both; item noise alone leaves them independent."""
+    from oodcorr.analysis.partial import _corr_cols, residualise_linear
+
+    out = {}
+    for run, s in series.items():
+        x = np.asarray(s["accuracy"][s["id_testset"]], float)
+        names = [t for t in s["yes_rate"] if t != s["id_testset"]]
+        if len(names) < 2:
+            continue
+        Y = np.column_stack([np.asarray(s["yes_rate"][t], float) for t in names])
+        ok = np.isfinite(x) & np.isfinite(Y).all(axis=1)
+        if ok.sum() < 4 or x[ok].std() <= 1e-12:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            C = _corr_cols(residualise_linear(x[ok], Y[ok]))
+        for i, a in enumerate(names):
+            for j, b in enumerate(names):
+                out[(run, a, b)] = float(C[i, j])
+    return out
+
+
+def pair_flags(keys: pd.DataFrame, accuracy: pd.DataFrame, bias_free: pd.DataFrame, diag: pd.DataFrame,
+               series: dict | None = None, on=("run", "method", "testset_a", "testset_b")) -> np.ndarray:
+    """The answer_bias flag for each row of `keys` (columns `on`): accuracy's and the bias-free metric's partial
+    rows (r, ci_low, ci_high on the same keys) disagree beyond their intervals, or yes_rate explains more than
+    R2_MOST of both testsets' accuracy residuals (diag: diagnose's run x testset R^2) through a bias the two
+    share (their yes_rate residuals correlate above R2_MOST; `series` as for diagnose, None: not required)."""
+    on = list(on)
+    cols = ["r", "ci_low", "ci_high"]
+    m = keys[on].merge(accuracy[on + cols], on=on, how="left").merge(
+        bias_free[on + cols], on=on, how="left", suffixes=("_acc", "_bf"))
+    split = disagree(m["r_acc"], m["ci_low_acc"], m["ci_high_acc"], m["r_bf"], m["ci_low_bf"], m["ci_high_bf"])
+    r2 = {(r.run, r.testset): r.r2_accuracy for r in diag.itertuples(index=False)} if len(diag) else {}
+    shared = yes_residual_corr(series) if series is not None else None
+    most = np.array([r2.get((run, a), math.nan) > R2_MOST and r2.get((run, b), math.nan) > R2_MOST and
+                     (shared is None or shared.get((run, a, b), math.nan) > R2_MOST)
+                     for run, a, b in zip(keys["run"], keys["testset_a"], keys["testset_b"])], bool)
+    return np.asarray(split, bool) | most
+
+
+def yes_rate_figures(fig_dir, series: dict, steps: dict) -> dict[str, str]:
+    """yes_rate_<run>.png: the share of "Yes" answers per checkpoint for every testset, with each testset's
+    gold "Yes" share dashed in the same colour. Returns {file name: caption}."""
+    from oodcorr.analysis.plots import _plt, safe
+
+    plt = _plt()
+    figs = {}
+    for run, s in series.items():
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        for i, (testset, yes) in enumerate(s["yes_rate"].items()):
+            color = f"C{i % 10}"
+            ax.plot(steps[run], yes, "-", marker=".", ms=3, lw=1, color=color, label=testset)
+            share = s["yes_share_gold"].get(testset)
+            if share is not None and np.isfinite(share):
+                ax.axhline(share, color=color, ls="--", lw=0.8)
+        ax.set(xlabel="step", ylabel='share of "Yes" answers', ylim=(-0.02, 1.02), title=run)
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=6, ncol=2, loc="best")
+        fig.tight_layout()
+        name = f"yes_rate_{safe(run)}.png"
+        fig.savefig(fig_dir / name, dpi=80)
+        plt.close(fig)
+        figs[name] = f'share of "Yes" answers vs step (dashed: the gold "Yes" share): {run}'
+    return figs
+
+
+def report_section(diag: pd.DataFrame, partials: pd.DataFrame, figures: dict, img, table) -> list[str]:
+    """The report's "Answer bias" section (img/table: the report's figure and table helpers)."""
+    if diag is None or not len(diag):
+        return ["<h2>Answer bias</h2><p>Not assessed: the metrics files hold no yes_rate (written by an older "
+                "version; re-run <code>oodcorr evaluate</code>).</p>"]
+    bf = str(diag["bias_free_metric"].iloc[0])
+    flagged = partials[partials.get("answer_bias", pd.Series(False, index=partials.index)).fillna(False).astype(bool)] \
+        if len(partials) else partials
+    parts = ["<h2>Answer bias</h2>",
+             "<p>A checkpoint that answers \"Yes\" more often loses accuracy on testsets with fewer gold \"Yes\" "
+             "than \"No\" and gains on the others, so accuracy residuals of two such testsets can correlate through "
+             f"the answer bias alone. <code>{bf}</code> is unchanged by such a bias. <b>r2_accuracy</b> is the share "
+             "of a testset's accuracy residual (after ID) that the share of \"Yes\" answers explains; "
+             f"<b>r2_bias_free</b> the same for {bf}. Pairs are flagged <code>answer_bias</code> where accuracy's "
+             f"partial r and {bf}'s disagree beyond their intervals, or the \"Yes\" share explains more than "
+             f"{R2_MOST:.0%} of both testsets' accuracy residuals: {len(flagged)} of {len(partials)} rows.</p>"]
+    parts.append(table(diag[diag["role"] == "ood"], [c for c in COLUMNS if c not in ("role", "bias_free_metric")]))
+    if len(flagged):
+        parts.append(table(flagged, ["run", "method", "testset_a", "testset_b", "r", "ci_low", "ci_high",
+                                     "r_accuracy", "ci_low_accuracy", "ci_high_accuracy"]))
+    parts += [img(name, cap) for name, cap in sorted(figures.items()) if name.startswith("yes_rate_")]
+    return parts
