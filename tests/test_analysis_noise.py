@@ -156,7 +156,7 @@ def test_noise_verdict_counts_signs_only_for_reliable_models_with_ci_excluding_z
 def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     files = make_project(tmp_path)
     out = tmp_path / "results"
-    summary = run_analysis(files, out, methods=("linear", "gam"), bootstrap=100, plots=False)
+    summary = run_analysis(files, out, methods=("linear", "gam"), bootstrap=100, plots=False, metric="accuracy")
     rel = pd.read_csv(out / "reliability.csv")
     assert set(rel["metric"]) == set(METRICS) and set(rel["method"]) == {"linear", "gam"}
     few = rel[rel["testset"] == "wnli"]
@@ -196,7 +196,7 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
 
 def test_metric_mean_margin_analyses_the_margin_trajectories(tmp_path):
     files = make_project(tmp_path, models=("m1",), items=(100, 100, 100))
-    run_analysis(files, tmp_path / "acc", methods=("linear",), bootstrap=20, plots=False)
+    run_analysis(files, tmp_path / "acc", methods=("linear",), bootstrap=20, plots=False, metric="accuracy")
     run_analysis(files, tmp_path / "mar", methods=("linear",), bootstrap=20, plots=False, metric="mean_margin")
     import pyarrow.parquet as pq
 
@@ -226,13 +226,18 @@ def test_missing_predictions_fail_with_one_line_naming_run_and_command(tmp_path)
     (tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / "step-30" / "hans.parquet").unlink()
     with pytest.raises(UserError, match=r"run 'm1-s0': predictions missing: .*step-30.*hans\.parquet"):
         run_analysis(files[:1], out, methods=("linear",), plots=False)
-    with pytest.raises(UserError, match="analyze.metric=mean_margin needs them"):
+    with pytest.raises(UserError, match=r"run 'm2-s0': .*metrics.jsonl has no mean_margin and there are no "
+                       r"per-example log-probs .*; run `oodcorr evaluate --run m2-s0`"):
         run_analysis(files[1:], out, methods=("linear",), plots=False, metric="mean_margin")
+    with pytest.raises(UserError, match=r"has no balanced_margin .*oodcorr evaluate --run m2-s0") as e:
+        run_analysis(files[1:], out, methods=("linear",), plots=False)  # the default metric needs log-probs
+    assert "\n" not in str(e.value) and not out.exists()
     with pytest.raises(UserError, match="oodcorr evaluate --run m2-s0"):
         run_analysis(files[1:], out, methods=("linear",), plots=False, noise=True)
     with pytest.raises(UserError, match="unknown metric 'margin'"):
         run_analysis(files[1:], out, methods=("linear",), plots=False, metric="margin")
-    summary = run_analysis(files[1:], out, methods=("linear",), plots=False, bootstrap=20)  # auto, none: skipped
+    summary = run_analysis(files[1:], out, methods=("linear",), plots=False, bootstrap=20,
+                           metric="accuracy")  # noise auto and no predictions: skipped
     assert summary["noise"]["enabled"] is False
     assert (out / "reliability.csv").read_text().strip().count("\n") == 0  # header only: a declared DVC out
     assert "Not assessed" in (out / "report.html").read_text()

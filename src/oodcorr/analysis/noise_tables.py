@@ -19,83 +19,78 @@ def _predictions(data: dict) -> Path:
     return Path(data["sources"][0]).parent / PREDICTIONS
 
 
-def noise_enabled(runs: dict, settings: AnalyzeSettings) -> bool:
+def noise_enabled(runs: dict, settings: AnalyzeSettings, need_items=()) -> bool:
     """Whether the noise analysis runs (analyze.noise: auto | true | false); raises for missing predictions.
 
     auto: on when every run has stored predictions, skipped when none has (older outputs; the report says
-    so), an error naming the first run without them when only some have. true: required. A metric the
-    metrics.jsonl files do not hold (METRICS[...].column is None) needs predictions whatever `noise` says."""
-    metric = settings.metric
-    needs_predictions = METRICS[metric].needs_predictions
-    if settings.noise_off and not needs_predictions:
-        return False
+    so), an error naming the first run without them when only some have. true: required. `need_items`: runs
+    whose metrics files lack the analysed metric, so it must come from their predictions whatever `noise`
+    says (an error naming `oodcorr evaluate --run <run>` where they have none)."""
     have = {run: _predictions(d).is_dir() for run, d in runs.items()}
+    lacking = [run for run in need_items if not have[run]]
+    if lacking:
+        run = lacking[0]
+        raise UserError(f"run {run!r}: {runs[run]['sources'][0]} has no {settings.metric} and there are no "
+                        f"per-example log-probs to compute it from (written by an older version); run `oodcorr "
+                        f"evaluate --run {run}` to rescore it, or set analyze.metric: accuracy")
+    if settings.noise_off:
+        return False
     missing = [run for run, ok in have.items() if not ok]
-    required = settings.noise_required or needs_predictions
-    if missing and (required or len(missing) < len(have)):
+    if missing and (settings.noise_required or len(missing) < len(have)):
         run = missing[0]
-        why = f"analyze.metric={metric} needs them" if needs_predictions else "the noise analysis needs them"
         raise UserError(f"run {run!r}: no per-example predictions in "
-                        f"{_predictions(runs[run])} ({why}); run `oodcorr evaluate "
+                        f"{_predictions(runs[run])} (the noise analysis needs them); run `oodcorr evaluate "
                         f"--run {run}` to write them, or set analyze.noise: false")
     return not missing
 
 
-def load_items(runs: dict, settings: AnalyzeSettings) -> dict:
-    """{run: {metric: {testset: (checkpoints x items)}}} for every metric in METRICS; with a
-    metric the metrics.jsonl files do not hold, each run's analysed series (x, Y) become its per-checkpoint means."""
-    import pandas as pd
-
+def load_items(runs: dict) -> dict:
+    """{run: {metric: {testset: (checkpoints x items)}, GOLD: {testset: (items,) bool}}} for every metric in
+    METRICS, from the stored predictions."""
     from oodcorr.analysis.noise import load_run_items
 
     items = {}
     for run, d in runs.items():
         names = [d["meta"]["id_testset"], *d["Y"].columns]
         items[run] = load_run_items(run, _predictions(d).parent, d["steps"], names, METRICS)
-        if METRICS[settings.metric].needs_predictions:  # analyse the chosen metric's trajectories instead
-            mats = items[run][settings.metric]
-            d["x"] = mats[names[0]].mean(axis=1)
-            d["Y"] = pd.DataFrame({n: mats[n].mean(axis=1) for n in names[1:]}, index=d["Y"].index)
     return items
 
 
 def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
-    """Reliability table and the noise columns of `partials` (rel_a, rel_b, r_disattenuated, ci2_low,
-    ci2_high, distinguishable). `items`: {run: {metric: {testset: (n, I)}}} (load_items). ci2 is the
-    row's Fisher CI (ci_low, ci_high) disattenuated like r (noise.disattenuated_ci). ci2boot is the
-    two-level bootstrap view (checkpoints and, within each testset, items resampled; linear and rank):
-    reported beside ci2, not used for verdicts, since it under-covers under strong attenuation
-    (bench/results/noise_simulation.json); its resamples: analyze.bootstrap, else BOOT_DEFAULT."""
-    import math
-
+    """Reliability table and the noise columns of `partials` (noise_columns). `items`: load_items. Each metric's
+    reliability residualises its own ID series, over halves stratified by gold label (noise.analyse_run_noise).
+    ci2boot is the two-level bootstrap view of the analysed metric (checkpoints and, within each testset,
+    items resampled; linear and rank; metrics that are plain means only): reported beside ci2, not used for
+    verdicts, since it under-covers under strong attenuation (bench/results/noise_simulation.json); its
+    resamples: analyze.bootstrap, else BOOT_DEFAULT."""
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.noise import (NOISE_METHODS, analyse_run_noise, basic_ci, disattenuate,
-                                        disattenuated_ci, two_level_boot, two_level_resamples)
+    from oodcorr.analysis.noise import (GOLD, NOISE_METHODS, analyse_run_noise, two_level_boot,
+                                        two_level_resamples)
 
-    metric, reliability_min, splits = settings.metric, settings.reliability_min, settings.reliability_splits
-    alpha, bootstrap = settings.alpha, settings.bootstrap or BOOT_DEFAULT
+    metric, splits = settings.metric, settings.reliability_splits
+    bootstrap = settings.bootstrap or BOOT_DEFAULT
     rng = np.random.default_rng(settings.seed + 1)
     methods = [m for m in NOISE_METHODS if m in set(partials["method"])] if len(partials) else []
-    rel_rows, extra, boots = [], [], {}
+    rel_rows, boots = [], {}
     for run, data in runs.items():
         names = list(data["Y"].columns)
         mats = items.get(run)
         if mats is None:
             raise UserError(f"run {run!r}: no item matrices")
-        rel_items = {metric: mats[metric], **{m: mats[m] for m in METRICS if m != metric}}
-        rr, pr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
-                                   {m: {nm: rel_items[m][nm] for nm in names} for m in rel_items})
+        id_name = data["meta"]["id_testset"]
+        order = [metric, *(m for m in METRICS if m != metric)]
+        rr, _ = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
+                                  {m: {nm: mats[m][nm] for nm in [id_name, *names]} for m in order},
+                                  gold=mats[GOLD], id_name=id_name)
         for row in rr:
             row.update(run=run, model=data["meta"]["model"], seed=data["meta"]["seed"])
         rel_rows += rr
-        for row in pr:
-            row["run"] = run
-        extra += pr
-        id_items = mats[metric].get(data["meta"]["id_testset"])
+        id_items = mats[metric].get(id_name)
         Y_items = [mats[metric][nm] for nm in names]
-        if id_items is not None and names and np.isfinite(data["x"]).all() and np.isfinite(data["Y"].to_numpy(float)).all():
+        if METRICS[metric].aggregate == "mean" and id_items is not None and names and \
+                np.isfinite(data["x"]).all() and np.isfinite(data["Y"].to_numpy(float)).all():
             res = two_level_resamples(id_items, Y_items, bootstrap, rng)  # shared by the methods (paired)
             for method in ("linear", "rank"):
                 if method in methods:
@@ -105,17 +100,32 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
     if rel.empty:
         rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
     rel = rel[RELIABILITY_COLUMNS]
+    return noise_columns(partials, rel, metric, settings, boots), rel
+
+
+def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None):
+    """`partials` with rel_a, rel_b (`metric`'s reliabilities from the table `rel`), r_disattenuated, ci2_low,
+    ci2_high (the row's Fisher CI disattenuated like r, noise.disattenuated_ci), ci2boot_low/high (from
+    `boots`, else NaN) and distinguishable; `unreliable:<testset>` flags."""
+    import math
+
+    import numpy as np
+
+    from oodcorr.analysis.noise import basic_ci, disattenuate, disattenuated_ci
+
+    reliability_min, alpha = settings.reliability_min, settings.alpha
+    boots = boots or {}
+    sub = rel[rel["metric"] == metric]
+    rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
     out = partials.copy()
     for col in ("rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2boot_low", "ci2boot_high"):
         out[col] = math.nan
     out["distinguishable"] = False
-    lookup = {(e["run"], e["method"], e["testset_a"], e["testset_b"]): e for e in extra}
     flags = out["flag"].fillna("").astype(str).tolist()
     for i, row in enumerate(out.itertuples(index=False)):
-        e = lookup.get((row.run, row.method, row.testset_a, row.testset_b))
-        if e is None:
+        if row.method == "raw" or (row.run, row.method, row.testset_a) not in rel_of:
             continue
-        ra, rb = e["rel_a"], e["rel_b"]
+        ra, rb = (float(rel_of.get((row.run, row.method, t), math.nan)) for t in (row.testset_a, row.testset_b))
         d = float(disattenuate(row.r, ra, rb, reliability_min))
         lo, hi = (float(v) for v in disattenuated_ci(row.ci_low, row.ci_high, ra, rb, reliability_min))
         new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
@@ -130,7 +140,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
         out.iat[i, out.columns.get_loc("distinguishable")] = bool(
             np.isfinite(lo) and (lo > 0 or hi < 0) and not new)
     out["flag"] = flags
-    return out, rel
+    return out
 
 
 def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliability) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 from oodcorr.errors import UserError
 
 OUTPUT_NAMES = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "plots",
+                "answer_bias.csv",
                 "figures", "summary.json", "metrics.json", "report.html", ".gitignore"}
 OUTPUT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf", ".html", ".txt"}
 
@@ -41,15 +42,22 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def curves_table(runs: dict):
-    """accuracy (or the analysed metric) per run x step x testset, ID and OOD: plots/accuracy_vs_step.csv."""
+    """Every available metric (accuracy, the analysed one, yes_rate, ...) per run x step x testset, ID and OOD:
+    plots/accuracy_vs_step.csv."""
     import pandas as pd
 
-    return pd.DataFrame([
-        {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step), "testset": name,
-         "role": "id" if name == d["meta"]["id_testset"] else "ood", "accuracy": float(acc)}
-        for run, d in runs.items()
-        for name, series in [(d["meta"]["id_testset"], pd.Series(d["x"], index=d["steps"])), *d["Y"].items()]
-        for step, acc in series.items() if pd.notna(acc)])
+    rows = []
+    for run, d in runs.items():
+        names = [d["meta"]["id_testset"], *d["Y"].columns, *(d.get("one_class") or [])]
+        ser = d.get("series") or {"accuracy": {d["meta"]["id_testset"]: d["x"], **{t: d["Y"][t].to_numpy()
+                                                                                  for t in d["Y"].columns}}}
+        for name in names:
+            for i, step in enumerate(d["steps"]):
+                row = {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step),
+                       "testset": name, "role": "id" if name == d["meta"]["id_testset"] else "ood"}
+                row.update({m: float(v[name][i]) for m, v in ser.items()})
+                rows.append(row)
+    return pd.DataFrame(rows).dropna(subset=["accuracy"]) if rows else pd.DataFrame(rows)
 
 
 def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: dict, curves, all_methods: list,
@@ -71,6 +79,11 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         if reliability is None:  # no predictions / noise off: the same columns, no rows (a declared DVC out)
             reliability = pd.DataFrame(columns=RELIABILITY_COLUMNS)
         reliability.to_csv(tmp / "reliability.csv", index=False)
+        from oodcorr.analysis.answer_bias import COLUMNS as BIAS_COLUMNS
+
+        bias = tables.get("answer_bias")
+        (bias if bias is not None else pd.DataFrame(columns=BIAS_COLUMNS)).to_csv(tmp / "answer_bias.csv",
+                                                                                  index=False)
         (tmp / "plots").mkdir()
         curves.to_csv(tmp / "plots" / "accuracy_vs_step.csv", index=False)
         figures = {}
@@ -78,7 +91,14 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
             from oodcorr.analysis.plots import make_figures
 
             (tmp / "figures").mkdir()
-            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha)
+            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric)
+            if bias is not None and len(bias):
+                from oodcorr.analysis.answer_bias import yes_rate_figures
+
+                figures.update(yes_rate_figures(tmp / "figures", {
+                    run: {"yes_rate": {t: d["series"]["yes_rate"][t] for t in bias[bias["run"] == run]["testset"]},
+                          "yes_share_gold": d["gold_share"]} for run, d in runs.items()},
+                    {run: d["steps"] for run, d in runs.items()}))
             if reliability is not None and len(reliability):
                 from oodcorr.analysis.plots import reliability_heatmaps
 
@@ -93,4 +113,4 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         from oodcorr.analysis.report import write_report
 
         write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha,
-                     reliability=reliability)
+                     reliability=reliability, answer_bias=bias)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from oodcorr.analysis import answer_bias, series
+from oodcorr.analysis.consistency import SETUP
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError, closest
+from oodcorr.metrics import BASELINE_METRIC
 
 
 def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None, *, plots: bool = True,
@@ -30,31 +33,78 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
     check_out_dir(Path(out_dir))  # before any work, and long before the folder is replaced
-    methods, alpha = list(settings.methods), settings.alpha
-    runs = build_runs(load_metrics(list(metrics_files), slices=settings.slices))
-    use_noise = noise_enabled(runs, settings)
-    items = load_items(runs, settings) if use_noise else {}
+    methods, alpha, metric = list(settings.methods), settings.alpha, settings.metric
+    df = load_metrics(list(metrics_files), slices=settings.slices)
+    runs = build_runs(df)
+    need = series.missing_runs(df, runs, metric)  # older metrics files: the metric from the predictions
+    use_noise = noise_enabled(runs, settings, need)
+    items = load_items(runs) if use_noise or need else {}
+    one_class = series.attach(runs, df, metric, items)
     all_methods = methods + (["raw"] if "raw" not in methods else [])
-    partials = compute_partials(runs, all_methods, settings)
+    partials = with_one_class(compute_partials(runs, all_methods, settings), runs, all_methods)
     reliability = None
     if use_noise:
         partials, reliability = compute_noise(runs, partials, settings, items)
     pooled = pool_seeds(partials, alpha)
     consistency = cross_model(pooled, alpha, settings.reliability_min)
     summary = summarise(partials, consistency, all_methods, alpha)
-    summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods,
+    summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
                    models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
+    if one_class:
+        summary["flags"] = one_class
     summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
+    tables = {"partials": partials, "pooled": pooled, "consistency": consistency, "reliability": reliability}
+    tables.update(beside_accuracy(runs, tables, settings, all_methods, summary))
+    tables["answer_bias"] = answer_bias.assess(runs, tables, settings, all_methods, summary)
     pair = scatter_pair(runs, partials, settings.scatter_pair, methods[0])
     out_dir = Path(out_dir)
-    write_outputs(out_dir, settings, summary, runs, {"partials": partials, "pooled": pooled,
-                  "consistency": consistency, "reliability": reliability}, curves_table(runs), all_methods, pair,
-                  plots)
+    write_outputs(out_dir, settings, summary, runs, tables, curves_table(runs), all_methods, pair, plots)
     if mlflow:
         from oodcorr.analysis.mlflow_log import log_analysis
 
         log_analysis(out_dir, summary, runs, metrics_files, tracking_uri, experiment, training_run_ids)
     return summary
+
+
+def with_one_class(partials, runs: dict, methods):
+    """`partials` plus NaN rows flagged one_class:<testset> for pairs the analysed metric is undefined on."""
+    import pandas as pd
+
+    rows = series.one_class_rows(runs, methods)
+    return pd.concat([partials, pd.DataFrame(rows)[list(partials.columns.intersection(rows[0].keys()))]],
+                     ignore_index=True) if rows else partials
+
+
+def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict) -> dict:
+    """Accuracy (the paper's metric) beside the analysed one: its partial r, Fisher CI and, with the noise
+    pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
+    in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
+    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
+    from oodcorr.analysis.noise_tables import noise_columns
+
+    alpha = settings.alpha
+    acc_runs = series.as_metric(runs, BASELINE_METRIC)
+    if acc_runs is None:
+        return {}
+    if settings.metric == BASELINE_METRIC:
+        acc, pooled, cons = tables["partials"], tables["pooled"], tables["consistency"]
+    else:
+        acc = compute_partials(acc_runs, methods, settings.but(bootstrap=0))
+        if tables["reliability"] is not None:
+            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings)
+        pooled = pool_seeds(acc, alpha)
+        cons = cross_model(pooled, alpha, settings.reliability_min)
+        s = summarise(acc, cons, methods, alpha)
+        summary["accuracy"] = {m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]}
+                               for m, v in s["methods"].items()}
+    keys = ["run", "method", "testset_a", "testset_b"]
+    pkeys = ["model", *SETUP, "method", "testset_a", "testset_b"]
+    ckeys = [*SETUP, "method", "testset_a", "testset_b"]
+    return {"partials": series.beside(tables["partials"], acc, keys, BASELINE_METRIC),
+            "pooled": series.beside(tables["pooled"], pooled, pkeys, BASELINE_METRIC,
+                                    ("r", "ci_low", "ci_high", "p_bh", "ci2_low", "ci2_high")),
+            "consistency": series.beside(tables["consistency"], cons, ckeys, BASELINE_METRIC, ("verdict", "r_pooled")),
+            "accuracy_partials": acc}
 
 
 def compute_partials(runs: dict, methods, settings: AnalyzeSettings | None = None):

@@ -25,7 +25,7 @@ import click
 
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
-from oodcorr.metrics import DEFAULT_METRIC
+from oodcorr.metrics import BASELINE_METRIC
 
 
 def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = AnalyzeSettings.alpha) -> float:
@@ -74,7 +74,7 @@ def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.
     return out
 
 
-def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = DEFAULT_METRIC,
+def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = BASELINE_METRIC,
                 splits: int = AnalyzeSettings.reliability_splits) -> dict:
     """Signal variance S and per-item noise variance v of a pilot (from its stored predictions), at the
     series where the signal-to-noise ratio S/v is at the `1 - quantile` quantile (0.5: the median)."""

@@ -176,8 +176,9 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
 
 
 def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consistency, figures: dict,
-                 alpha: float = AnalyzeSettings.alpha, reliability=None) -> None:
-    """Write report.html into the (temporary) output folder; figures are read from the same folder."""
+                 alpha: float = AnalyzeSettings.alpha, reliability=None, answer_bias=None) -> None:
+    """Write report.html into the (temporary) output folder; figures are read from the same folder.
+    answer_bias: the answer_bias.csv table (None: not assessed)."""
     path = Path(path)
     out = path.parent
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>oodcorr analysis</title>"
@@ -186,7 +187,14 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
              f"<p>{summary['n_runs']} runs, {summary['n_models']} models "
              f"({html.escape(', '.join(map(str, summary.get('models', []))))}), {summary['n_pairs']} OOD testset pairs, "
              f"median {summary['n_checkpoints_median']:.0f} checkpoints per run; α = {alpha}, "
-             f"bootstrap resamples = {summary.get('bootstrap', 0)}.</p>"]
+             f"bootstrap resamples = {summary.get('bootstrap', 0)}.</p>",
+             f"<p>Metric analysed (verdicts and the summary below): <b>{html.escape(str(summary.get('metric')))}</b>"
+             + ("" if summary.get("metric") in (None, "accuracy") else
+                "; accuracy, the paper's metric, is shown beside it in every table (<code>*_accuracy</code> "
+                "columns) and figure")
+             + ". " + "".join(f"<code>{html.escape(f)}</code> " for f in summary.get("flags", []))
+             + ("(undefined on a testset with one gold class: its pairs are listed with no r)"
+                if summary.get("flags") else "") + "</p>"]
 
     parts += bottom_line(summary, runs, reliability)
     parts.append("<h2>Summary per method</h2>")
@@ -200,7 +208,17 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
             "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>")
     parts.append(f"<table>{head}{''.join(rows)}</table>")
 
+    if summary.get("accuracy"):
+        parts.append("<h3>Accuracy beside it</h3><table><tr><th>method</th><th>mean |r|</th>" +
+                     "".join(f"<th>{v}</th>" for v in _consistency.VERDICTS) + "</tr>" + "".join(
+                         f"<tr><td class='l'>{m}</td><td>{_fmt(float(s['mean_abs_r'])) if s['mean_abs_r'] is not None else '–'}"
+                         "</td>" + "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>"
+                         for m, s in summary["accuracy"].items()) + "</table>")
+
     parts += _noise_section(summary, partials, reliability, figures, out)
+    from oodcorr.analysis import answer_bias as _bias
+
+    parts += _bias.report_section(answer_bias, partials, figures, lambda f, c: _img(out / "figures" / f, c), table)
 
     parts.append("<h2>How to read this</h2><h3>Methods</h3><pre>" +
                  html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
@@ -214,7 +232,8 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
 
     parts.append("<h2>Consistency across models</h2>")
     cols = ["train_set", "shots", "method", "testset_a", "testset_b", "verdict", "n_models_valid", "n_models_sig",
-            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "models", "models_two_level"]
+            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "verdict_accuracy",
+            "r_pooled_accuracy", "answer_bias", "models", "models_two_level"]
     if len(consistency):
         order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
         shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
@@ -230,11 +249,14 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     parts.append("<h2>Seeds pooled per model</h2>")
     parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",
                                 "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "r_disattenuated", "ci2_low",
-                                "ci2_high", "rel_a", "rel_b", "flag"]))
+                                "ci2_high", "rel_a", "rel_b", "r_accuracy", "ci_low_accuracy", "ci_high_accuracy",
+                                "answer_bias", "flag"]))
     parts.append("<h2>Per run partial correlations</h2>")
     parts.append(table(partials, ["run", "method", "testset_a", "testset_b", "r", "n", "k", "df", "p", "p_holm",
                                   "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "rel_a", "rel_b",
-                                  "r_disattenuated", "ci2_low", "ci2_high", "distinguishable", "flag"]))
+                                  "r_disattenuated", "ci2_low", "ci2_high", "distinguishable", "r_accuracy",
+                                  "ci_low_accuracy", "ci_high_accuracy", "distinguishable_accuracy", "answer_bias",
+                                  "flag"]))
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"
                  "<th>ID testset</th><th>checkpoints</th><th>OOD testsets</th></tr>")
     for run, d in runs.items():

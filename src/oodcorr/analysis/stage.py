@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from oodcorr.analysis.partial import METHODS
-from oodcorr.metrics import METRICS
+from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
 
 
 @click.command("analyze")
@@ -28,8 +28,9 @@ from oodcorr.metrics import METRICS
 @click.option("--mlflow/--no-mlflow", "use_mlflow", default=None,
               help="Log the analysis as one MLflow run (default: params analyze.mlflow, else on).")
 @click.option("--no-plots", is_flag=True, help="Skip figures (tables, summary and report only).")
-@click.option("--metric", default=None, type=click.Choice(list(METRICS)),
-              help="Per-checkpoint metric to correlate (default: params analyze.metric, else accuracy).")
+@click.option("--metric", default=None, type=click.Choice(list(ANALYSABLE)),
+              help="Per-checkpoint metric to correlate (default: params analyze.metric, else "
+                   f"{DEFAULT_METRIC}); accuracy is always reported beside it.")
 def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots, metric):
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
