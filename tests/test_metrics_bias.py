@@ -115,3 +115,127 @@ def test_answer_bias_flag_fires_on_a_shared_bias_with_uncorrelated_abilities(bia
         assert acc["r"].iloc[0] > 0.5 and abs(bm["r"].iloc[0]) < acc["r"].iloc[0] - 0.3
         assert (diag.loc[diag["role"] == "ood", "r2_accuracy"] > 0.5).all()
         assert (diag.loc[diag["role"] == "ood", "r2_bias_free"] < 0.3).all()
+
+
+def _bias_project(root, bias_sd, runs=(("m1", 0), ("m2", 0)), shares=(0.28, 0.40), n_items=200):
+    from oodcorr.analysis.simulate import write_bias_study
+
+    files = []
+    for k, (model, seed) in enumerate(runs):
+        st = answer_bias_study(16, n_items, shares, bias_sd, n_id_items=n_items, rng=np.random.default_rng(11 + k))
+        ev = root / "runs" / f"{model}-s{seed}" / "eval"
+        write_bias_study(ev, st, f"{model}-s{seed}", model, seed, range(0, 160, 10), ["mnli", "paws", "scitail"])
+        files.append(ev / "metrics.jsonl")
+    return files
+
+
+def test_analysis_defaults_to_balanced_margin_with_accuracy_beside_it_and_flags_answer_bias(tmp_path):
+    from oodcorr.analysis.pipeline import run_analysis
+
+    files = _bias_project(tmp_path, 2.5)
+    out = tmp_path / "results"
+    summary = run_analysis(files, out, methods=("linear",), plots=True)
+    assert summary["metric"] == "balanced_margin" and summary["noise"]["metric"] == "balanced_margin"
+    p = pd.read_csv(out / "partial_correlations.csv")
+    lin = p[p["method"] == "linear"]
+    assert {"r_accuracy", "ci_low_accuracy", "ci_high_accuracy", "ci2_low_accuracy", "answer_bias"} <= set(p.columns)
+    assert (lin["r_accuracy"] > 0.5).all() and lin["answer_bias"].all()  # accuracy: the shared bias
+    assert (lin["r"].abs() < lin["r_accuracy"] - 0.3).all()  # balanced_margin: not
+    # r_accuracy is accuracy's own partial r (independent: pingouin on the metrics.jsonl accuracies)
+    from oodcorr.analysis.partial import pingouin_partial
+
+    rows = pd.read_json(files[0], lines=True)
+    wide = rows.pivot(index="step", columns="testset", values="accuracy")
+    first = lin[lin["run"] == "m1-s0"].iloc[0]
+    assert first["r_accuracy"] == pytest.approx(pingouin_partial(wide, "paws", "scitail", "mnli")["r"], abs=1e-9)
+    wide_bm = rows.pivot(index="step", columns="testset", values="balanced_margin")
+    assert first["r"] == pytest.approx(pingouin_partial(wide_bm, "paws", "scitail", "mnli")["r"], abs=1e-9)
+    pooled = pd.read_csv(out / "pooled_seeds.csv")
+    assert {"r_accuracy", "answer_bias"} <= set(pooled.columns)
+    assert pooled[pooled["method"] == "linear"]["answer_bias"].all()
+    cons = pd.read_csv(out / "consistency.csv")
+    assert {"verdict_accuracy", "answer_bias"} <= set(cons.columns)
+    bias = pd.read_csv(out / "answer_bias.csv")
+    ood = bias[bias["role"] == "ood"]
+    assert len(ood) == 4 and ood["r2_accuracy"].median() > 0.7 and (ood["r2_bias_free"] < 0.3).all()
+    assert ood.set_index("testset")["yes_share_gold"].to_dict() == {"paws": 0.28, "scitail": 0.4}
+    rel = pd.read_csv(out / "reliability.csv")
+    assert set(rel["metric"]) == set(METRICS)
+    html = (out / "report.html").read_text()
+    assert "<h2>Answer bias</h2>" in html and "yes_rate_m1-s0.png" in html
+    assert (out / "figures" / "yes_rate_m1-s0.png").is_file()
+    assert "accuracy" in summary and summary["answer_bias"]["pairs_flagged"]["linear"] == 2
+    curves = pd.read_csv(out / "plots" / "accuracy_vs_step.csv")
+    assert {"accuracy", "balanced_margin", "yes_rate"} <= set(curves.columns)
+
+
+def test_clean_study_raises_no_answer_bias_flag(tmp_path):
+    from oodcorr.analysis.pipeline import run_analysis
+
+    files = _bias_project(tmp_path, 0.0)
+    run_analysis(files, tmp_path / "results", methods=("linear",), plots=False)
+    p = pd.read_csv(tmp_path / "results" / "partial_correlations.csv")
+    assert not p["answer_bias"].any()
+
+
+def test_a_one_class_testset_is_flagged_not_a_crash(tmp_path):
+    from oodcorr.analysis.pipeline import run_analysis
+
+    files = _bias_project(tmp_path, 1.0, runs=(("m1", 0),), shares=(1.0, 0.4))  # paws: every gold label "Yes"
+    rows = pd.read_json(files[0], lines=True)
+    assert rows[rows["testset"] == "paws"]["balanced_margin"].isna().all()
+    summary = run_analysis(files, tmp_path / "results", methods=("linear",), plots=True)
+    assert summary["flags"] == ["one_class:paws"]
+    p = pd.read_csv(tmp_path / "results" / "partial_correlations.csv")
+    row = p[(p["method"] == "linear")].iloc[0]
+    assert math.isnan(row["r"]) and row["flag"] == "one_class:paws" and np.isfinite(row["r_accuracy"])
+    assert "one_class:paws" in (tmp_path / "results" / "report.html").read_text()
+
+
+def test_outputs_without_log_probs_name_the_evaluate_command(tmp_path):
+    import pyarrow.parquet as pq
+
+    from oodcorr.analysis.pipeline import run_analysis
+
+    files = _bias_project(tmp_path, 1.0, runs=(("m1", 0),))
+    keep = ["run", "model", "train_set", "id_testset", "shots", "seed", "step", "testset", "slice", "accuracy", "n"]
+    old = pd.read_json(files[0], lines=True)[keep]  # an older version: accuracy only, predictions without log-probs
+    files[0].write_text(old.to_json(orient="records", lines=True))
+    for f in (tmp_path / "runs").rglob("*.parquet"):
+        pq.write_table(pq.read_table(f).drop(["logp_entailment", "logp_non_entailment"]), f)
+    with pytest.raises(UserError) as e:
+        run_analysis(files, tmp_path / "results", methods=("linear",), plots=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "run `oodcorr evaluate --run m1-s0`" in msg and "no column logp_entailment" in msg
+    assert not (tmp_path / "results").exists()
+
+
+def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves():
+    from oodcorr.analysis.noise import analyse_run_noise
+
+    st = answer_bias_study(12, 60, (0.3,), 1.0, n_id_items=60, rng=np.random.default_rng(2))
+    tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]
+    mats = {m: {"id": METRICS[m].score(tables[0]), "a": METRICS[m].score(tables[1])} for m in ("accuracy",
+                                                                                             "balanced_margin")}
+    gold = {"id": st["gold"][0], "a": st["gold"][1]}
+    acc_id = mats["accuracy"]["id"].mean(axis=1)
+    rows, _ = analyse_run_noise(acc_id, mats["accuracy"]["a"].mean(axis=1)[:, None], ["a"], ["linear"], 9,
+                                np.random.default_rng(4), {"balanced_margin": mats["balanced_margin"],
+                                                           "accuracy": mats["accuracy"]}, gold=gold, id_name="id")
+    got = {r["metric"]: r["reliability"] for r in rows}
+    A, B = stratified_halves(gold["a"], 9, np.random.default_rng(4))  # the same draw: the first testset's halves
+    df = pd.DataFrame({"gold": gold["a"]})
+
+    def half_value(scores, keep):  # balanced margin of a half, by pandas: mean of the two class means
+        return df[keep].assign(s=scores[keep]).groupby("gold")["s"].mean().mean()
+
+    x = pd.DataFrame(mats["balanced_margin"]["id"].T).assign(gold=gold["id"]).groupby("gold").mean().mean().to_numpy()
+    X = np.column_stack([np.ones(12), x])  # balanced_margin's own ID series, not ID accuracy
+    cs = []
+    for a, b in zip(A, B):
+        ya = np.array([half_value(row, a) for row in mats["balanced_margin"]["a"]])
+        yb = np.array([half_value(row, b) for row in mats["balanced_margin"]["a"]])
+        ra, rb = (y - X @ np.linalg.lstsq(X, y, rcond=None)[0] for y in (ya, yb))
+        cs.append(np.corrcoef(ra, rb)[0, 1])
+    c = np.mean(cs)
+    assert got["balanced_margin"] == pytest.approx(2 * c / (1 + c), abs=1e-9)

@@ -71,8 +71,12 @@ def with_one_class(partials, runs: dict, methods):
     import pandas as pd
 
     rows = series.one_class_rows(runs, methods)
-    return pd.concat([partials, pd.DataFrame(rows)[list(partials.columns.intersection(rows[0].keys()))]],
-                     ignore_index=True) if rows else partials
+    if not rows:
+        return partials
+    extra = pd.DataFrame(rows).reindex(columns=partials.columns)
+    out = extra if partials.empty else pd.concat([partials, extra], ignore_index=True)
+    numeric = ("r", "n", "k", "df", "p", "p_holm", "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high")
+    return out.astype({c: float for c in numeric if c in out})
 
 
 def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict) -> dict:

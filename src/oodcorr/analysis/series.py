@@ -99,7 +99,8 @@ def _gold_share(g, names, mats) -> dict:
 
 
 def as_metric(runs: dict, metric: str) -> dict | None:
-    """A copy of `runs` whose x/Y are `metric`'s series (the same OOD testsets); None when a run lacks it."""
+    """A copy of `runs` whose x/Y are `metric`'s series (the same OOD testsets, plus those the analysed metric
+    is undefined on where `metric` is defined); None when a run lacks it."""
     import pandas as pd
 
     out = {}
@@ -107,8 +108,9 @@ def as_metric(runs: dict, metric: str) -> dict | None:
         s = d["series"].get(metric)
         if s is None:
             return None
+        names = sorted([*d["Y"].columns, *(t for t in d.get("one_class") or [] if np.isfinite(s[t]).any())])
         out[run] = {**d, "x": s[d["meta"]["id_testset"]],
-                    "Y": pd.DataFrame({t: s[t] for t in d["Y"].columns}, index=d["Y"].index)}
+                    "Y": pd.DataFrame({t: s[t] for t in names}, index=d["Y"].index)}
     return out
 
 
@@ -136,10 +138,8 @@ SIDE = ("r", "ci_low", "ci_high", "r_disattenuated", "ci2_low", "ci2_high", "dis
 
 def beside(table, other, keys: list[str], suffix: str, columns=SIDE):
     """`table` with `other`'s `columns` (those it has) merged on `keys` as <column>_<suffix>."""
-    cols = [c for c in columns if c in other.columns]
-    if not len(table):
-        for c in cols:
-            table[f"{c}_{suffix}"] = []
-        return table
+    cols = [c for c in columns if c in other.columns] if len(other) else list(columns)
+    if not len(table) or not len(other):
+        return table.assign(**{f"{c}_{suffix}": float("nan") for c in cols})
     right = other[keys + cols].drop_duplicates(keys).rename(columns={c: f"{c}_{suffix}" for c in cols})
     return table.merge(right, on=keys, how="left")

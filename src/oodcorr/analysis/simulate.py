@@ -213,3 +213,31 @@ def prediction_table(gold, log_odds) -> dict:
     label = np.where(gold, "entailment", "non_entailment")
     return {"label": label, "prediction": np.where(log_odds >= 0, "entailment", "non_entailment"),
             "logp_entailment": -np.logaddexp(0, -log_odds), "logp_non_entailment": -np.logaddexp(0, log_odds)}
+
+
+def write_bias_study(eval_dir, study: dict, run: str, model: str, seed: int, steps, names,
+                     train_set: str = "mnli_train", shots: int = 16) -> list[dict]:
+    """predictions/step-<N>/<testset>.parquet and metrics.jsonl (every metric of the table, as the evaluate
+    stage writes them) of a simulated answer_bias_study; names[0] is the ID testset. Returns the rows."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from oodcorr.io import write_jsonl
+    from oodcorr.metrics import table_metrics
+
+    eval_dir, rows = Path(eval_dir), []
+    for i, step in enumerate(steps):
+        d = eval_dir / "predictions" / f"step-{int(step)}"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, gold, m in zip(names, study["gold"], study["log_odds"]):
+            t = prediction_table(gold, m[i])
+            pq.write_table(pa.table({"id": [f"{name}-{q:05d}" for q in range(len(gold))], **{
+                c: (np.asarray(v, "float32") if c.startswith("logp") else v) for c, v in t.items()},
+                "slice": [None] * len(gold)}), d / f"{name}.parquet")
+            rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": names[0], "shots": shots,
+                         "seed": seed, "step": int(step), "testset": name, "slice": None, "n": len(gold),
+                         **table_metrics(t)})
+    write_jsonl(eval_dir / "metrics.jsonl", rows)
+    return rows
