@@ -4,6 +4,7 @@ metrics, cache reuse, MLflow steps, 2-process sharding and bad inputs. Tiny mode
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -173,6 +174,20 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
             "f1_non_entailment", "macro_f1", "n"} <= set(metrics[0])
     assert {m["slice"] for m in metrics if m["testset"] == "ood"} == {None, "hA/entailment", "hA/non_entailment",
                                                                       "hB/entailment", "hB/non_entailment"}
+    # every metric of the table from the stored log-probs, per testset and slice (checked independently)
+    from oodcorr.metrics import METRICS
+
+    assert set(METRICS) | {"n_entailment"} <= set(metrics[0])
+    row = next(m for m in metrics if (m["step"], m["testset"], m["slice"]) == (9, "ood", None))
+    df = pd.read_parquet(ev / "predictions" / "step-9" / "ood.parquet")
+    by = (df["logp_entailment"] - df["logp_non_entailment"]).groupby(df["label"]).mean()
+    assert row["balanced_margin"] == pytest.approx(0.5 * (by["entailment"] - by["non_entailment"]), abs=1e-5)
+    recall = (df["prediction"] == df["label"]).groupby(df["label"]).mean()
+    assert row["balanced_accuracy"] == pytest.approx(recall.mean(), abs=1e-9)
+    assert row["yes_rate"] == pytest.approx((df["prediction"] == "entailment").mean(), abs=1e-9)
+    assert row["n_entailment"] == int((df["label"] == "entailment").sum())
+    one = next(m for m in metrics if m["slice"] == "hA/entailment")  # a slice with one gold class
+    assert math.isnan(one["balanced_margin"]) and math.isnan(one["auc"]) and one["accuracy"] == one["accuracy"]
     assert (ev / "accuracy.csv").read_text().splitlines()[0] == "step,testset,accuracy"
     assert len((ev / "accuracy.csv").read_text().splitlines()) == 7
     assert json.loads((ev / "summary.json").read_text())["step"] == 9
@@ -188,7 +203,8 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     assert sorted(res4["scored"]) == [(s, "extra") for s in (0, 5, 9, 12)]
 
     client = mlflow.MlflowClient(mlflow_uri)
-    for key in ("accuracy/idt", "macro_f1/ood", "f1_non_entailment/ood", "slices/ood/hA/entailment/accuracy"):
+    for key in ("accuracy/idt", "macro_f1/ood", "f1_non_entailment/ood", "slices/ood/hA/entailment/accuracy",
+                "balanced_margin/ood", "auc/idt", "yes_rate/ood"):
         steps = [m.step for m in client.get_metric_history(res["mlflow_run_id"], key)]
         assert sorted(steps) == [0, 5, 9, 12], key
     assert sorted(m.step for m in client.get_metric_history(res["mlflow_run_id"], "accuracy/extra")) == [0, 5, 9, 12]
