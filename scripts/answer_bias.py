@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""How much of each testset's accuracy trajectory is the model's answer bias: per run and testset, the share
-of 'entailment' answers at every checkpoint and its correlation with accuracy across checkpoints, from the
-stored per-example predictions (runs/<run>/eval/predictions/step-<k>/<testset>.parquet).
+"""How much of each testset's accuracy trajectory is the model's answer bias, per run and testset, from the
+stored per-example predictions: the analysis' own diagnosis (oodcorr.analysis.answer_bias, which `oodcorr
+analyze` writes to results/answer_bias.csv) plus the plain correlation of accuracy with the share of "Yes"
+answers across checkpoints (the columns of docs/cpu-study/answer_bias.csv).
 
     python scripts/answer_bias.py PROJECT [--out FILE.csv]
 
@@ -15,32 +16,33 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
-import yaml
 
 
 def answer_bias(project: Path) -> pd.DataFrame:
-    runs = yaml.safe_load((project / "params.yaml").read_text())["runs"]
-    rows = []
-    for run in runs:
-        for step_dir in sorted((project / "runs" / run / "eval" / "predictions").glob("step-*")):
-            step = int(step_dir.name.split("-", 1)[1])
-            for f in step_dir.glob("*.parquet"):
-                t = pq.read_table(f, columns=["label", "prediction"]).to_pandas()
-                rows.append({"run": run, "step": step, "testset": f.stem, "n": len(t),
-                             "share_entailment_labels": (t["label"] == "entailment").mean(),
-                             "share_entailment_answers": (t["prediction"] == "entailment").mean(),
-                             "accuracy": (t["label"] == t["prediction"]).mean()})
-    df = pd.DataFrame(rows)
+    from oodcorr.analysis import series
+    from oodcorr.analysis.answer_bias import diagnose
+    from oodcorr.analysis.loading import build_runs, load_metrics, metrics_files
+    from oodcorr.analysis.noise_tables import load_items
+    from oodcorr.config import load_params
+    from oodcorr.metrics import BIAS_FREE_METRIC
+
+    df = load_metrics(metrics_files(load_params(project / "params.yaml"), project))
+    runs = build_runs(df)
+    series.attach(runs, df, BIAS_FREE_METRIC, load_items(runs))
+    ser = {run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"], **d["series"]}
+           for run, d in runs.items()}
+    diag = diagnose(ser, {run: d["meta"] for run, d in runs.items()}, BIAS_FREE_METRIC)
+    n = df.groupby(["run", "testset"])["n"].last()
     out = []
-    for (run, ts), g in df.sort_values("step").groupby(["run", "testset"]):
-        yes, acc = g["share_entailment_answers"].to_numpy(), g["accuracy"].to_numpy()
+    for row in diag.itertuples(index=False):
+        acc, yes = ser[row.run]["accuracy"][row.testset], ser[row.run]["yes_rate"][row.testset]
         r = np.corrcoef(acc, yes)[0, 1] if yes.std() > 0 and acc.std() > 0 else np.nan
-        out.append({"run": run, "testset": ts, "n_items": int(g["n"].iloc[0]),
-                    "share_entailment_labels": round(g["share_entailment_labels"].iloc[0], 3),
-                    "answers_entailment_min": round(yes.min(), 3), "answers_entailment_max": round(yes.max(), 3),
-                    "r_accuracy_vs_answers": round(r, 3)})
-    return pd.DataFrame(out)
+        out.append({"run": row.run, "testset": row.testset, "n_items": int(n[(row.run, row.testset)]),
+                    "share_entailment_labels": round(row.yes_share_gold, 3),
+                    "answers_entailment_min": round(row.yes_rate_min, 3),
+                    "answers_entailment_max": round(row.yes_rate_max, 3), "r_accuracy_vs_answers": round(r, 3),
+                    "r2_accuracy": row.r2_accuracy, "r2_bias_free": row.r2_bias_free})
+    return pd.DataFrame(out).sort_values(["run", "testset"]).reset_index(drop=True)
 
 
 def main():

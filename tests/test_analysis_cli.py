@@ -134,3 +134,16 @@ def test_out_that_is_a_file_or_unwritable_is_one_line(project):
             assert res.exit_code == 2 and res.output.startswith("error: --out ro/results: not writable"), res.output
         finally:
             ro.chmod(0o755)
+
+
+def test_unknown_metric_in_params_or_on_the_command_line_lists_the_metrics(project):
+    from oodcorr.metrics import ANALYSABLE
+
+    params = (project / "params.yaml").read_text().replace("mlflow: false", "mlflow: false, metric: balanced_margn")
+    (project / "params.yaml").write_text(params)
+    res = CliRunner().invoke(cli, ["analyze"])
+    line = res.output.strip()
+    assert res.exit_code != 0 and "\n" not in line and not (project / "results").exists()
+    assert "analyze.metric: unknown metric 'balanced_margn'" in line and all(m in line for m in ANALYSABLE)
+    res = CliRunner().invoke(cli, ["analyze", "--metric", "f1"])
+    assert res.exit_code == 2 and all(m in res.output for m in ANALYSABLE)
