@@ -211,7 +211,7 @@ def test_outputs_without_log_probs_name_the_evaluate_command(tmp_path):
 
 
 def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves():
-    from oodcorr.analysis.noise import analyse_run_noise
+    from oodcorr.analysis.noise_tables import analyse_run_noise
 
     st = answer_bias_study(12, 60, (0.3,), 1.0, n_id_items=60, rng=np.random.default_rng(2))
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]
@@ -219,7 +219,7 @@ def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves
                                                                                              "balanced_margin")}
     gold = {"id": st["gold"][0], "a": st["gold"][1]}
     acc_id = mats["accuracy"]["id"].mean(axis=1)
-    rows, _ = analyse_run_noise(acc_id, mats["accuracy"]["a"].mean(axis=1)[:, None], ["a"], ["linear"], 9,
+    rows = analyse_run_noise(acc_id, mats["accuracy"]["a"].mean(axis=1)[:, None], ["a"], ["linear"], 9,
                                 np.random.default_rng(4), {"balanced_margin": mats["balanced_margin"],
                                                            "accuracy": mats["accuracy"]}, gold=gold, id_name="id")
     got = {r["metric"]: r["reliability"] for r in rows}

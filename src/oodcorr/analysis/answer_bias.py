@@ -167,27 +167,22 @@ def report_section(diag: pd.DataFrame, partials: pd.DataFrame, figures: dict, im
     return parts
 
 
-def assess(runs: dict, tables: dict, settings, methods, summary: dict) -> pd.DataFrame:
+def assess(runs: dict, tables: dict, bf_partials, bf: str, summary: dict) -> pd.DataFrame:
     """The analysis' answer-bias pass: answer_bias.csv (returned), the `answer_bias` column of the partials
-    (per run), pooled (any seed) and consistency (any model) tables, and summary["answer_bias"]. Skipped
-    (empty table, summary note) when the metrics files and predictions hold no yes_rate (older versions)."""
-    from oodcorr.analysis.pipeline import compute_partials
-    from oodcorr.analysis.series import as_metric, bias_free_metric
-
-    bf = bias_free_metric(settings.metric)
+    (per run), pooled (any seed) and consistency (any model) tables, and summary["answer_bias"]. bf_partials:
+    the partial rows of the bias-free metric `bf` (None: unavailable). Skipped (empty table, summary note)
+    when the metrics files and predictions hold no yes_rate (older versions)."""
     acc = tables.pop("accuracy_partials", None)
     need = ("accuracy", bf, "yes_rate")
     for key in ("partials", "pooled", "consistency"):
         tables[key] = tables[key].assign(answer_bias=False)
-    if acc is None or any(m not in d["series"] for d in runs.values() for m in need):
+    if acc is None or bf_partials is None or any(m not in d["series"] for d in runs.values() for m in need):
         summary["answer_bias"] = {"assessed": False, "note": "no yes_rate in the metrics files or predictions"}
         return pd.DataFrame(columns=COLUMNS)
     series = {run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"],
                     **{m: d["series"][m] for m in need}} for run, d in runs.items()}
     diag = diagnose(series, {run: d["meta"] for run, d in runs.items()}, bf)
     partials = tables["partials"]
-    bf_partials = partials if bf == settings.metric else compute_partials(as_metric(runs, bf), methods,
-                                                                          settings.but(bootstrap=0))
     partials["answer_bias"] = pair_flags(partials, acc, bf_partials, diag, series)
     pair = ["method", "testset_a", "testset_b"]
     for key, by in (("pooled", ["model", "train_set", "shots", "id_testset", *pair]),

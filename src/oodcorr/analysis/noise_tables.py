@@ -58,7 +58,7 @@ def load_items(runs: dict) -> dict:
 
 def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
     """Reliability table and the noise columns of `partials` (noise_columns). `items`: load_items. Each metric's
-    reliability residualises its own ID series, over halves stratified by gold label (noise.analyse_run_noise).
+    reliability residualises its own ID series, over halves stratified by gold label (analyse_run_noise).
     ci2boot is the two-level bootstrap view of the analysed metric (checkpoints and, within each testset,
     items resampled; linear and rank; metrics that are plain means only): reported beside ci2, not used for
     verdicts, since it under-covers under strong attenuation (bench/results/noise_simulation.json); its
@@ -66,8 +66,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.noise import (GOLD, NOISE_METHODS, analyse_run_noise, two_level_boot,
-                                        two_level_resamples)
+    from oodcorr.analysis.noise import GOLD, NOISE_METHODS, two_level_boot, two_level_resamples
 
     metric, splits = settings.metric, settings.reliability_splits
     bootstrap = settings.bootstrap or BOOT_DEFAULT
@@ -81,7 +80,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
             raise UserError(f"run {run!r}: no item matrices")
         id_name = data["meta"]["id_testset"]
         order = [metric, *(m for m in METRICS if m != metric)]
-        rr, _ = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
+        rr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
                                   {m: {nm: mats[m][nm] for nm in [id_name, *names]} for m in order},
                                   gold=mats[GOLD], id_name=id_name)
         for row in rr:
@@ -170,3 +169,49 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
     out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
                                                  for k, v in by_metric.items()}
     return out
+
+
+def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict, gold: dict | None = None,
+                      id_name: str | None = None):
+    """Reliability rows of one run (metric, method, testset, n_items, n, reliability, flag).
+
+    x, Y: the analysed series (n,), (n, T); rel_items: {metric: {testset: (n, I)}} item matrices.
+    gold: {testset: (I,) bool gold-entailment}: halves stratified by gold label and each metric aggregated
+    as its table entry says (oodcorr.metrics.METRICS) within each half; id_name: the ID testset, whose
+    matrices in rel_items give each metric its own ID series to residualise on (else `x` for all).
+    r_disattenuated, ci2_low/high and `distinguishable` are added by noise_columns."""
+    import numpy as np
+
+    from oodcorr.aggregate import stratified_halves, values
+    from oodcorr.analysis.noise import MIN_ITEMS, gam_operators, linear_operator, reliabilities, split_masks
+
+    x, Y = np.asarray(x, float), np.asarray(Y, float)
+    T = len(names)
+    rel_rows = []
+    complete = np.isfinite(x) & np.isfinite(Y).all(axis=1) if Y.size else np.isfinite(x)
+    masks = {}  # the same random halves for every metric and method of a testset
+    for metric, mats in rel_items.items():
+        kind = METRICS[metric].aggregate if metric in METRICS else "mean"
+
+        def series(name):
+            g = gold[name] if gold is not None else np.ones(mats[name].shape[1], bool)
+            return values(kind, mats[name], g)
+
+        xm = series(id_name) if id_name is not None and id_name in mats else x
+        ok = complete & np.isfinite(xm)
+        xc = xm[ok]
+        lin = linear_operator(xc) if ok.sum() >= 2 else None
+        ood = np.column_stack([series(nm)[ok] for nm in names]) if T else np.zeros((int(ok.sum()), 0))
+        gam = gam_operators(xc, ood) if "gam" in methods and T and np.isfinite(ood).all() else [None] * T
+        for j, name in enumerate(names):
+            items = mats[name][ok]
+            g = gold.get(name) if gold is not None else None
+            if items.shape[1] >= MIN_ITEMS and name not in masks:
+                masks[name] = stratified_halves(g, n_splits, rng) if g is not None else \
+                    split_masks(items.shape[1], n_splits, rng)
+            ops = {m: (gam[j] if m == "gam" else lin if m == "linear" else None) for m in methods}
+            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g,
+                                                     kind).items():
+                rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
+                                 "n": int(items.shape[0]), "reliability": rel, "flag": flag})
+    return rel_rows

@@ -55,7 +55,11 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
     tables = {"partials": partials, "pooled": pooled, "consistency": consistency, "reliability": reliability}
     tables.update(beside_accuracy(runs, tables, settings, all_methods, summary))
-    tables["answer_bias"] = answer_bias.assess(runs, tables, settings, all_methods, summary)
+    bf = series.bias_free_metric(metric)  # what accuracy is compared with for the answer_bias flag
+    bf_runs = series.as_metric(runs, bf) if bf != metric else None
+    bf_partials = tables["partials"] if bf == metric else \
+        compute_partials(bf_runs, all_methods, settings.but(bootstrap=0)) if bf_runs is not None else None
+    tables["answer_bias"] = answer_bias.assess(runs, tables, bf_partials, bf, summary)
     pair = scatter_pair(runs, partials, settings.scatter_pair, methods[0])
     out_dir = Path(out_dir)
     write_outputs(out_dir, settings, summary, runs, tables, curves_table(runs), all_methods, pair, plots)
