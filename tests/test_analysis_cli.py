@@ -87,6 +87,8 @@ def test_mlflow_logs_one_analysis_run(project):
     assert run.data.tags["oodcorr.training_runs"] == "train0,train1"
     assert run.data.tags["oodcorr.training_run.1"] == "train1" and run.data.tags["oodcorr.kind"] == "analysis"
     assert run.data.metrics["n_models"] == 2 and "methods.linear.mean_abs_r" in run.data.metrics
+    # the analysed metric (default balanced_margin) with accuracy's numbers beside it
+    assert run.data.params["metric"] == "balanced_margin" and "accuracy.linear.mean_abs_r" in run.data.metrics
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"report.html", "summary.json", "partial_correlations.csv", "figures", "plots"} <= artifacts
     assert run.info.status == "FINISHED"

@@ -72,7 +72,8 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
         metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
                    for key, value in metric_leaves(summary).items()]
         params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
-                  Param("methods", ",".join(summary.get("methods_requested", [])))]
+                  Param("methods", ",".join(summary.get("methods_requested", []))),
+                  Param("metric", str(summary.get("metric")))]
         for i in range(0, len(metrics), 500):
             client.log_batch(rid, metrics=metrics[i:i + 500], params=params if i == 0 else [],
                              tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [])
