@@ -239,3 +239,23 @@ def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves
         cs.append(np.corrcoef(ra, rb)[0, 1])
     c = np.mean(cs)
     assert got["balanced_margin"] == pytest.approx(2 * c / (1 + c), abs=1e-9)
+
+
+def test_stratified_halves_keep_a_swinging_model_reliable_where_random_halves_anticorrelate():
+    """A model swinging between all-"Yes" and all-"No" on a balanced testset: random halves differ in their
+    gold "Yes" share, so their residuals move in opposite directions (negative reliability); stratified halves
+    do not."""
+    from oodcorr.analysis.noise import linear_operator, reliabilities
+
+    st = answer_bias_study(12, 64, (0.5,), 6.0, n_id_items=64, rng=np.random.default_rng(0))
+    tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]
+    yes = tables[1]["prediction"] == "entailment"
+    assert yes.mean(axis=1).min() < 0.1 and yes.mean(axis=1).max() > 0.9
+    for metric in ("accuracy", "balanced_margin"):
+        spec = METRICS[metric]
+        items, x = spec.score(tables[1]), values(spec.aggregate, spec.score(tables[0]), st["gold"][0])
+        ops = {"linear": linear_operator(x)}
+        random_halves = reliabilities(items, x, ops, 200, np.random.default_rng(1))["linear"][0]
+        stratified = reliabilities(items, x, ops, 200, np.random.default_rng(1), gold=st["gold"][1],
+                                   aggregate=spec.aggregate)["linear"][0]
+        assert random_halves < 0 < stratified and stratified - random_halves > 0.7, (metric, random_halves, stratified)
