@@ -100,20 +100,6 @@ def test_noise_corrected_ci_is_the_fisher_ci_disattenuated_and_pools_like_r():
     assert all(np.isnan(disattenuated_ci(*fisher_ci(0.4, 40, 1), 0.45, 0.9)))  # below reliability_min
     assert all(np.isnan(disattenuated_ci(np.nan, np.nan, 0.9, 0.9)))
     assert (disattenuated_ci(-0.1, 0.3, 0.6, 0.7)[0] < 0) == (-0.1 < 0)  # 0 inside iff inside the Fisher CI
-    # seed pooling: Fisher pooling of r over the seeds with a defined ci2, / weighted mean sqrt(rel_a rel_b)
-    v = pd.DataFrame({"r": [0.3, 0.5, 0.2], "n": [30, 40, 30], "k": [1.0, 1.0, 1.0], "rel_a": [0.8, 0.7, 0.3],
-                      "rel_b": [0.9, 0.6, 0.9]})
-    v["ci_low"], v["ci_high"] = fisher_ci(v["r"], v["n"], v["k"])
-    v["ci2_low"], v["ci2_high"] = disattenuated_ci(v["ci_low"], v["ci_high"], v["rel_a"], v["rel_b"])
-    v["r_disattenuated"] = disattenuate(v["r"], v["rel_a"], v["rel_b"])
-    got = _pool_noise(v, 0.05)
-    w = np.array([26.0, 36.0])
-    pooled = fisher_pool([0.3, 0.5], w)
-    att = (w * np.sqrt([0.72, 0.42])).sum() / w.sum()
-    assert got["ci2_low"] == pytest.approx(pooled["ci_low"] / att) and got["ci2_high"] == pytest.approx(
-        min(1.0, pooled["ci_high"] / att))
-    one = _pool_noise(v.iloc[[1]], 0.05)
-    assert one["ci2_low"] == pytest.approx(v["ci2_low"][1]) and one["ci2_high"] == pytest.approx(v["ci2_high"][1])
 
 
 def test_small_simulation_study_coverage_reliability_and_disattenuation():
@@ -172,7 +158,7 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     ok = lin.drop(wn.index)
     assert ok["ci2_low"].notna().all() and (ok["ci2_low"] <= ok["r_disattenuated"]).all()
     assert (ok["r_disattenuated"] <= ok["ci2_high"]).all() and (ok["ci2_high"] <= 1).all()
-    assert np.allclose(ok["ci2_low"], np.clip(ok["ci_low"] / np.sqrt(ok["rel_a"] * ok["rel_b"]), -1, 1))
+    assert (ok["n_eff"] > 4).all() and (ok["ci2_high"] > ok["ci2_low"]).all()  # never zero width
     assert wn["r_disattenuated"].isna().all() and wn["ci2_low"].isna().all() and wn["ci2_high"].isna().all()
     assert wn["flag"].str.contains("unreliable:wnli").all()
     assert not wn["distinguishable"].any()

@@ -165,6 +165,7 @@ SCHEMA: dict[str, Any] = {
         "metric": str,
         "reliability_min": _NUM,
         "reliability_splits": int,
+        "equivalence": _NUM,
     },
 }
 

@@ -22,6 +22,17 @@ With per-example predictions (the noise analysis, see noise.py) the verdict acco
                       >= reliability_min, default 0.5) among the models with a finite r: the residual
                       trajectories are too noisy to say whether the models agree. Otherwise the other
                       verdicts are taken over the reliable models only.
+  consistent_null     no sign verdict, and in every reliable model (>= 2) the noise-corrected CI lies inside
+                      (-delta, +delta), delta = analyze.equivalence (default 0.3): no partial correlation
+                      stronger than delta in any model. This is a two one-sided test (TOST) on the same 95 %
+                      interval, i.e. each one-sided test at 2.5 % (conservative against the 90 % interval of a
+                      5 % TOST; one interval is shown and decides both questions). Without the noise analysis
+                      the seed-pooled Fisher CI of every model with a finite r plays that role. The same check per
+                      model (and per run) is the `equivalent` column of pooled_seeds.csv (partial_correlations.csv).
+
+Seed pooling of the noise-corrected CI: each seed's attenuated r on Fisher z, with its standard error (ci2_se,
+from the effective number of checkpoints, see interval.py), is pooled by inverse variance and the interval
+divided by the mean attenuation, as for one run.
 """
 
 from __future__ import annotations
@@ -34,7 +45,9 @@ import pandas as pd
 from oodcorr.analysis.partial import adjust_pvalues
 from oodcorr.analysis.settings import AnalyzeSettings
 
-VERDICTS = ("consistent_positive", "consistent_negative", "model_dependent", "insufficient_evidence", "unreliable")
+VERDICTS = ("consistent_positive", "consistent_negative", "consistent_null", "model_dependent", "insufficient_evidence",
+            "unreliable")
+EQUIVALENCE = AnalyzeSettings.equivalence
 SETUP = ["train_set", "shots", "id_testset"]
 PAIR = ["method", "testset_a", "testset_b"]
 
@@ -62,7 +75,8 @@ def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
             "i2": i2, "m": m, "w": float(w.sum())}
 
 
-def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha) -> pd.DataFrame:
+def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
+               equivalence: float = EQUIVALENCE) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
     With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation)."""
@@ -82,6 +96,9 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha) -> 
         row["weight"] = pooled["w"]
         if "ci2_low" in g:
             row.update(_pool_noise(valid, alpha))
+            row["equivalent"] = bool(equivalent(row["ci2_low"], row["ci2_high"], equivalence))
+        else:
+            row["equivalent"] = bool(equivalent(row["ci_low"], row["ci_high"], equivalence))
         row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(set(
             f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f)))
         out.append(row)
@@ -95,23 +112,24 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha) -> 
 
 
 def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
-    """Seed pooling of the noise columns: noise-corrected CI (Fisher pooling of r over the seeds where ci2
-    is defined, divided by their weighted mean sqrt(rel_a * rel_b), clipped), mean reliabilities,
-    disattenuated r (Fisher-z mean over the seeds where it is defined)."""
-    out = {"ci2_low": math.nan, "ci2_high": math.nan}
-    ok = (np.isfinite(valid["ci2_low"].to_numpy(float)) & np.isfinite(valid["ci2_high"].to_numpy(float))
-          & np.isfinite(valid["rel_a"].to_numpy(float)) & np.isfinite(valid["rel_b"].to_numpy(float)))
+    """Seed pooling of the noise columns: over the seeds where the noise-corrected CI is defined, the attenuated
+    r (r_disattenuated * attenuation) pooled on Fisher z by inverse variance (ci2_se: its z-scale standard error),
+    the interval divided by the same-weighted mean attenuation (interval.disattenuated_bounds); mean
+    reliabilities; disattenuated r (Fisher-z mean over the seeds where it is defined)."""
+    from oodcorr.analysis.interval import disattenuated_bounds
+
+    out = {"ci2_low": math.nan, "ci2_high": math.nan, "ci2_se": math.nan, "n_eff": math.nan, "attenuation": math.nan}
+    cols = ("ci2_low", "ci2_high", "ci2_se", "attenuation", "r_disattenuated")
+    lo, hi, se, att, d = (valid[c].to_numpy(float) if c in valid else np.full(len(valid), np.nan) for c in cols)
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(se) & (se > 0) & np.isfinite(d) & np.isfinite(att)
     if ok.any():
-        v = valid[ok]
-        w = (v["n"] - 3 - v["k"]).to_numpy(float)
-        pooled = fisher_pool(v["r"], w, alpha)
-        good = np.isfinite(v["r"].to_numpy(float)) & (w > 0)
-        if pooled["m"] and good.any():
-            att = float((w[good] * np.sqrt(v["rel_a"].to_numpy(float)[good] * v["rel_b"].to_numpy(float)[good])).sum()
-                        / w[good].sum())
-            out.update(ci2_low=float(np.clip(pooled["ci_low"] / att, -1, 1)),
-                       ci2_high=float(np.clip(pooled["ci_high"] / att, -1, 1)))
-    d = valid["r_disattenuated"].to_numpy(float)
+        w = 1 / se[ok] ** 2
+        z = float((w * np.arctanh(np.clip(d[ok] * att[ok], -0.995, 0.995))).sum() / w.sum())
+        a = float((w * att[ok]).sum() / w.sum())
+        s = float(1 / math.sqrt(w.sum()))
+        low, high = disattenuated_bounds(math.tanh(z), a, s, alpha)
+        out.update(ci2_low=float(low), ci2_high=float(high), ci2_se=s, attenuation=a,
+                   n_eff=float(valid["n_eff"].to_numpy(float)[ok].sum()) if "n_eff" in valid else math.nan)
     d = d[np.isfinite(d)]
     out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
         else math.nan
@@ -120,8 +138,17 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
     return out
 
 
-def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha) -> str:
-    """Verdict from per-model pooled r and adjusted p (criteria in the module docstring)."""
+def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):
+    """TOST on an interval: True where [ci_low, ci_high] lies inside (-delta, +delta) (NaN ends: False)."""
+    lo, hi = np.asarray(ci_low, float), np.asarray(ci_high, float)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(lo) & np.isfinite(hi) & (lo > -delta) & (hi < delta)
+
+
+def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha, ci_low=None, ci_high=None,
+            equivalence: float = EQUIVALENCE) -> str:
+    """Verdict from per-model pooled r and adjusted p (criteria in the module docstring); with the models'
+    CIs, consistent_null when every model with a finite r (>= 2) has its CI inside +/- equivalence."""
     r, p_adj = np.asarray(r, float), np.asarray(p_adj, float)
     ok = np.isfinite(r)
     sig = ok & np.isfinite(p_adj) & (p_adj < alpha)
@@ -132,10 +159,14 @@ def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha) -> str:
         return "consistent_positive"
     if ok.sum() >= 2 and neg >= 2:
         return "consistent_negative"
+    if ci_low is not None and ok.sum() >= 2 and equivalent(np.asarray(ci_low, float)[ok],
+                                                          np.asarray(ci_high, float)[ok], equivalence).all():
+        return "consistent_null"
     return "insufficient_evidence"
 
 
-def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min) -> str:
+def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min,
+                  equivalence: float = EQUIVALENCE) -> str:
     """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
     r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
     fin = np.isfinite(r)
@@ -150,10 +181,13 @@ def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = A
         return "consistent_positive"
     if neg >= 2:
         return "consistent_negative"
+    if reliable.sum() >= 2 and equivalent(lo[reliable], hi[reliable], equivalence).all():
+        return "consistent_null"
     return "insufficient_evidence"
 
 
-def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha, reliability_min: float = AnalyzeSettings.reliability_min) -> pd.DataFrame:
+def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
+                reliability_min: float = AnalyzeSettings.reliability_min, equivalence: float = EQUIVALENCE) -> pd.DataFrame:
     """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
 
     With noise columns (ci2_*, rel_*) in `pooled` the verdict is noise_verdict (raw keeps the old one)."""
@@ -175,9 +209,11 @@ def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha, reli
             r_max=float(fin["r"].max()) if len(fin) else math.nan,
             r_pooled=across["r"], ci_low=across["ci_low"], ci_high=across["ci_high"],
             q=across["q"], q_p=across["q_p"], i2=across["i2"],
-            verdict=noise_verdict(g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min)
+            verdict=noise_verdict(g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min,
+                                  equivalence)
             if "ci2_low" in g and g[["ci2_low", "rel_a", "rel_b"]].notna().any().any()  # noise analysed
-            else verdict(g["r"], g["p_bh"], alpha),
+            else verdict(g["r"], g["p_bh"], alpha, g["ci_low"], g["ci_high"], equivalence),
+            n_models_equivalent=int(g["equivalent"].sum()) if "equivalent" in g else 0,
             models="; ".join(
                 f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
                 for m, r, lo, hi, p in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"])),

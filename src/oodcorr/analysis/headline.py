@@ -17,7 +17,8 @@ def _num(value):
 
 def headline(summary: dict, curves, method: str) -> dict:
     """n runs/models, mean final ID and OOD accuracy over runs, and for the first requested method the
-    share of pairs significant after BH, the share model-dependent, and a reliability share when the
+    share of pairs significant after BH, the share model-dependent, the number of consistent_null pairs, and a
+    reliability share when the
     summary has one (any top-level `share_reliable*` key, and the noise block's share of reliable testsets,
     share of pairs distinguishable from noise and median reliability)."""
     out = {"n_runs": summary.get("n_runs"), "n_models": summary.get("n_models")}
@@ -30,6 +31,9 @@ def headline(summary: dict, curves, method: str) -> dict:
     m = (summary.get("methods") or {}).get(method) or {}
     out[f"{method}_share_significant_bh"] = _num(m.get("share_significant_bh"))
     out[f"{method}_share_model_dependent"] = _num(m.get("share_model_dependent"))
+    verdicts = m.get("verdicts") or {}
+    if "consistent_null" in verdicts:  # pairs with no partial r stronger than analyze.equivalence in any model
+        out[f"{method}_consistent_null"] = verdicts["consistent_null"]
     for key, value in summary.items():
         if key.startswith("share_reliable") and isinstance(value, (int, float)):
             out[key] = _num(value)

@@ -12,18 +12,15 @@ carries item sampling noise. This module reads the per-example predictions the e
                   the whole testset), rank re-ranks each half. Fewer than MIN_ITEMS items: NaN + flag.
   r_disattenuated r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN + flag `unreliable:<testset>` where a
                   reliability is below `reliability_min` (default 0.5): too noisy to divide by.
-  ci2_low/high    noise-corrected CI for the partial r of the noise-free (infinite-item) accuracies: the
-                  checkpoint-level Fisher CI of the observed r (ci_low/ci_high, se 1/sqrt(n - 3 - k)) divided by
-                  sqrt(rel_a * rel_b), clipped to [-1, 1] (the same map as r_disattenuated, so the interval holds
-                  it); NaN + `unreliable:<testset>` where a reliability is below `reliability_min`. Why it works:
-                  item noise is independent between testsets, so the observed residuals have correlation
-                  rho * sqrt(R_a R_b) and the Fisher CI covers that; the reliability estimate shares the observed
-                  residual variance with r, so dividing cancels most of its sampling error (delta method: the
-                  interval is slightly conservative rather than too narrow). 0 is inside iff it is inside the
-                  Fisher CI (noise costs power, not size). Simulated coverage: bench/noise_simulation.py.
-                  The earlier two-level bootstrap (items and checkpoints resampled, basic interval on Fisher z
-                  of the observed r) under-covered under strong attenuation (0.70 at rho 0.8, reliability 0.7);
-                  two_level_boot/basic_ci below are kept only for that comparison.
+  ci2_low/high    noise-corrected CI for the partial r of the noise-free (infinite-item) scores: interval.py
+                  (item-noise covariances from the items, errors-in-variables correction for the ID control's
+                  own noise, effective number of checkpoints for autocorrelated trajectories); r_disattenuated
+                  is its point estimate. NaN + `unreliable:<testset>` where a split-half reliability is below
+                  `reliability_min`, NaN + `ci2_undefined:<why>` where the interval is undefined. Coverage:
+                  bench/noise_simulation.py, docs/statistics.md. disattenuated_ci below is the earlier ci2
+                  (Fisher CI / sqrt(rel_a rel_b): independent checkpoints, exact ID), kept for that comparison,
+                  as is the two-level bootstrap (ci2boot; two_level_boot/basic_ci).
+  equivalent      ci2 inside +/- analyze.equivalence (two one-sided tests on the same interval).
   distinguishable ci2 excludes 0 (both reliabilities >= reliability_min, else ci2 is NaN).
 
 Metrics (analyze.metric): the table oodcorr.metrics.METRICS. Each metric's testset value comes from its

@@ -99,45 +99,116 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
     if rel.empty:
         rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
     rel = rel[RELIABILITY_COLUMNS]
-    return noise_columns(partials, rel, metric, settings, boots), rel
+    return noise_columns(partials, rel, metric, settings, boots, runs, items), rel
 
 
-def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None):
-    """`partials` with rel_a, rel_b (`metric`'s reliabilities from the table `rel`), r_disattenuated, ci2_low,
-    ci2_high (the row's Fisher CI disattenuated like r, noise.disattenuated_ci), ci2boot_low/high (from
-    `boots`, else NaN) and distinguishable; `unreliable:<testset>` flags."""
+def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
+    """({testset: series (n,)}, {testset: item-noise covariance (n, n)}) of one run's analysed metric:
+    interval.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
+    1/2 per class), split halves within each gold class for AUC (interval.noise_cov_from_halves)."""
+    import numpy as np
+
+    from oodcorr.aggregate import stratified_halves, values
+    from oodcorr.analysis.interval import noise_cov, noise_cov_from_halves
+
+    series, V = {}, {}
+    for name, m in mats.items():
+        g = np.asarray(gold[name], bool)
+        series[name] = values(kind, m, g)
+        if kind == "auc":
+            A, B = stratified_halves(g, splits, rng)
+            V[name] = noise_cov_from_halves(*(values(kind, m, g, h).T for h in (A, B)))
+        else:
+            V[name] = noise_cov(m, g, {True: 0.5, False: 0.5} if kind == "balanced" else None)
+    return series, V
+
+
+def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
+    """{row position in partials: interval.partial_interval result (scalars)} for the linear/rank/gam rows with
+    a finite r: one batched call per run (linear: the moment estimator with the ID correction; rank/gam: the
+    row's r disattenuated with the same reliabilities and effective sample)."""
+    import numpy as np
+
+    from oodcorr.analysis.interval import partial_interval
+    from oodcorr.analysis.noise import GOLD
+
+    out = {}
+    rng = np.random.default_rng(settings.seed + 2)
+    rows = partials[partials["method"].isin(["linear", "rank", "gam"]) & np.isfinite(partials["r"].astype(float))]
+    for run, g in rows.groupby("run"):
+        if run not in items:
+            continue
+        id_name = runs[run]["meta"]["id_testset"]
+        names = [id_name, *sorted(set(g["testset_a"]) | set(g["testset_b"]))]
+        if any(nm not in items[run][metric] for nm in names):
+            continue
+        series, V = item_noise({nm: items[run][metric][nm] for nm in names}, items[run][GOLD],
+                               METRICS[metric].aggregate, rng, settings.reliability_splits)
+        if not all(np.isfinite(series[nm]).all() for nm in names):
+            continue
+        a, b, k = g["testset_a"].tolist(), g["testset_b"].tolist(), len(g)
+        r_obs = np.where(g["method"].to_numpy() == "linear", np.nan, g["r"].to_numpy(float))
+        res = partial_interval(np.broadcast_to(series[id_name], (k, len(series[id_name]))),
+                               np.stack([series[t] for t in a]), np.stack([series[t] for t in b]),
+                               np.broadcast_to(V[id_name], (k,) + V[id_name].shape), np.stack([V[t] for t in a]),
+                               np.stack([V[t] for t in b]), settings.alpha, r_obs=r_obs,
+                               reliability_min=settings.reliability_min)
+        for j, i in enumerate(g.index):
+            out[partials.index.get_loc(i)] = {key: (str(v[j]) if key == "reason" else float(v[j]))
+                                              for key, v in res.items()}
+    return out
+
+
+NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2_se", "attenuation", "n_eff"]
+
+
+def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None,
+                  runs: dict | None = None, items: dict | None = None):
+    """`partials` with rel_a, rel_b (`metric`'s split-half reliabilities from the table `rel`), the
+    noise-corrected interval (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high,
+    ci2_se, attenuation, n_eff), ci2boot_low/high (from `boots`, else NaN), distinguishable (ci2 excludes 0)
+    and equivalent (ci2 inside +/- analyze.equivalence); `unreliable:<testset>` and `ci2_undefined:<why>`
+    flags."""
     import math
 
     import numpy as np
 
-    from oodcorr.analysis.noise import basic_ci, disattenuate, disattenuated_ci
+    from oodcorr.analysis.consistency import equivalent
+    from oodcorr.analysis.noise import basic_ci
 
     reliability_min, alpha = settings.reliability_min, settings.alpha
     boots = boots or {}
     sub = rel[rel["metric"] == metric]
     rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
+    intervals = pair_intervals(runs, partials, items, metric, settings) if runs is not None and items else {}
     out = partials.copy()
-    for col in ("rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2boot_low", "ci2boot_high"):
+    for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"]:
         out[col] = math.nan
     out["distinguishable"] = False
+    out["equivalent"] = False
     flags = out["flag"].fillna("").astype(str).tolist()
     for i, row in enumerate(out.itertuples(index=False)):
         if row.method == "raw" or (row.run, row.method, row.testset_a) not in rel_of:
             continue
         ra, rb = (float(rel_of.get((row.run, row.method, t), math.nan)) for t in (row.testset_a, row.testset_b))
-        d = float(disattenuate(row.r, ra, rb, reliability_min))
-        lo, hi = (float(v) for v in disattenuated_ci(row.ci_low, row.ci_high, ra, rb, reliability_min))
         new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
                if not (np.isfinite(v) and v >= reliability_min)]
+        iv = intervals.get(i)
+        if iv is not None and iv["reason"]:
+            new.append(f"ci2_undefined:{iv['reason']}")
         flags[i] = ";".join(filter(None, [flags[i], *new]))
-        out.iloc[i, out.columns.get_indexer(["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high"])] = \
-            [ra, rb, d, lo, hi]
+        vals = [ra, rb] + [math.nan] * 6
+        if iv is not None and not new:
+            vals[2:] = [float(np.clip(iv["r_hat"], -1, 1)), iv["ci_low"], iv["ci_high"], iv["se_z"], iv["A"],
+                        iv["n_eff"]]
+        out.iloc[i, out.columns.get_indexer(NOISE_COLUMNS)] = vals
         if (row.run, row.method) in boots:
             B, nm = boots[(row.run, row.method)]
             out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(basic_ci(
                 row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)))
-        out.iat[i, out.columns.get_loc("distinguishable")] = bool(
-            np.isfinite(lo) and (lo > 0 or hi < 0) and not new)
+        lo, hi = vals[3], vals[4]
+        out.iat[i, out.columns.get_loc("distinguishable")] = bool(np.isfinite(lo) and (lo > 0 or hi < 0))
+        out.iat[i, out.columns.get_loc("equivalent")] = bool(equivalent(lo, hi, settings.equivalence))
     out["flag"] = flags
     return out
 
@@ -151,7 +222,8 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
         return {"enabled": False, "metric": metric,
                 "note": "no per-example predictions: reliability and noise-corrected CIs skipped"}
     out = {"enabled": True, "metric": metric, "reliability_min": reliability_min,
-           "ci2": "fisher_ci / sqrt(rel_a * rel_b)", "methods": {}}
+           "ci2": "interval.partial_interval (item-noise covariances, ID errors-in-variables, effective checkpoints)",
+           "equivalence": settings.equivalence, "methods": {}}
     for m, g in partials.groupby("method"):
         if m == "raw" or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
             continue
@@ -161,6 +233,7 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
             "median_reliability": float(rel.median()) if rel.notna().any() else None,
             "share_reliable": float((rel >= reliability_min).mean()) if len(rel) else None,
             "share_distinguishable": float(fin["distinguishable"].mean()) if len(fin) else None,
+            "share_equivalent": float(fin["equivalent"].mean()) if len(fin) else None,
             "mean_abs_r": float(fin["r"].abs().mean()) if len(fin) else None,
             "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
             if fin["r_disattenuated"].notna().any() else None,

@@ -45,16 +45,17 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     reliability = None
     if use_noise:
         partials, reliability = compute_noise(runs, partials, settings, items)
-    pooled = pool_seeds(partials, alpha)
-    consistency = cross_model(pooled, alpha, settings.reliability_min)
+    pooled = pool_seeds(partials, alpha, settings.equivalence)
+    consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
+                   equivalence=settings.equivalence,
                    models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
     if one_class:
         summary["flags"] = one_class
     summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
     tables = {"partials": partials, "pooled": pooled, "consistency": consistency, "reliability": reliability}
-    tables.update(beside_accuracy(runs, tables, settings, all_methods, summary))
+    tables.update(beside_accuracy(runs, tables, settings, all_methods, summary, items))
     bf = series.bias_free_metric(metric)  # what accuracy is compared with for the answer_bias flag
     bf_runs = series.as_metric(runs, bf) if bf != metric else None
     bf_partials = tables["partials"] if bf == metric else \
@@ -83,7 +84,8 @@ def with_one_class(partials, runs: dict, methods):
     return out.astype({c: float for c in numeric if c in out})
 
 
-def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict) -> dict:
+def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict,
+                    items: dict | None = None) -> dict:
     """Accuracy (the paper's metric) beside the analysed one: its partial r, Fisher CI and, with the noise
     pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
     in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
@@ -99,9 +101,9 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
     else:
         acc = compute_partials(acc_runs, methods, settings.but(bootstrap=0))
         if tables["reliability"] is not None:
-            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings)
-        pooled = pool_seeds(acc, alpha)
-        cons = cross_model(pooled, alpha, settings.reliability_min)
+            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items)
+        pooled = pool_seeds(acc, alpha, settings.equivalence)
+        cons = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
         s = summarise(acc, cons, methods, alpha)
         summary["accuracy"] = {m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]}
                                for m, v in s["methods"].items()}

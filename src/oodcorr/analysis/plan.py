@@ -13,6 +13,10 @@ reliability, or the `quantile` share of series that must reach the target) or fr
 (accuracy level p -> v = p(1 - p), residual SD -> S; or a reliability at a known item count).
 Compute: examples = items x checkpoints x testsets per run; hours at a measured examples/s
 (bench/results/eval_throughput.json by default).
+
+Power mode (--detect-r r1): checkpoints x items to detect a noise-free partial |r| >= r1 against 0 with the
+noise-corrected interval, seeds pooled, autocorrelated trajectories included (power.py). A pilot needs
+PILOT_MIN_CHECKPOINTS checkpoints and a moving ID series (else one line saying so).
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ import math
 from pathlib import Path
 
 import click
+import numpy as np
 
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
 from oodcorr.metrics import BASELINE_METRIC
+
+PILOT_MIN_CHECKPOINTS = 10
+DEFAULT_PHI = 0.8  # power mode without a pilot: fine-tuning trajectories are smooth
 
 
 def halfwidth(n: int, rel: float, seeds: int = 1, r0: float = 0.0, alpha: float = AnalyzeSettings.alpha) -> float:
@@ -77,38 +85,57 @@ def plan_design(signal_var: float, noise_var_item: float, half_width: float = 0.
 def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = BASELINE_METRIC,
                 splits: int = AnalyzeSettings.reliability_splits) -> dict:
     """Signal variance S and per-item noise variance v of a pilot (from its stored predictions), at the
-    series where the signal-to-noise ratio S/v is at the `1 - quantile` quantile (0.5: the median)."""
-    import numpy as np
+    series where the signal-to-noise ratio S/v is at the `1 - quantile` quantile (0.5: the median), and the
+    median lag-1 autocorrelation phi of the residual trajectories' signal (interval.fit_ar1, no upper band).
 
+    A pilot run with fewer than PILOT_MIN_CHECKPOINTS checkpoints or a constant ID series is a UserError naming
+    the run; constant OOD series are skipped (and a pilot with none left is a UserError)."""
+    from oodcorr.analysis.interval import fit_ar1, noise_cov, residual_maker
     from oodcorr.analysis.loading import build_runs, load_metrics
     from oodcorr.analysis.noise import load_run_items, reliability
     from oodcorr.analysis.partial import residualise_linear
 
     runs = build_runs(load_metrics(list(metrics_files)))
-    rows = []
+    rows, skipped = [], []
     rng = np.random.default_rng(0)
     for run, d in runs.items():
+        n = len(d["steps"])
+        if n < PILOT_MIN_CHECKPOINTS:
+            raise UserError(f"plan --pilot: run {run!r} has {n} checkpoints; a pilot needs >= "
+                            f"{PILOT_MIN_CHECKPOINTS} to estimate signal, noise and autocorrelation")
         names = [d["meta"]["id_testset"], *d["Y"].columns]
         mats = load_run_items(run, Path(d["sources"][0]).parent, d["steps"], names, (metric,))[metric]
         x = mats[names[0]].mean(axis=1)
+        if np.ptp(x) <= 1e-12:
+            raise UserError(f"plan --pilot: run {run!r}: the ID series ({names[0]}, {metric}) is constant over its {n} "
+                            "checkpoints, so there is no ID progress to residualise on; use a pilot whose ID score moves")
+        M = residual_maker(x)
         for name in names[1:]:
             items = mats[name]
+            if np.ptp(items.mean(axis=1)) <= 1e-12:
+                skipped.append(f"{run}:{name}")
+                continue
             rel, _ = reliability(items, x, "linear", splits, rng)
             if not np.isfinite(rel):
                 continue
             resid = residualise_linear(x, items.mean(axis=1)[:, None])[:, 0]
             V = float(resid.var(ddof=2))
             rel_c = min(max(rel, 0.0), 0.999)
+            phi, _ = fit_ar1(M @ items.mean(axis=1), M, noise_cov(items), phi_z=0.0)
             rows.append({"run": run, "testset": name, "n_items": items.shape[1], "reliability": rel,
-                         "signal_var": rel_c * V, "noise_var_item": (1 - rel_c) * V * items.shape[1]})
+                         "signal_var": rel_c * V, "noise_var_item": (1 - rel_c) * V * items.shape[1],
+                         "phi": float(phi)})
     if not rows:
-        raise UserError("plan: no pilot series with >= 20 items and >= 4 checkpoints to estimate noise from")
+        why = f" (constant series: {', '.join(skipped)})" if skipped else ""
+        raise UserError("plan --pilot: no pilot series with >= 20 items and a moving residual to estimate noise "
+                        f"from{why}")
     snr = np.array([r["signal_var"] / r["noise_var_item"] for r in rows])
     target = float(np.quantile(snr, 1 - quantile))
     i = int(np.argmin(np.abs(snr - target)))
     return {"signal_var": rows[i]["signal_var"], "noise_var_item": rows[i]["noise_var_item"], "snr": target,
             "series": rows, "n_runs": len(runs), "median_reliability": float(np.median([r["reliability"] for r in rows])),
-            "n_items_median": int(np.median([r["n_items"] for r in rows]))}
+            "n_items_median": int(np.median([r["n_items"] for r in rows])),
+            "phi": float(np.median([r["phi"] for r in rows])), "skipped_constant": skipped}
 
 
 def measured_throughput(root: Path) -> tuple[float | None, str]:
@@ -143,20 +170,35 @@ def measured_throughput(root: Path) -> tuple[float | None, str]:
               help="Evaluation throughput (default: bench/results/eval_throughput.json).")
 @click.option("--quantile", type=float, default=0.5, show_default=True,
               help="With --pilot: share of the pilot's series that must reach the target reliability.")
+@click.option("--detect-r", "detect_r", type=float, default=None,
+              help="Power mode: checkpoints x items to detect a noise-free partial |r| of this size against 0.")
+@click.option("--power", "target_power", type=float, default=0.8, show_default=True, help="Power mode: target power.")
+@click.option("--phi", type=float, default=None,
+              help="Power mode: lag-1 autocorrelation of the residual trajectories' signal (default: the pilot's "
+                   "median, else 0.8: fine-tuning trajectories are smooth).")
+@click.option("--items", "item_counts", type=int, multiple=True,
+              help="Power mode: testset sizes to plan for (default 64 128 256 350 500 1000 2000).")
+@click.option("--reliability-product", type=float, default=None,
+              help="Power mode: also plan for pairs with this rel_a * rel_b.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_width, target_rel, seeds, r0,
-             testsets, runs, examples_per_s, quantile, as_json):
+             testsets, runs, examples_per_s, quantile, detect_r, target_power, phi, item_counts, reliability_product,
+             as_json):
     """Examples per testset and checkpoints per run (and seeds) needed for a target CI half-width on
-    partial r and reliability of the residual trajectories, with the compute that implies."""
+    partial r and reliability of the residual trajectories, with the compute that implies; with --detect-r,
+    the checkpoints per testset size that give the target power to detect that partial r."""
     from oodcorr.config import find_project_root
 
     if seeds < 1 or testsets < 1 or runs < 1:
         raise UserError("plan: --seeds, --testsets and --runs must be >= 1")
+    pilot_phi = None
     if pilot:
         stats = pilot_stats(pilot, quantile)
         S, v = stats["signal_var"], stats["noise_var_item"]
+        pilot_phi = stats["phi"]
         source = (f"pilot: {stats['n_runs']} runs, {len(stats['series'])} series, median reliability "
-                  f"{stats['median_reliability']:.2f} at {stats['n_items_median']} items")
+                  f"{stats['median_reliability']:.2f} at {stats['n_items_median']} items, signal lag-1 "
+                  f"autocorrelation {pilot_phi:.2f}")
     else:
         if not 0 < accuracy < 1:
             raise UserError(f"plan: --accuracy must be in (0, 1), got {accuracy}")
@@ -171,6 +213,28 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
                 raise UserError(f"plan: --residual-sd must be > 0, got {residual_sd}")
             S = residual_sd**2
             source = f"assumed: accuracy {accuracy}, residual SD {residual_sd}"
+    if detect_r is not None:
+        phi = phi if phi is not None else pilot_phi if pilot_phi is not None else DEFAULT_PHI
+        from oodcorr.analysis.power import ITEM_COUNTS, MAX_CHECKPOINTS, power_table
+
+        rows = power_table(S, v, detect_r, target_power, phi, seeds,
+                           tuple(item_counts) or ITEM_COUNTS, reliability_product)
+        if as_json:
+            click.echo(json.dumps({"source": source, "detect_r": detect_r, "power": target_power, "phi": phi,
+                                   "seeds": seeds, "rows": rows}, indent=2))
+            return
+        click.echo(f"plan, power mode ({source}; signal var {S:.3g}, per-item noise var {v:.3g})")
+        click.echo(f"  checkpoints per run for power {target_power} to detect |partial r| = {abs(detect_r)} against 0, "
+                   f"{seeds} seed(s) pooled, signal lag-1 autocorrelation {phi:.2f}:")
+        for row in rows:
+            what = f"{row['items']:>6} items" if row["items"] is not None else "stated product"
+            rel = f"reliability {row['reliability']:.2f} each (rel_a*rel_b {row['reliability'] ** 2:.2f})"
+            if row["checkpoints"] is None:
+                click.echo(f"  {what}: {rel} -> not reachable with <= {MAX_CHECKPOINTS} checkpoints")
+            else:
+                click.echo(f"  {what}: {rel} -> {row['checkpoints']} checkpoints "
+                           f"(effective {row['n_eff']:.1f}, power {row['power']:.2f})")
+        return
     where = ""
     if examples_per_s is None:
         examples_per_s, where = measured_throughput(find_project_root())

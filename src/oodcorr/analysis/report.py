@@ -15,7 +15,7 @@ from oodcorr.analysis.settings import AnalyzeSettings
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}.consistent_negative{background:#dde6f8}
-.model_dependent{background:#f8dada}.unreliable{background:#f3ecd0}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
+.model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
 figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}"""
 
 MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
@@ -63,11 +63,12 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
     parts = ["<h2>Signal or noise?</h2>",
              f"<p>Every accuracy is measured on a finite testset. <b>Reliability</b> is the share of a residual "
              f"trajectory's variance (after removing ID progress) that is not testset noise: 1 = all signal, 0 = all "
-             f"noise (split-half, Spearman-Brown). <b>r_disattenuated</b> is what r would be without testset noise "
-             f"(r / √(rel_a·rel_b)); it is left empty where a reliability is below {rmin}. The <b>noise-corrected CI</b> "
-             f"(ci2) is the checkpoint-level Fisher CI of r divided the same way, so it is a CI for the noise-free "
-             f"r and carries both checkpoint and testset noise (empty where r_disattenuated is); ci_low/ci_high "
-             f"are the CI of the observed r. A pair is <b>distinguishable from noise</b> when its noise-corrected CI "
+             f"noise (split-half, Spearman-Brown). <b>r_disattenuated</b> estimates what r would be without testset noise "
+             f"(in the ID control as well); it is left empty where a reliability is below {rmin}. The "
+             f"<b>noise-corrected CI</b> (ci2) is a CI for that noise-free r: it carries testset noise and counts "
+             f"checkpoints by their effective number (<code>n_eff</code>; neighbouring checkpoints of a smooth "
+             f"trajectory are not independent), and is empty where the data cannot support one (the flag "
+             f"<code>ci2_undefined</code> says why); ci_low/ci_high are the CI of the observed r. A pair is <b>distinguishable from noise</b> when its noise-corrected CI "
              f"excludes 0 and both testsets are reliable. Metric analysed: <code>{html.escape(str(info.get('metric')))}"
              f"</code>.</p>"]
     rows = []
@@ -231,7 +232,12 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
                  "Flagged entries with NaN r are excluded from pooling.</p>")
 
     parts.append("<h2>Consistency across models</h2>")
+    delta = summary.get("equivalence", AnalyzeSettings.equivalence)
+    parts.append(f"<p><b>consistent_null</b>: in every reliable model the noise-corrected CI lies inside ±{delta} "
+                 f"(analyze.equivalence): no partial correlation stronger than {delta} in any model. "
+                 "<i>insufficient_evidence</i> means the data cannot tell a null from a relation.</p>")
     cols = ["train_set", "shots", "method", "testset_a", "testset_b", "verdict", "n_models_valid", "n_models_sig",
+            "n_models_equivalent",
             "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "verdict_accuracy",
             "r_pooled_accuracy", "answer_bias", "models", "models_two_level"]
     if len(consistency):
@@ -249,12 +255,13 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     parts.append("<h2>Seeds pooled per model</h2>")
     parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",
                                 "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "r_disattenuated", "ci2_low",
-                                "ci2_high", "rel_a", "rel_b", "r_accuracy", "ci_low_accuracy", "ci_high_accuracy",
+                                "ci2_high", "equivalent", "rel_a", "rel_b", "r_accuracy", "ci_low_accuracy", "ci_high_accuracy",
                                 "answer_bias", "flag"]))
     parts.append("<h2>Per run partial correlations</h2>")
     parts.append(table(partials, ["run", "method", "testset_a", "testset_b", "r", "n", "k", "df", "p", "p_holm",
                                   "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "rel_a", "rel_b",
-                                  "r_disattenuated", "ci2_low", "ci2_high", "distinguishable", "r_accuracy",
+                                  "r_disattenuated", "ci2_low", "ci2_high", "n_eff", "distinguishable", "equivalent",
+                                  "r_accuracy",
                                   "ci_low_accuracy", "ci_high_accuracy", "distinguishable_accuracy", "answer_bias",
                                   "flag"]))
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"

@@ -26,6 +26,7 @@ class AnalyzeSettings:
     metric: str = DEFAULT_METRIC  # see oodcorr.metrics.METRICS
     reliability_min: float = 0.5  # below: disattenuated r is NaN and the pair is `unreliable`
     reliability_splits: int = 200  # random item halves per reliability
+    equivalence: float = 0.3  # consistent_null: every reliable model's noise-corrected CI inside +/- this
 
     def __post_init__(self):
         methods = tuple(dict.fromkeys(self.methods))
@@ -44,6 +45,9 @@ class AnalyzeSettings:
             raise UserError(f"analyze.reliability_min: must be in [0, 1], got {self.reliability_min}")
         if self.reliability_splits < 1:
             raise UserError(f"analyze.reliability_splits: must be >= 1, got {self.reliability_splits}")
+        if isinstance(self.equivalence, bool) or not isinstance(self.equivalence, (int, float)) \
+                or not 0 < self.equivalence < 1:
+            raise UserError(f"analyze.equivalence: must be a number in (0, 1), got {self.equivalence!r}")
         check_metric(self.metric)
         if self.noise not in NOISE_CHOICES:
             raise UserError(f"analyze.noise: expected auto, true or false, got {self.noise!r}")

@@ -241,3 +241,72 @@ def write_bias_study(eval_dir, study: dict, run: str, model: str, seed: int, ste
                          **table_metrics(t)})
     write_jsonl(eval_dir / "metrics.jsonl", rows)
     return rows
+
+
+# ----------------------------------------------------------------------------- design grid (vectorised)
+# The interval's coverage grid (bench/noise_simulation.py): many runs of one design at once.
+#   deviations D_jt (j = A, B): AR(1) over checkpoints with lag-1 autocorrelation phi (0: independent
+#   checkpoints; 0.8: the smooth trajectories fine-tuning produces), unit variance, innovations correlated rho
+#   between A and B, so the population partial correlation of the noise-free scores given noise-free ID is rho.
+#   (tau 0.07 / tau_theta 0.2: reliability about 0.6 at 64 items and 0.95 at 1,000, so every item count of
+#   the grid has cells where the interval is defined)
+#   accuracy: P_jt = level_j + slope (P0_t - mean P0) + tau D_jt (as irt_study), items answer correctly with
+#             probability Phi(a (theta_jt - b_i)), theta = scale * Phi^-1(P).
+#   balanced_margin: theta_jt = theta_j + slope (theta0_t - mean theta0) + tau_theta D_jt; an item's margin
+#             toward its gold label is m = a (theta - b_i) + N(0, 1); the model's "Yes" log-odds is s_i m + bias_t
+#             (s = +1 for gold Yes, -1 for gold No, bias_t ~ N(0, bias_sd^2) shared by every testset at a
+#             checkpoint); balanced_margin = (mean over gold-Yes - mean over gold-No of the Yes log-odds) / 2, the
+#             mean of per-item scores w_i * yes_logodds_i (w = +I / (2 I_yes), -I / (2 I_no)): the bias cancels.
+#   Items (difficulties b_i) are drawn once per run and scored at every checkpoint (persistent item effects).
+
+def _ar1_pair(reps, n, rho, phi, rng):
+    """(reps, n, 2) AR(1) pairs, unit stationary variance, innovation correlation rho."""
+    eta = rng.standard_normal((reps, n, 2))
+    eta[..., 1] = rho * eta[..., 0] + math.sqrt(1 - rho * rho) * eta[..., 1]
+    D = np.empty_like(eta)
+    D[:, 0] = eta[:, 0]
+    c = math.sqrt(1 - phi * phi)
+    for t in range(1, n):
+        D[:, t] = phi * D[:, t - 1] + c * eta[:, t]
+    return D
+
+
+def design_runs(reps: int, n_ckpt: int, n_items: int, rho: float, phi: float = 0.0, id_items: int = 1000,
+                metric: str = "accuracy", bias_sd: float = 0.0, yes_share=(0.5, 0.5, 0.5), tau: float = 0.07,
+                tau_theta: float = 0.2, a: float = 1.5, sd_b: float = 1.0, id_range=(0.55, 0.85),
+                rng=None) -> dict:
+    """`reps` simulated runs of one design (see the notes above). Returns {"items": [ID, A, B] per-item score
+    arrays (reps, n, I_j) float32, "labels": [3 x (I_j,) 1 = gold Yes], "rho": rho}."""
+    from scipy.stats import norm
+
+    rng = rng if rng is not None else np.random.default_rng(0)
+    s = np.linspace(0, 1, n_ckpt)
+    P0 = id_range[0] + (id_range[1] - id_range[0]) * (1 - np.exp(-4 * s))
+    scale = math.sqrt(1 + a * a * sd_b * sd_b) / a
+    D = _ar1_pair(reps, n_ckpt, rho, phi, rng)
+    sizes = [id_items, n_items, n_items]
+    labels = [(np.arange(k) < round(share * k)).astype(np.int8) for k, share in zip(sizes, yes_share)]
+    if metric == "accuracy":
+        P = np.clip(np.array([0.6, 0.7]) + 0.5 * (P0 - P0.mean())[:, None] + tau * D, 0.02, 0.98)
+        thetas = [np.broadcast_to(scale * norm.ppf(P0), (reps, n_ckpt)), scale * norm.ppf(P[..., 0]),
+                  scale * norm.ppf(P[..., 1])]
+    elif metric == "balanced_margin":
+        t0 = scale * norm.ppf(P0)
+        thetas = [np.broadcast_to(t0, (reps, n_ckpt))] + [
+            c + 0.5 * (t0 - t0.mean()) + tau_theta * D[..., j] for j, c in enumerate((0.3, 0.6))]
+    else:
+        raise ValueError(f"unknown metric {metric!r}")
+    bias = rng.normal(0, bias_sd, (reps, n_ckpt, 1)) if bias_sd else 0.0
+    out = []
+    for theta, k, lab in zip(thetas, sizes, labels):
+        b = rng.normal(0, sd_b, (reps, 1, k)).astype(np.float32)
+        m = rng.standard_normal((reps, n_ckpt, k), dtype=np.float32)
+        m += a * (theta[..., None].astype(np.float32) - b)
+        if metric == "accuracy":
+            out.append((m > 0).astype(np.float32))
+            continue
+        sign = np.where(lab == 1, 1.0, -1.0)
+        n_yes = max(int(lab.sum()), 1)
+        w = np.where(lab == 1, k / (2 * n_yes), -k / (2 * max(k - n_yes, 1)))
+        out.append(((sign * m + bias) * w).astype(np.float32))
+    return {"items": out, "labels": labels, "rho": rho}
