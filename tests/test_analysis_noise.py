@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from oodcorr.analysis.consistency import noise_verdict
-from oodcorr.analysis.consistency import _pool_noise, fisher_pool
 from oodcorr.analysis.noise import (basic_ci, disattenuate, disattenuated_ci, item_weights, reliability, spearman_brown,
                                     split_masks, two_level_boot)
 from oodcorr.analysis.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear

@@ -46,7 +46,6 @@ simulated designs: bench/noise_simulation.py (docs/statistics.md).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
