@@ -89,6 +89,7 @@ def test_mlflow_logs_one_analysis_run(project):
     assert run.data.metrics["n_models"] == 2 and "methods.linear.mean_abs_r" in run.data.metrics
     # the analysed metric (default balanced_margin) with accuracy's numbers beside it
     assert run.data.params["metric"] == "balanced_margin" and "accuracy.linear.mean_abs_r" in run.data.metrics
+    assert "methods.linear.verdicts.consistent_null" in run.data.metrics and run.data.metrics["equivalence"] == 0.3
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"report.html", "summary.json", "partial_correlations.csv", "figures", "plots"} <= artifacts
     assert run.info.status == "FINISHED"
