@@ -362,11 +362,27 @@ def grid_summary(rows: list, reps: int, quick: bool, seconds: float) -> dict:
                                       for r in rows if r["in_target"] is None]}
 
 
+def grid_markdown(grid: dict) -> str:
+    """The docs table (docs/statistics.md) of an interval grid result: one row per scenario x checkpoints x items."""
+    cells = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in grid["cells"]}
+    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["| scenario | checkpoints | items | coverage r=0 | r=0.5 | r=0.8 | false distinguishable (r=0) | "
+             "median width (r=0) | defined (min share) | earlier ci2 coverage r=0 / 0.5 / 0.8 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for sc, n, k in dict.fromkeys((c["scenario"], c["checkpoints"], c["items"]) for c in grid["cells"]):
+        row = [cells[(sc, n, k, r)] for r in RHOS]
+        cov = [("*" if c["in_target"] is None else "") + fmt(c["coverage"]) for c in row]
+        old = " / ".join(fmt(c["old_ci2_coverage"]) for c in row)
+        lines.append(f"| {sc} | {n} | {k} | {' | '.join(cov)} | {fmt(row[0]['rejects_zero'])} | "
+                     f"{fmt(row[0]['median_width'])} | {min(c['share_defined'] for c in row):.2f} | {old} |")
+    return "\n".join(lines)
+
+
 def plan_power_check(reps: int, seed: int = 7) -> list[dict]:
-    """plan.power (the analytic prediction `oodcorr plan --detect-r` uses) vs the simulated share of runs whose
+    """power.power (the analytic prediction `oodcorr plan --detect-r` uses) vs the simulated share of runs whose
     interval excludes 0, one seed per run."""
     from oodcorr.analysis.interval import noise_cov, partial_interval
-    from oodcorr.analysis.plan import power
+    from oodcorr.analysis.power import power
     from oodcorr.analysis.simulate import design_runs
 
     out = []
@@ -392,6 +408,7 @@ def main():
     ap.add_argument("--reps", type=int, default=None, help="interval grid replicates per cell (default 300)")
     ap.add_argument("--scenarios", nargs="*", choices=list(SCENARIOS), default=None,
                     help="interval grid: only these scenarios (e.g. one per process)")
+    ap.add_argument("--markdown", action="store_true", help="print the interval grid of --out as a markdown table")
     ap.add_argument("--merge", nargs="*", default=None,
                     help="interval grid: merge the cells of these results files (runs split by --scenarios) into --out")
     ap.add_argument("--studies", type=int, default=200)
@@ -405,6 +422,9 @@ def main():
                          "parts 1-3 are kept for comparison)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_simulation.json"))
     args = ap.parse_args()
+    if args.markdown:
+        print(grid_markdown(json.loads(Path(args.out).read_text())["interval_grid"]))
+        return
     result = {"python": platform.python_version(), "cpus": os.cpu_count(),
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "tau": TAU, "id_items": ID_ITEMS,
               "boot_per_study": args.boot}
