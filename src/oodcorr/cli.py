@@ -42,10 +42,17 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx):
+        from oodcorr.io import os_error_line
+
         try:
             return super().invoke(ctx)
         except UserError as e:
             raise _UserErrorExit(str(e)) from None
+        except OSError as e:  # disk full, read-only folder, ...: one line naming the path
+            line = os_error_line(e)
+            if line is None:
+                raise
+            raise _UserErrorExit(line) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -25,7 +25,29 @@ PARAMS_FILE = "params.yaml"
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads `1e-4` as a float, as YAML 1.2 (and DVC, which reads the same file) does."""
+    """SafeLoader that reads `1e-4` as a float, as YAML 1.2 (and DVC, which reads the same file) does, and
+    refuses a key given twice in one mapping (PyYAML would keep the last silently; DVC refuses the file)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: PyYAML reports it below
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise DuplicateKeyError(key, key_node.start_mark, first)
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key, mark, first_line: int):
+        self.problem_mark, self.problem = mark, f"duplicate key {key!r} (first given on line {first_line})"
+        super().__init__(self.problem)
 
 
 _Loader.add_implicit_resolver(
@@ -183,12 +205,32 @@ def _typename(t) -> str:
     return {float: "number"}.get(t, t.__name__)
 
 
+RUN_KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+RUN_KEY_MAX = 128
+HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def check_run_key(key, where: str = "params: runs") -> str:
+    """A run key names a folder (runs/<key>), a DVC stage (train@<key>) and a command-line argument: letters,
+    digits, `.`, `_` and `-` only, no leading dot, at most RUN_KEY_MAX characters."""
+    text = str(key)
+    if not isinstance(key, str) or not RUN_KEY_RE.fullmatch(text) or len(text) > RUN_KEY_MAX:
+        why = (f"longer than {RUN_KEY_MAX} characters" if isinstance(key, str) and len(text) > RUN_KEY_MAX
+               and RUN_KEY_RE.fullmatch(text) else "use only letters, digits, '.', '_' and '-', starting with a "
+               "letter, digit or '_'")
+        raise UserError(f"{where}: run key {text[:80]!r}{'...' if len(text) > 80 else ''} is not allowed "
+                        f"({why}); it names a folder and a DVC stage")
+    return text
+
+
 def validate(tree: Any, schema: Any = SCHEMA, where: str = "") -> None:
     """Raise UserError naming the first key path that does not fit the schema."""
     if isinstance(schema, tuple) and schema and schema[0] == "mapping":
         if not isinstance(tree, dict):
             raise UserError(f"params: {where or '<root>'}: expected a mapping, got {type(tree).__name__}")
         for key, sub in tree.items():
+            if where == "runs":
+                check_run_key(key)
             validate(sub, schema[1], f"{where}.{key}" if where else str(key))
         return
     if isinstance(schema, dict):
@@ -238,13 +280,35 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
         mark = getattr(e, "problem_mark", None)
         loc = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(tree, dict):
+        raise UserError(f"{path}: expected a mapping of sections (study, data, train, runs, ...), "
+                        f"got {type(tree).__name__}")
     if validate_schema:
         validate(tree)
+        check_values(tree)
         check_references(tree)
     tree = copy.deepcopy(tree)
     tree["_path"] = str(path.resolve())
     tree["_root"] = str(path.resolve().parent)
     return tree
+
+
+MIN_MAX_LENGTH = 16  # tokens: a prompt shorter than this cannot hold the pattern's own words
+MAX_TEXT = 10_000  # characters of a pattern / verbaliser word: a prompt template, not a document
+
+
+def check_values(tree: dict) -> None:
+    """Value checks of what every stage reads (types are checked by `validate`; a run's values by
+    run_settings.resolve_config, each stage's section by its settings object): one line naming the key."""
+    from oodcorr.threads import parse as parse_threads
+    from oodcorr.tracking import enabled
+
+    study = tree.get("study") or {}
+    enabled(tree)  # study.tracking: mlflow | none
+
+    parse_threads(study.get("threads"), "params: study.threads")
+    if "runs" in tree and not tree["runs"]:
+        raise UserError("params: runs: empty; add runs (or `oodcorr study use <preset>`)")
 
 
 def check_references(params: dict) -> None:
@@ -260,9 +324,11 @@ def check_references(params: dict) -> None:
             if name is not None and name not in testsets:
                 raise UserError(f"params: runs.{key}.{field}: unknown testset {name!r}{closest(name, testsets)}")
         model = run.get("model")
-        if model is not None and model not in BUILTIN_MODELS and "/" not in model and not Path(model).exists():
-            raise UserError(f"params: runs.{key}.model: unknown model {model!r}{closest(model, BUILTIN_MODELS)}; "
-                            "expected a built-in alias, a local folder or a hub id (owner/name)")
+        if model is not None and model not in BUILTIN_MODELS and not Path(model).exists() \
+                and not HUB_ID_RE.fullmatch(model):
+            raise UserError(f"params: runs.{key}.model: unknown model {model[:120]!r}"
+                            f"{closest(model, BUILTIN_MODELS)}; expected a built-in alias, a local folder or a hub "
+                            "id (owner/name: letters, digits, '.', '_', '-')")
     for i, name in enumerate((params.get("evaluate") or {}).get("testsets") or []):
         if name not in testsets:
             raise UserError(f"params: evaluate.testsets[{i}]: unknown testset {name!r}{closest(str(name), testsets)}")
@@ -280,6 +346,7 @@ def deep_merge(base: dict, over: dict) -> dict:
 def resolve_run(params: dict, run_key: str) -> dict:
     """Merge the `train` defaults with one run's entry. Raises UserError for unknown runs/missing keys."""
     runs = params.get("runs") or {}
+    check_run_key(run_key, "--run")
     if run_key not in runs:
         raise UserError(f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: {', '.join(runs) or 'none'}")
     merged = deep_merge(params.get("train") or {}, runs[run_key] or {})

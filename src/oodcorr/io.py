@@ -31,6 +31,14 @@ def _honour_umask(path, is_dir: bool = False) -> None:
     os.chmod(path, (0o777 if is_dir else 0o666) & ~umask())
 
 
+def honour_umask_tree(folder) -> None:
+    """Files written by libraries (safetensors, peft) into one of our temporaries get the umask's permissions,
+    like every other output (some libraries create theirs 0600)."""
+    for path in Path(folder).rglob("*"):
+        if not path.is_symlink():
+            _honour_umask(path, is_dir=path.is_dir())
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -202,3 +210,33 @@ def iter_json_objects(path, shown: str | None = None, prefix: str = ""):
             if not isinstance(obj, dict):
                 raise UserError(f"{shown}:{lineno}: {prefix}expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
+
+
+_NO_SPACE = {28, 122, 27}  # ENOSPC, EDQUOT, EFBIG (a file-size limit: no room for the file either)
+_NO_WRITE = {13, 1, 30}  # EACCES, EPERM, EROFS
+
+
+def os_error_line(e: BaseException) -> str | None:
+    """One line for an OSError a user can fix (disk full, read-only or unwritable folder, a file where a folder
+    is expected), naming the path; None for anything else. Outputs are written atomically, so nothing
+    partial is left behind when such an error stops a stage."""
+    if not isinstance(e, OSError):
+        return None
+    code = e.errno
+    text = str(e)
+    if code is None:  # pyarrow and others put the errno in the text only
+        lowered = text.lower()
+        code = 28 if "no space left" in lowered or "disk quota" in lowered else \
+            13 if "permission denied" in lowered else 30 if "read-only file system" in lowered else None
+    where = e.filename if e.filename is not None else None
+    shown = f"{where}: " if where else ""
+    if code in _NO_SPACE:
+        return (f"{shown}no space left to write ({e.strerror or text}); free some space (or raise the quota) "
+                "and rerun: finished work is kept, nothing half-written was left")
+    if code in _NO_WRITE:
+        return (f"{shown}cannot write here ({e.strerror or text}); make the folder writable for this user "
+                "(or choose another location) and rerun")
+    if code in (20, 21):  # ENOTDIR, EISDIR
+        return f"{shown}{e.strerror or text}: a file stands where a folder is expected (or the reverse); move it away"
+    return None
+

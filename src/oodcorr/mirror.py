@@ -51,7 +51,7 @@ def start_train(params: dict, run: str, identity: str, tags: dict, flat_params: 
     if header and header.get("type") == "run" and header.get("identity") == identity:
         return
     io.write_text(path, _line({"type": "run", "identity": identity, "run_name": run, "tags": tags,
-                               "params": flat_params}) + "\n")
+                               "params": flat_params, "experiment": tracking.experiment_name(params)}) + "\n")
     (record_dir(params, run) / "eval.jsonl").unlink(missing_ok=True)
 
 
@@ -82,8 +82,10 @@ def mlflow_run_id(params: dict, run: str) -> str | None:
 
 def _warn(uri: str, err: BaseException, run: str | None) -> None:
     where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
-    print(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}); "
-          f"local records kept in {where}, replayed by the next stage or `oodcorr sync`", file=sys.stderr, flush=True)
+    detail = str(err).splitlines()[0][:160] if str(err) else ""
+    print(tracking.mask_secrets(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {detail}); "
+                                f"local records kept in {where}, replayed by the next stage or `oodcorr sync`"),
+          file=sys.stderr, flush=True)
 
 
 def _mark_pending(params: dict, run: str) -> None:
@@ -116,8 +118,12 @@ class Mirror:
         if self.uri in _DOWN:
             _mark_pending(self.params, self.run)
             return None
+        from oodcorr.errors import UserError
+
         try:
             self._push()
+        except UserError:  # a locked or damaged local store: the user must act (tracking.store_state)
+            raise
         except Exception as e:  # any store/network failure: the local records stay the truth
             _DOWN[self.uri] = repr(e)
             _mark_pending(self.params, self.run)
@@ -145,10 +151,10 @@ class Mirror:
         if self.client is None:
             import mlflow
 
-            exp_id = tracking.setup(self.params)
+            exp_id = tracking.setup(self.params, header.get("experiment"))  # the study it was recorded in
             self.client = mlflow.MlflowClient()
             self.run_id = self._find_or_create(exp_id, header)
-            io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": self.uri})
+            io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": tracking.mask_secrets(self.uri)})
         client, rid = self.client, self.run_id
         if not self.params_done:
             have = client.get_run(rid).data.params

@@ -12,14 +12,15 @@ DEFAULT_PATTERN = "{premise} Question: {hypothesis} Yes or No?"
 DEFAULT_VERBALIZER = {"entailment": " Yes", "non_entailment": " No"}
 
 
-def check_pattern(pattern: str) -> None:
+def check_pattern(pattern: str, where: str = "params: pattern") -> None:
+    shown = repr(pattern[:80]) + ("..." if len(pattern) > 80 else "")
     for field in ("{premise}", "{hypothesis}"):
         if field not in pattern:
-            raise UserError(f"params: pattern {pattern!r} has no {field} placeholder")
+            raise UserError(f"{where}: {shown} has no {field} placeholder")
     try:
         pattern.format(premise="p", hypothesis="h")
     except (KeyError, IndexError, ValueError) as e:
-        raise UserError(f"params: pattern {pattern!r} is not a valid format string ({e})") from None
+        raise UserError(f"{where}: {shown} is not a valid format string ({e})") from None
 
 
 @dataclass

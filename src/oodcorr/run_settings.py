@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from oodcorr.config import deep_merge, resolve_run
+from oodcorr.config import MAX_TEXT, MIN_MAX_LENGTH, deep_merge, resolve_run
 from oodcorr.errors import UserError
-from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER
+from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
 
 # Paper-like defaults (few-shot PBFT, Mosbach et al. 2023, with LoRA): 40 epochs over the shots with
 # 10% warmup; lr 1e-4 is the usual LoRA rate (their full fine-tuning used 1e-5). Log-spaced checkpoints
@@ -41,9 +41,23 @@ def resolve_config(params: dict, run_key: str) -> dict:
     for key, allowed in CHOICES.items():
         if cfg[key] not in allowed:
             raise UserError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {cfg[key]!r}")
-    for key in ("shots", "batch_size", "grad_accum", "max_length"):
+    for key in ("shots", "batch_size", "grad_accum"):
         if cfg[key] < 1:
             raise UserError(f"{where}.{key}: must be >= 1, got {cfg[key]}")
+    if cfg["max_length"] < MIN_MAX_LENGTH:
+        raise UserError(f"{where}.max_length: must be >= {MIN_MAX_LENGTH} tokens, got {cfg['max_length']}")
+    if not 0 < cfg["lr"] < 1:  # AdamW steps of ~lr per weight: 1 or more destroys any model at once
+        raise UserError(f"{where}.lr: must be in (0, 1), got {cfg['lr']}")
+    lora = cfg["lora"]
+    if not 0 <= lora["dropout"] < 1:
+        raise UserError(f"{where}.lora.dropout: must be in [0, 1), got {lora['dropout']}")
+    if not lora["alpha"] > 0:
+        raise UserError(f"{where}.lora.alpha: must be > 0, got {lora['alpha']}")
+    check_pattern(cfg["pattern"], f"{where}.pattern")
+    for key in ("pattern", "verbalizer.entailment", "verbalizer.non_entailment"):
+        text = cfg["pattern"] if key == "pattern" else cfg["verbalizer"].get(key.split(".")[1], "")
+        if len(text) > MAX_TEXT:
+            raise UserError(f"{where}.{key}: {len(text)} characters; at most {MAX_TEXT}")
     for key, value in (("lr", cfg["lr"]), ("epochs", cfg["epochs"]), ("lora.r", cfg["lora"]["r"])):
         if value <= 0:
             raise UserError(f"{where}.{key}: must be > 0, got {value}")

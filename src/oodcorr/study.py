@@ -23,9 +23,12 @@ def presets() -> list[str]:
 
 
 def run_key(model: str, train_set: str, shots: int, seed: int) -> str:
-    """Readable run keys such as smollm2-135m_mnli_64_s0 (train-set suffix `_train` dropped)."""
+    """Readable run keys such as smollm2-135m_mnli_64_s0 (train-set suffix `_train` dropped); a hub id
+    owner/name becomes owner--name, a local folder its folder name (a key names a folder: no separators)."""
     ts = re.sub(r"_train$", "", train_set)
-    return f"{model}_{ts}_{shots}_s{seed}"
+    name = Path(model).name if "/" in model and Path(model).exists() else model.replace("/", "--")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".-")
+    return f"{name}_{ts}_{shots}_s{seed}"
 
 
 def expand_grid(grid: dict) -> dict:
@@ -56,14 +59,68 @@ def load_preset(name: str, **overrides) -> dict:
                                 f"{closest(str(model), grid['models'])}; grid.models: {', '.join(grid['models'])}")
         grid.update({k: v for k, v in overrides.items() if v})
         tree["runs"] = expand_grid(grid)
+    elif any(overrides.values()):
+        given = ", ".join(f"--{k.replace('_', '-')}" for k, v in overrides.items() if v)
+        grids = ", ".join(p for p in presets() if "grid" in (read_yaml((PRESETS_DIR / f"{p}.yaml").read_text()) or {}))
+        raise UserError(f"preset {name!r} lists its runs one by one, so {given} cannot change them; these options "
+                        f"apply to the grid presets ({grids}); edit runs in params.yaml instead")
     validate(tree)
     return tree
+
+
+def split_option(option: str, text: str | None, kind=str) -> list | None:
+    """A comma list from the command line: items non-empty; for numbers, integers (>= 1 for shots, >= 0
+    for seeds); one line naming the option otherwise."""
+    if text is None:
+        return None
+    items = [x.strip() for x in text.split(",")]
+    if not all(items):
+        raise UserError(f"{option} {text!r}: an empty item; expected a comma list such as "
+                        f"{'16,64' if kind is int else 'a,b'}")
+    if kind is not int:
+        return items
+    low = 1 if option == "--shots" else 0
+    out = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            value = None
+        if value is None or value < low or str(value) != item.lstrip("+"):
+            raise UserError(f"{option}: expected integers >= {low}, got {item!r}")
+        out.append(value)
+    return out
 
 
 def check_params(path=None) -> dict:
     params = load_params(path)
     check_references(params)
+    check_study(params)
     return params
+
+
+def check_study(params: dict) -> None:
+    """Everything a stage would refuse in params.yaml, checked at once and before any stage runs (dvc.yaml's
+    `check` stage runs this first, so a rejected params file leaves every output as it was): the runs'
+    resolved settings, every testset the study uses, evaluate and analyze settings, the launch settings."""
+    from oodcorr.analysis.settings import AnalyzeSettings
+    from oodcorr.data.prepare import referenced_names
+    from oodcorr.data.settings import PrepareSettings
+    from oodcorr.evaluate.settings import EvaluateSettings
+    from oodcorr.launch.core import settings as launch_settings
+    from oodcorr.registry import resolve
+    from oodcorr.run_settings import resolve_config
+
+    if not params.get("runs"):
+        raise UserError("params: runs: missing; add runs (or `oodcorr study use <preset>`)")
+    for key in params["runs"]:
+        resolve_config(params, key)
+    PrepareSettings.from_params(params)
+    for name in referenced_names(params):
+        resolve(params, name)
+    EvaluateSettings.from_params(params)
+    AnalyzeSettings.from_params(params)
+    launch_settings(params)
 
 
 @click.group()
@@ -102,10 +159,10 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
     params.yaml.<timestamp>.bak (every switch keeps its own backup); --diff shows the change first."""
     import difflib
 
-    split = lambda s, f=str: [f(x) for x in s.split(",")] if s else None  # noqa: E731
-    tree = load_preset(preset, models=split(models), shots=split(shots, int), seeds=split(seeds, int),
-                       train_sets=split(train_sets))
+    tree = load_preset(preset, models=split_option("--models", models), shots=split_option("--shots", shots, int),
+                       seeds=split_option("--seeds", seeds, int), train_sets=split_option("--train-sets", train_sets))
     check_references(tree)
+    check_study(tree)
     target = Path(params_file)
     header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
     text = header + yaml.safe_dump(tree, sort_keys=False, width=110)
@@ -129,9 +186,15 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
 
 @study.command("check")
 @click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False))
-def check_cmd(params_file):
-    """Validate params.yaml (types, unknown keys, runs -> models/testsets) without running anything."""
+@click.option("--stamp", type=click.Path(dir_okay=False), default=None,
+              help="Write this file when the check passes (dvc.yaml's check stage: every stage depends on it).")
+def check_cmd(params_file, stamp):
+    """Validate params.yaml (types, values, unknown keys, runs -> models/testsets) without running anything."""
     params = check_params(params_file)
+    if stamp:
+        from oodcorr.io import write_text
+
+        write_text(stamp, "params.yaml passed `oodcorr study check`\n")  # constant: nothing downstream re-runs
     click.echo(f"ok: {len(params.get('runs') or {})} runs, "
                f"{len((params.get('evaluate') or {}).get('testsets') or [])} evaluation testsets")
 

@@ -58,16 +58,23 @@ def resolve(params: dict | None) -> tuple[int, str]:
     value, source = os.environ.get(ENV), ENV
     if value is None:
         value, source = ((params or {}).get("study") or {}).get("threads"), "study.threads"
-    if value is None or str(value).strip().lower() == "auto":
+    n = parse(value, ENV if source == ENV else "params: study.threads")
+    if n is None:
         return auto_threads(), f"auto ({source if value is not None else 'default'})"
+    return n, source
+
+
+def parse(value, where: str) -> int | None:
+    """A thread count (None = auto) from `value`: a positive integer or 'auto'; one line naming `where` else."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
     try:
-        n = int(value)
+        n = int(value) if not isinstance(value, (bool, float)) else 0
     except (TypeError, ValueError):
         n = 0
     if n < 1 or str(value).strip() != str(n):
-        where = ENV if source == ENV else "params: study.threads"
         raise UserError(f"{where}: expected a positive integer or 'auto', got {value!r}")
-    return n, source
+    return n
 
 
 def apply(params: dict | None) -> int:

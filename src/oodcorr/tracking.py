@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,10 +45,33 @@ def sqlite_file(uri: str) -> Path | None:
     return None
 
 
+def mask_secrets(text) -> str:
+    """`text` with credentials in URIs masked: the password of `scheme://user:password@host` and the values of
+    query parameters that carry secrets (token, key, password, signature, ...). Every message and file that
+    shows a tracking URI goes through this."""
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", str(text))
+    return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}***", text)
+
+
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/\s:@?#]*):[^@\s/?#]*@")
+_SECRET_QUERY = re.compile(r"([?&;](?:[A-Za-z0-9_.-]*(?:token|key|secret|password|passwd|pwd|auth|sig|signature|"
+                           r"credential|session)[A-Za-z0-9_.-]*)=)[^&;#\s]+", re.IGNORECASE)
+
+# how long a store locked by another process is waited for before it is an error
+BUSY_TIMEOUT_S = float(os.environ.get("OODCORR_STORE_BUSY_TIMEOUT_S") or 30)
+
+
+class StoreState:
+    READY, EMPTY, HALF_CREATED = "ready", "empty", "half-created"
+
+
 def ensure_store(uri: str) -> None:
     """Create a sqlite store crash-safely: under a lock, the schema is built (all migrations) in a temporary
     file that is renamed onto mlflow.db only when complete, so a kill never leaves a half-migrated store.
-    A store left half-migrated by an older version (and holding no runs) is moved aside and rebuilt."""
+    A store is moved aside and rebuilt only when it is provably empty and half-created (it opens, passes
+    sqlite's integrity check, holds no runs and no experiment besides the default, and its schema is
+    incomplete). A store that is locked by another process, damaged, or holds data in an older schema is a
+    UserError naming the file and what to do; it is never moved or rebuilt."""
     db = sqlite_file(uri)
     if db is None or str(db) in _READY:
         return
@@ -62,21 +86,18 @@ def ensure_store(uri: str) -> None:
             if not stale.with_name(stale.name[: -len("-journal")]).exists():
                 stale.unlink(missing_ok=True)
         io.clean_stale_temps(db.parent)
-        if db.exists() and db.stat().st_size > 0 and not _usable(db):
-            if _run_count(db):
-                from oodcorr.errors import UserError
-
-                raise UserError(f"{db}: the MLflow store cannot be opened (schema damaged) and holds runs; "
-                                "back it up and run `mlflow db upgrade` on it, or point study.tracking_uri elsewhere")
+        state = store_state(db) if db.exists() and db.stat().st_size > 0 else StoreState.EMPTY
+        if state == StoreState.HALF_CREATED:
             import time
 
             aside = db.with_name(f"{db.name}.broken-{int(time.time())}")
             os.replace(db, aside)
             import warnings
 
-            warnings.warn(f"{db} was half-created by a killed process (no runs in it); moved to {aside.name} "
-                          "and rebuilt", stacklevel=2)
-        if not db.exists() or db.stat().st_size == 0:
+            warnings.warn(f"{db} was half-created by a killed process (schema incomplete, no runs, no "
+                          f"experiments); moved to {aside.name} and rebuilt", stacklevel=2)
+            state = StoreState.EMPTY
+        if state == StoreState.EMPTY:
             with io.atomic_path(db) as tmp:
                 _build_schema(tmp)
         _READY.add(str(db))
@@ -96,18 +117,43 @@ def _build_schema(path: Path) -> None:
     store.engine.dispose()
 
 
-def _usable(db: Path) -> bool:
+def store_state(db: Path) -> str:
+    """READY (complete schema at MLflow's head revision) or HALF_CREATED (provably empty: no runs, only the
+    default experiment, schema incomplete); anything else raises UserError naming `db`."""
     import sqlite3
 
+    from oodcorr.errors import UserError
+
+    what = ("restore it from a backup, or move it away (mv {db} {db}.old) to start a new store, or point "
+            "study.tracking_uri elsewhere")
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as con:
+            con.execute("begin")  # a shared lock: waits (timeout) while another process writes
             tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-            if any(t.startswith("_alembic_tmp") for t in tables) or "alembic_version" not in tables:
-                return False
-            version = con.execute("select version_num from alembic_version").fetchone()
-    except sqlite3.DatabaseError:
-        return False
-    return version is not None and version[0] == _head_revision()
+            check = con.execute("pragma quick_check").fetchone()  # page-level damage (linear, fast)
+            if not check or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {check[0] if check else 'no answer'}")
+            complete = not any(t.startswith("_alembic_tmp") for t in tables) and "alembic_version" in tables
+            version = con.execute("select version_num from alembic_version").fetchone() if complete else None
+            if complete and version is not None and version[0] == _head_revision():
+                return StoreState.READY
+            runs = int(con.execute("select count(*) from runs").fetchone()[0]) if "runs" in tables else 0
+            experiments = (int(con.execute("select count(*) from experiments where experiment_id != 0")
+                               .fetchone()[0]) if "experiments" in tables else 0)
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            raise UserError(f"{db}: the MLflow store is locked by another process (waited {BUSY_TIMEOUT_S:g} s); "
+                            "wait for it to finish (or stop it) and rerun") from None
+        raise UserError(f"{db}: the MLflow store cannot be read ({e}); " + what.format(db=db)) from None
+    except sqlite3.DatabaseError as e:
+        raise UserError(f"{db}: the MLflow store is damaged ({e}); " + what.format(db=db)) from None
+    if complete and runs + experiments:
+        raise UserError(f"{db}: the MLflow store holds {runs} run(s) in an older schema; back it up and run "
+                        f"`mlflow db upgrade sqlite:///{db}`, or point study.tracking_uri elsewhere")
+    if runs or experiments:
+        raise UserError(f"{db}: the MLflow store's schema is incomplete but it holds {runs} run(s) and "
+                        f"{experiments} experiment(s); " + what.format(db=db))
+    return StoreState.HALF_CREATED
 
 
 def _head_revision() -> str:
@@ -118,14 +164,11 @@ def _head_revision() -> str:
     return ScriptDirectory.from_config(cfg).get_current_head()
 
 
-def _run_count(db: Path) -> int:
-    import sqlite3
-
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
-            return int(con.execute("select count(*) from runs").fetchone()[0])
-    except sqlite3.DatabaseError:
-        return 0
+def check_store(params: dict | None) -> None:
+    """At a stage's start, before it writes anything: a local sqlite store that is locked or damaged is a
+    UserError now (never moved aside or rebuilt; see store_state), not a surprise mid-run."""
+    if params is not None and enabled(params):
+        ensure_store(tracking_uri(params))
 
 
 def project_root(params: dict) -> Path:
@@ -168,14 +211,14 @@ def experiment_name(params: dict) -> str:
     return study.get("experiment") or f"oodcorr/{study.get('name', 'default')}"
 
 
-def setup(params: dict) -> str:
-    """Point mlflow at the project's store and experiment; return the experiment id."""
+def setup(params: dict, experiment: str | None = None) -> str:
+    """Point mlflow at the project's store and experiment (default: the study's); return the experiment id."""
     import mlflow
 
     bound_http_waits()
     ensure_store(tracking_uri(params))
     mlflow.set_tracking_uri(tracking_uri(params))
-    name = experiment_name(params)
+    name = experiment or experiment_name(params)
     client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name(name)
     if exp is None:

@@ -20,6 +20,8 @@ def ui_cmd(port, params_file):
     from oodcorr import tracking
 
     params = load_params(params_file)
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: must be in 1..65535")
     uri = tracking.tracking_uri(params)
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
            "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
@@ -27,8 +29,6 @@ def ui_cmd(port, params_file):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     import socket
 
-    if not 1 <= port <= 65535:
-        raise UserError(f"--port {port}: must be in 1..65535")
     with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
         try:
             s.bind(("127.0.0.1", port))
@@ -38,7 +38,7 @@ def ui_cmd(port, params_file):
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
-    click.echo(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)", err=True)
+    click.echo(tracking.mask_secrets(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)"), err=True)
     os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)
@@ -51,7 +51,7 @@ def ui_cmd(port, params_file):
 def sync_cmd(runs, params_file):
     """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
     from oodcorr.mirror import TRACK_DIR, record_dir, sync
-    from oodcorr.tracking import tracking_uri
+    from oodcorr.tracking import mask_secrets, tracking_uri
 
     params = load_params(params_file)
     if runs:
@@ -64,7 +64,8 @@ def sync_cmd(runs, params_file):
         if rid:
             click.echo(f"{run}: mlflow run {rid}")
     if failed:
-        click.echo(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)", err=True)
+        click.echo(mask_secrets(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)"),
+                   err=True)
         sys.exit(1)
     if not res:
         click.echo("nothing to sync (no runs/<run>/tracking records)")

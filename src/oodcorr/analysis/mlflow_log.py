@@ -28,8 +28,10 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
     except UserError:
         raise
     except Exception as e:
-        click.echo(f"warning: MLflow at {uri} unreachable ({type(e).__name__}); the analysis is in {out_dir}, "
-                   "rerun `oodcorr analyze` to log it", err=True)
+        from oodcorr.tracking import mask_secrets
+
+        click.echo(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(e).__name__}); the analysis is in "
+                                f"{out_dir}, rerun `oodcorr analyze` to log it"), err=True)
 
 
 def inputs_key(metrics_files, summary: dict) -> str:
@@ -103,6 +105,8 @@ def study_tracking(params: dict | None, root: Path) -> tuple[str, str]:
     mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
     try:
         tracking.setup(params)
+    except UserError:  # a locked or damaged local store: one line before any work, never written over
+        raise
     except Exception:  # store down: warned once when the analysis run is logged
         pass
     return tracking.tracking_uri(params), tracking.experiment_name(params)

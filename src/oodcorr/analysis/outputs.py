@@ -1,5 +1,6 @@
-"""The analysis' outputs: the results folder it may replace (check_out_dir), and writing every table, figure,
-summary.json, the DVC metric metrics.json and report.html into it in one atomic step."""
+"""The analysis' outputs: the results folder it may replace (check_out_dir: only what an earlier analysis wrote,
+by its manifest), and writing every table, figure, summary.json, the DVC metric metrics.json, report.html and
+the manifest into it in one atomic step."""
 
 from __future__ import annotations
 
@@ -8,37 +9,105 @@ from pathlib import Path
 
 from oodcorr.errors import UserError
 
-OUTPUT_NAMES = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "plots",
-                "answer_bias.csv",
-                "figures", "summary.json", "metrics.json", "report.html", ".gitignore"}
-OUTPUT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf", ".html", ".txt"}
+MANIFEST = ".oodcorr-outputs.json"  # {"files": {relative path: sha256}, "dirs": [...]}: what the analysis wrote
+LEGACY_JSON = ("summary.json", "metrics.json")  # an older version's outputs (no manifest), known by content
+
+
+def _sha256(path: Path) -> str | None:
+    from oodcorr.io import sha256_file
+
+    try:
+        return sha256_file(path)
+    except OSError:
+        return None
+
+
+def _dvc_gitignore(path: Path, names: set[str]) -> bool:
+    """A .gitignore as DVC writes it next to outputs: `/name` lines naming our top-level outputs."""
+    try:
+        lines = [x.strip() for x in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return all(not x or x.startswith("#") or (x.startswith("/") and x[1:] in names) for x in lines)
+
+
+def _legacy_output(path: Path) -> bool:
+    """summary.json / metrics.json of an older version (or a git checkout of a DVC project): ours by content."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("n_runs"), int)
+
+
+TOP_LEVEL = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "report.html",
+             "answer_bias.csv", "plots", "figures", "summary.json", "metrics.json", MANIFEST}
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """`out_dir` is replaced as a whole, so it must hold nothing this tool did not write: refuse a folder with
-    foreign files (one line, nothing touched), a file, or a place that cannot be written."""
+    """`out_dir` is replaced as a whole, so it must hold nothing but what an earlier analysis wrote: every file
+    must be listed, with the same content, in the folder's manifest (written with the outputs), except a
+    DVC-written .gitignore (kept) and an older version's summary.json/metrics.json. A file, a folder with
+    anything else, or a place that cannot be written is refused with one line, before any work."""
     import os
 
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: is a file, not a folder")
     if out_dir.is_dir():
-        foreign = []
-        for entry in sorted(out_dir.iterdir()):
-            if entry.name not in OUTPUT_NAMES or entry.is_symlink():
-                foreign.append(entry.name)
-            elif entry.is_dir():
-                foreign += [str(f.relative_to(out_dir)) for f in sorted(entry.rglob("*"))
-                            if f.is_symlink() or (f.is_file() and f.suffix not in OUTPUT_SUFFIXES)]
+        try:
+            manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+            files, dirs = dict(manifest.get("files") or {}), set(manifest.get("dirs") or [])
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError):
+            files, dirs = {}, set()
+        foreign: list[str] = []
+
+        def walk(folder: Path) -> None:
+            for entry in sorted(folder.iterdir()):
+                rel = entry.relative_to(out_dir).as_posix()
+                if rel == MANIFEST:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    if rel in dirs:
+                        walk(entry)
+                    else:
+                        foreign.append(rel)
+                elif rel in files:
+                    if files[rel] != _sha256(entry):
+                        foreign.append(f"{rel} (changed since)")
+                elif not ((rel == ".gitignore" and _dvc_gitignore(entry, TOP_LEVEL))
+                          or (rel in LEGACY_JSON and _legacy_output(entry))):
+                    foreign.append(rel)
+
+        walk(out_dir)
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" (+{len(foreign) - 3} more)" if len(foreign) > 3 else "")
             raise UserError(f"--out {out_dir}: holds files oodcorr did not write ({shown}); the analysis replaces "
-                            "this folder as a whole, so choose an empty or new folder")
+                            "this folder as a whole, so move them away or choose an empty or new folder")
     parent = out_dir if out_dir.is_dir() else out_dir.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not os.access(parent, os.W_OK | os.X_OK) or (out_dir.is_dir() and not os.access(out_dir.parent, os.W_OK)):
         raise UserError(f"--out {out_dir}: not writable ({parent} is read-only for this user)")
+
+
+def write_manifest(folder: Path, out_dir: Path) -> None:
+    """The manifest of everything in `folder` (the analysis's temporary folder, about to become `out_dir`);
+    DVC's .gitignore in the old `out_dir` is carried over."""
+    import shutil
+
+    old = out_dir / ".gitignore"
+    if old.is_file() and not (folder / ".gitignore").exists() and _dvc_gitignore(old, TOP_LEVEL):
+        shutil.copyfile(old, folder / ".gitignore")
+    files, dirs = {}, []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_dir():
+            dirs.append(rel)
+        elif rel != ".gitignore":
+            files[rel] = _sha256(p)
+    (folder / MANIFEST).write_text(json.dumps({"written_by": "oodcorr analyze", "files": files, "dirs": dirs},
+                                              indent=1) + "\n")
 
 
 def curves_table(runs: dict):
@@ -114,3 +183,4 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
 
         write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha,
                      reliability=reliability, answer_bias=bias)
+        write_manifest(tmp, Path(out_dir))

@@ -48,6 +48,8 @@ class AnalyzeSettings:
         if isinstance(self.equivalence, bool) or not isinstance(self.equivalence, (int, float)) \
                 or not 0 < self.equivalence < 1:
             raise UserError(f"analyze.equivalence: must be a number in (0, 1), got {self.equivalence!r}")
+        if self.scatter_pair is not None and len(self.scatter_pair) != 2:
+            raise UserError(f"analyze.scatter_pair: expected two testset names, got {list(self.scatter_pair)!r}")
         check_metric(self.metric)
         if self.noise not in NOISE_CHOICES:
             raise UserError(f"analyze.noise: expected auto, true or false, got {self.noise!r}")

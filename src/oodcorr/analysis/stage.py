@@ -18,7 +18,7 @@ from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
                    "(else runs/*/eval/metrics.jsonl).")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
               help="params.yaml (its `analyze` section); default: the project's params.yaml if present.")
-@click.option("--out", "out", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out", type=click.Path(), default=None,
               help="Output folder (default: params analyze.out, else results).")
 @click.option("--bootstrap", type=int, default=None, help="Bootstrap resamples over checkpoints (0 = off).")
 @click.option("--method", "methods", multiple=True, type=click.Choice(list(METHODS)),

@@ -7,6 +7,7 @@ label_map and slice. Hub rows and local rows therefore cannot drift apart in how
 from __future__ import annotations
 
 import csv
+import io
 import os
 import random
 import socket
@@ -39,7 +40,13 @@ def read_local(spec: dict, params: dict) -> tuple[list[dict], list[int], str]:
         return (*_read_jsonl(path, shown), shown)
     csv.field_size_limit(sys.maxsize)
     rows, lines = [], []
-    with open(path, newline="", encoding="utf-8") as f:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark (spreadsheet exports) is not part of the header
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise UserError(f"{shown}:{line}: not UTF-8 (byte {raw[e.start]:#04x}); save the file as UTF-8") from None
+    with io.StringIO(text, newline="") as f:
         if fmt == "tsv":
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         else:

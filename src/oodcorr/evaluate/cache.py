@@ -24,7 +24,7 @@ def resolve_settings(ev: EvaluateSettings, cfg: dict) -> dict:
     settings = {
         "model": cfg["model"], "revision": cfg["revision"] or local_revision(path),
         "pattern": cfg["pattern"], "verbalizer": dict(cfg["verbalizer"]), "dtype": dtype, "quantization": quant,
-        "max_length": int(ev.max_length or cfg["max_length"]),
+        "max_length": int(ev.max_length if ev.max_length is not None else cfg["max_length"]),
         "_path": path, "_batch_size": ev.batch_size, "_revision": cfg["revision"],
     }
     if _cuda() and quant == "none" and dtype in ("bfloat16", "float16"):
@@ -55,3 +55,25 @@ def write_cache(path: Path, rows: list[dict], logp, preds, meta: dict) -> None:
     }).replace_schema_metadata({"oodcorr": json.dumps(meta)})
     with io.atomic_path(path, suffix=".parquet") as tmp:
         pq.write_table(table, tmp)
+
+
+def cache_usable(path: Path) -> bool:
+    """Whether a cached pair can be used: it exists and is a readable, non-empty parquet file (its key holds
+    the testset's content hash). A damaged or empty file (a full disk, a copy cut short) is warned about and
+    rescored (its replacement is written atomically over it)."""
+    if not path.exists():
+        return False
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+        ok, why = meta.num_rows > 0, f"{meta.num_rows} rows"
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a miss, not a crash
+        ok, why = False, f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    if not ok:
+        import sys
+
+        print(f"warning: {path}: unusable cached scores ({why}); scoring this pair again", file=sys.stderr,
+              flush=True)
+    return ok
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oodcorr.config import MIN_MAX_LENGTH
 from oodcorr.errors import UserError
 
 
@@ -20,10 +21,18 @@ class EvaluateSettings:
         bs = self.batch_size
         if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
             raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
+        if self.max_length is not None and self.max_length < MIN_MAX_LENGTH:
+            raise UserError(f"params: evaluate.max_length: must be >= {MIN_MAX_LENGTH} tokens, got {self.max_length}")
 
     @classmethod
     def from_params(cls, params: dict) -> "EvaluateSettings":
         ev = params.get("evaluate") or {}
-        return cls(testsets=tuple(str(n) for n in ev.get("testsets") or ()),
+        if "testsets" in ev and not ev["testsets"]:
+            raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
+                            "(the run's ID testset is added)")
+        for i, name in enumerate(ev.get("testsets") or ()):
+            if not isinstance(name, str):
+                raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")
+        return cls(testsets=tuple(ev.get("testsets") or ()),
                    batch_size=ev.get("batch_size", cls.batch_size), dtype=ev.get("dtype") or None,
-                   max_length=ev.get("max_length") or None, quiet=bool(ev.get("quiet")))
+                   max_length=ev.get("max_length"), quiet=bool(ev.get("quiet")))

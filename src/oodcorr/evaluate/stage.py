@@ -16,7 +16,7 @@ import click
 from oodcorr import distributed, io
 from oodcorr.config import load_params
 from oodcorr.errors import UserError
-from oodcorr.evaluate.cache import cache_key, resolve_settings
+from oodcorr.evaluate.cache import cache_key, cache_usable, resolve_settings
 from oodcorr.evaluate.checkpoints import list_checkpoints
 from oodcorr.evaluate.outputs import write_outputs
 from oodcorr.evaluate.scorer import score_pairs
@@ -57,6 +57,9 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         _silence()
     cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
     ev = EvaluateSettings.from_params(params)
+    from oodcorr import tracking
+
+    tracking.check_store(params)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
         from oodcorr import mirror
 
@@ -80,10 +83,15 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     good = [ck for ck in checkpoints if not ck.error]
     eval_dir = rundir_eval_dir(rdir)
     cache_dir = eval_dir / "cache"
+    for folder in (eval_dir, cache_dir):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder}: is a file; evaluate keeps its outputs in this folder: move the file away "
+                            "and rerun")
     io.clean_stale_temps(eval_dir, cache_dir)  # left by a killed evaluate (only dead processes' temps)
-    sha = {n: manifest[n].get("sha256") or io.sha256_file(pdir / f"{n}.jsonl") for n in names}
+    # the content as it is now (a testset edited after `prepare` must not reuse its old scores)
+    sha = {n: io.sha256_file(pdir / f"{n}.jsonl") for n in names}
     pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
-    pending = [p for p in pairs if not (cache_dir / f"{p[2]}.parquet").exists()]
+    pending = [p for p in pairs if not cache_usable(cache_dir / f"{p[2]}.parquet")]
     rank, world = distributed.init()
     loaded: dict[str, list[dict]] = {}
 

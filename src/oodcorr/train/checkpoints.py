@@ -101,17 +101,38 @@ def _load_legacy(path: Path) -> dict:
         return torch.load(path, weights_only=True, map_location="cpu")
 
 
+def missing_checkpoints(ckpt_dir: Path, steps, upto: int) -> list[int]:
+    """Scheduled steps <= `upto` whose checkpoint folder is gone or incomplete (no metadata or no weights)."""
+    have = checkpoint_dirs(ckpt_dir)
+    out = []
+    for step in sorted(int(s) for s in steps or ()):
+        d = have.get(step)
+        if step <= upto and (d is None or not any(f.name != STATE_TENSORS for f in d.glob("*.safetensors"))):
+            out.append(step)
+    return out
+
+
 def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None) -> Path:
     """Atomically write checkpoint-<step>; the training state lives only in the newest checkpoint."""
-    from oodcorr.io import atomic_dir, write_json
+    from oodcorr.io import atomic_dir, honour_umask_tree, write_json
 
     target = ckpt_dir / f"checkpoint-{step}"
     with atomic_dir(target) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        portable_adapter_config(tmp, meta.get("model"))
-        if state is not None:
-            save_state(tmp, state)
+        try:
+            model.save_pretrained(tmp, safe_serialization=True)
+            portable_adapter_config(tmp, meta.get("model"))
+            if state is not None:
+                save_state(tmp, state)
+        except OSError:
+            raise
+        except Exception as e:  # safetensors reports a full disk as SafetensorError
+            if "StorageFull" in str(e) or "No space left" in str(e) or "FileTooLarge" in str(e):
+                import errno
+
+                raise OSError(errno.ENOSPC, "No space left on device", str(target)) from None
+            raise
         write_json(tmp / META_FILE, {**meta, "step": step})
+        honour_umask_tree(tmp)
     if state is not None:
         for s, d in checkpoint_dirs(ckpt_dir).items():
             if s != step:

@@ -4,6 +4,7 @@ schedule, and an exact resume from the newest checkpoint's training state."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 from oodcorr.rundir import checkpoint_dirs
@@ -120,9 +121,13 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
             summed = torch.tensor([step_loss], dtype=torch.float64)
             distributed.all_reduce_sum([p.grad for p in trainable] + [summed])
             step_loss = summed.item()
-        if cfg["max_grad_norm"]:
-            torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"])
         lr = sched.get_last_lr()[0]
+        if not math.isfinite(step_loss):  # before the step: no non-finite weights reach a checkpoint
+            _diverged(cfg, step, lr, f"loss is {step_loss}")
+        if cfg["max_grad_norm"]:
+            norm = float(torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"]))
+            if not math.isfinite(norm):
+                _diverged(cfg, step, lr, f"gradient norm is {norm}")
         opt.step()
         sched.step()
         bar.update(1)
@@ -138,6 +143,13 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     bar.close()
     if rank == 0:
         metrics.flush()
+
+
+def _diverged(cfg: dict, step: int, lr: float, what: str) -> None:
+    from oodcorr.errors import UserError
+
+    raise UserError(f"run {cfg['run']}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "
+                    f"learning rate (runs.{cfg['run']}.lr or train.lr) and rerun")
 
 
 def _state(opt, sched, step: int) -> dict:

@@ -16,7 +16,7 @@ import click
 from oodcorr import rundir
 from oodcorr.rundir import checkpoint_dirs, read_run_json
 from oodcorr.run_settings import resolve_config
-from oodcorr.train.checkpoints import drop_state
+from oodcorr.train.checkpoints import drop_state, has_state, missing_checkpoints
 from oodcorr.train.loop import train_loop
 from oodcorr.train.mlflow_log import finish_record, run_identity, start_record
 from oodcorr.train.model import preflight, prepare_model
@@ -61,8 +61,24 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     digest = examples_digest(examples)
     same = (previous is not None and identity(previous.get("config")) == identity(cfg)
             and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
+    from oodcorr import tracking
+
+    tracking.check_store(params)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
         mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+    rebuild = False
+    if same:  # every checkpoint run.json lists (up to where training got) must be there, else rebuild
+        have = checkpoint_dirs(ckpt_dir)
+        upto = previous["total_steps"] if previous.get("finished") else max(
+            (s for s, d in have.items() if has_state(d)), default=-1)
+        missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto)
+        if missing and upto >= 0:
+            names = ", ".join(f"checkpoint-{m}" for m in missing)
+            click.echo(f"train {run_key}: {names} missing or incomplete (run.json lists it); training the run "
+                       "again from step 0 to rebuild it (each checkpoint is replaced as it is rewritten)", err=True)
+            rebuild = True
+    if rebuild:
+        previous = dict(previous, finished=False)
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
         # a kill right after run.json said finished: finish what the end of training does (idempotent)
@@ -90,6 +106,9 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     if rank == 0:
         if not same and ckpt_dir.exists():
             shutil.rmtree(ckpt_dir)
+        if rebuild:  # from step 0: no resume from the newest checkpoint's state
+            for d in checkpoint_dirs(ckpt_dir).values():
+                drop_state(d)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
         start_record(params, cfg, info, run_identity(identity(cfg), digest))
         record = {"run": run_key, "config": cfg, "model_info": portable_info(info, cfg),

@@ -1,0 +1,154 @@
+"""A local MLflow store is moved aside only when it is provably empty and half-created; a store that is locked
+by another process or damaged (truncated, zeroed, a corrupted page) is one error line naming the file and
+what to do, and its bytes are left exactly as they were."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from oodcorr import tracking
+from oodcorr.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def store_with_runs(tmp_path_factory):
+    """A real MLflow sqlite store holding 6 runs (built once, copied per test)."""
+    import mlflow
+
+    db = tmp_path_factory.mktemp("store") / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    tracking.ensure_store(uri)
+    client = mlflow.MlflowClient(uri)
+    exp = client.create_experiment("oodcorr/x")
+    for i in range(6):
+        rid = client.create_run(exp).info.run_id
+        client.log_batch(rid, metrics=[mlflow.entities.Metric("loss", float(j), 0, j) for j in range(200)])
+    mlflow.MlflowClient(uri)._tracking_client.store.engine.dispose()
+    return db
+
+
+def _copy(src, tmp_path):
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copyfile(src, db)
+    return db
+
+
+def _ensure(db):
+    tracking._READY.discard(str(db))
+    tracking.ensure_store(f"sqlite:///{db}")
+
+
+def test_store_locked_by_another_process_is_an_error_not_rebuilt(store_with_runs, tmp_path, monkeypatch):
+    db = _copy(store_with_runs, tmp_path)
+    before = db.read_bytes()
+    monkeypatch.setattr(tracking, "BUSY_TIMEOUT_S", 0.5)
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sqlite3, sys, time
+con = sqlite3.connect({str(db)!r}, isolation_level=None)
+con.execute("begin exclusive")
+print("locked", flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError) as e:
+            _ensure(db)
+    finally:
+        holder.kill()
+        holder.wait()
+    msg = str(e.value)
+    assert str(db) in msg and "locked by another process" in msg and "\n" not in msg
+    assert db.read_bytes() == before and not list(db.parent.glob("mlflow.db.broken-*"))
+    _ensure(db)  # the lock gone: the same store, with its 6 runs, is used as it is
+    with sqlite3.connect(db) as con:
+        assert con.execute("select count(*) from runs").fetchone()[0] == 6
+
+
+def _truncate(db):
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3])
+
+
+def _zero(db):
+    db.write_bytes(b"\0" * db.stat().st_size)
+
+
+def _corrupt_page(db):
+    """Garbage over the middle of a b-tree page that holds metric rows (page size 4096)."""
+    data = bytearray(db.read_bytes())
+    with sqlite3.connect(db) as con:
+        page = con.execute("select rootpage from sqlite_master where name = 'metrics'").fetchone()[0]
+    start = (page - 1) * 4096
+    data[start: start + 64] = b"\xa5" * 64
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _zero, _corrupt_page], ids=["truncated", "zeroed", "page"])
+def test_damaged_store_is_an_error_naming_the_file_and_is_never_moved(store_with_runs, tmp_path, damage):
+    db = _copy(store_with_runs, tmp_path)
+    damage(db)
+    before = db.read_bytes()
+    with pytest.raises(UserError) as e:
+        _ensure(db)
+    msg = str(e.value)
+    assert str(db) in msg and ("damaged" in msg or "cannot be read" in msg) and "mv " in msg, msg
+    assert db.read_bytes() == before and sorted(p.name for p in db.parent.iterdir()) == [".mlflow.db.lock",
+                                                                                           "mlflow.db"]
+
+
+def test_only_a_provably_empty_half_created_store_is_moved_aside(tmp_path):
+    half = tmp_path / "a" / "mlflow.db"
+    half.parent.mkdir()
+    with sqlite3.connect(half) as con:  # an older version killed mid-migration: no runs, no experiments
+        con.execute("create table alembic_version (version_num varchar(32))")
+        con.execute("insert into alembic_version values ('0584bdc529eb')")
+        con.execute("create table _alembic_tmp_params (key varchar(250))")
+        con.execute("create table runs (run_uuid varchar(32))")
+    with pytest.warns(UserWarning, match="half-created"):
+        _ensure(half)
+    assert list(half.parent.glob("mlflow.db.broken-*")) and tracking.store_state(half) == "ready"
+
+    keep = tmp_path / "b" / "mlflow.db"  # the same incomplete schema, but holding a run: an error, kept
+    keep.parent.mkdir()
+    with sqlite3.connect(keep) as con:
+        con.execute("create table _alembic_tmp_params (key varchar(250))")
+        con.execute("create table runs (run_uuid varchar(32))")
+        con.execute("insert into runs values ('abc')")
+    before = keep.read_bytes()
+    with pytest.raises(UserError, match="holds 1 run"):
+        _ensure(keep)
+    assert keep.read_bytes() == before and not list(keep.parent.glob("mlflow.db.broken-*"))
+
+
+def test_a_damaged_store_stops_a_stage_before_it_writes(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from oodcorr.cli import cli
+    from test_train_helpers import make_project
+
+    make_project(tmp_path, {"a": {}})
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"SQLite format 3\0" + b"\x07" * 5000)
+    monkeypatch.chdir(tmp_path)
+    tracking._READY.clear()
+    res = CliRunner().invoke(cli, ["train", "--run", "a"])
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and str(db) in lines[0] and "damaged" in lines[0], res.output
+    assert not (tmp_path / "runs").exists() and db.read_bytes()[:16] == b"SQLite format 3\0"
+
+
+def test_secrets_in_uris_are_masked():
+    m = tracking.mask_secrets
+    assert m("http://alice:s3cr3t@host:5000/api?x=1") == "http://alice:***@host:5000/api?x=1"
+    assert m("https://h/p?token=abc&run=2;api_key=zz") == "https://h/p?token=***&run=2;api_key=***"
+    assert m("postgresql://bob:pw@db/mlflow?sslmode=require&password=pw2") == \
+        "postgresql://bob:***@db/mlflow?sslmode=require&password=***"
+    assert m("sqlite:////abs/mlruns/mlflow.db") == "sqlite:////abs/mlruns/mlflow.db"
+    assert m("warning: MLflow at http://u:p@h:1 unreachable") == "warning: MLflow at http://u:***@h:1 unreachable"
