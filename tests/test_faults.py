@@ -136,7 +136,8 @@ def test_bad_values_are_one_line_from_check_and_train(tmp_path, monkeypatch, cha
     edit(p, change)
     assert where in one_error(["study", "check"], tmp_path, monkeypatch)
     if "analy" not in where and "runs" not in where:
-        assert where.split(":")[0] in one_error(["train", "--run", "a"], tmp_path, monkeypatch)
+        stage = "evaluate" if where.startswith("evaluate.") else "train"
+        assert where.split(":")[0] in one_error([stage, "--run", "a"], tmp_path, monkeypatch)
     assert not (tmp_path / "runs").exists()
 
 
@@ -239,6 +240,8 @@ def test_credentials_in_a_tracking_uri_are_masked_everywhere(tmp_path, monkeypat
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset")  # restored at teardown (mlflow exports what it is set to)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     p = make_project(tmp_path, {"a": {}}, {"max_steps": 4})
     secret = "pa55w0rdXYZ"
     edit(p, lambda t: t["study"].update(tracking_uri=f"http://bob:{secret}@127.0.0.1:{port}/?token={secret}"))
@@ -255,6 +258,8 @@ def test_sync_after_a_preset_switch_keeps_runs_in_their_own_experiment(tmp_path,
     from oodcorr.config import load_params
     from oodcorr.train.stage import train_run
 
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset")  # mlflow.set_tracking_uri exports it: no earlier test's
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # store may leak in (restored at teardown)
     p = make_project(tmp_path, {"a": {}}, {"max_steps": 4})
     edit(p, lambda t: t["study"].update(tracking="none"))
     train_run(load_params(p), "a")  # recorded locally under study `test`

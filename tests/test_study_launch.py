@@ -72,39 +72,94 @@ def test_stale_runs_follow_dvc_status():
 
 def _record(tmp_path, executor, **runs):
     return {"executor": executor, "folder": str(tmp_path),
-            "runs": {k: {"job_id": j, "result": str(tmp_path / f"{j}_result.pkl"), "stderr": "log"}
+            "runs": {k: {"job_id": j, "result": str(tmp_path / f"{k}.result.json"), "stderr": "log"}
                      for k, j in runs.items()}}
 
 
-def test_states_come_from_the_queue_first_then_the_result_file(tmp_path):
-    from submitit.core.utils import cloudpickle_dump
-
-    cloudpickle_dump(("success", {"key": "ok"}), tmp_path / "1_0_result.pkl")
-    cloudpickle_dump(("error", "Traceback ...\nStageFailed: x: train@x exited 2: error: boom"),
-                     tmp_path / "1_1_result.pkl")
-    cloudpickle_dump(("error", "interrupted attempt"), tmp_path / "1_3_result.pkl")
+def test_states_come_from_the_queue_first_then_the_json_result(tmp_path):
+    (tmp_path / "ok.result.json").write_text(json.dumps({"outcome": "success", "key": "ok"}))
+    (tmp_path / "failed.result.json").write_text(json.dumps({"outcome": "error",
+                                                             "message": "x: train@x exited 2: error: boom"}))
+    (tmp_path / "requeued.result.json").write_text(json.dumps({"outcome": "error", "message": "interrupted"}))
     rec = _record(tmp_path, "slurm", ok="1_0", failed="1_1", lost="1_2", requeued="1_3", queued="1_4")
     states = core.run_states(rec, queue={"1_3": "PENDING", "1_4": "RUNNING"})
     assert {k: v["state"] for k, v in states.items()} == {
         "ok": "DONE", "failed": "FAILED", "lost": "LOST", "requeued": "PENDING", "queued": "RUNNING"}
-    assert states["failed"]["detail"] == "StageFailed: x: train@x exited 2: error: boom"
+    assert states["failed"]["detail"] == "x: train@x exited 2: error: boom"
     rec["runs"]["ok"]["state"] = "committed"
     assert core.run_states(rec, queue={})["ok"]["state"] == "COMMITTED"
 
 
-def test_job_runs_stage_commands_in_order_and_reports_the_failing_one(tmp_path):
-    (tmp_path / "old").mkdir()
-    spec = {"key": "k", "root": str(tmp_path), "env": {"X_LAUNCH": "1"},
-            "stages": [{"name": "train@k", "cmd": 'echo "$X_LAUNCH" > a.txt'},
-                       {"name": "evaluate@k", "cmd": "cat a.txt > b.txt"}]}
+def test_a_planted_pickle_is_never_loaded_and_the_launch_folder_is_private(tmp_path):
+    import pickle
+
+    from oodcorr.launch import records
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    (tmp_path / "1_0_result.pkl").write_bytes(pickle.dumps(Boom()))
+    rec = {"executor": "slurm", "runs": {"k": {"job_id": "1_0", "result": str(tmp_path / "1_0_result.pkl")}}}
+    states = core.run_states(rec, queue={})
+    assert states["k"]["state"] == "FAILED" and "not read" in states["k"]["detail"]
+    assert not (tmp_path / "PWNED").exists()
+    # a launch folder others can write is refused before any record in it is read; a new one is 0700
+    shared = tmp_path / "shared"
+    (shared / "20260101").mkdir(parents=True)
+    (shared / "20260101" / "launch.json").write_text(json.dumps(rec))
+    shared.chmod(0o775)
+    with pytest.raises(UserError, match="writable by others"):
+        records.records(tmp_path, {"folder": str(shared)})
+    new = records.private_folder(tmp_path / "mine" / "launch", create=True)
+    assert new.stat().st_mode & 0o777 == 0o700
+    # a record naming a hostile run key or foreign stages is refused
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"executor": "local", "runs": {"x;touch PWNED": {"stages": []}}}))
+    with pytest.raises(UserError, match="run key"):
+        records.read_record(bad)
+    bad.write_text(json.dumps({"executor": "local", "runs": {"k": {"stages": ["analyze"]}}}))
+    with pytest.raises(UserError, match="stages other than"):
+        records.read_record(bad)
+
+
+STAGE_SCRIPT = """import os, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+out.write_text(os.environ.get("X_LAUNCH", "") + " ".join(sys.argv[2:]))
+sys.stderr.write(sys.argv[-1] + chr(10))
+sys.exit(3 if sys.argv[-1].startswith("error") else 0)
+"""
+
+
+def test_job_runs_stage_commands_without_a_shell_and_reports_the_failing_one(tmp_path):
+    from oodcorr.launch.job import command_argv
+
+    (tmp_path / "s.py").write_text(STAGE_SCRIPT)
+    py = sys.executable
+    spec = {"key": "k", "root": str(tmp_path), "env": {"X_LAUNCH": "1"}, "result": str(tmp_path / "k.json"),
+            "stages": [{"name": "train@k", "cmd": f"{py} s.py a.txt 'two words'"},
+                       {"name": "evaluate@k", "cmd": f"{py} s.py b.txt ok"}]}
     out = RunJob()(spec)
     assert [s["name"] for s in out["stages"]] == ["train@k", "evaluate@k"]
-    assert (tmp_path / "b.txt").read_text() == "1\n"
-    spec["stages"] = [{"name": "train@k", "cmd": "echo progress; echo 'error: no such model' >&2; exit 3"},
-                      {"name": "evaluate@k", "cmd": "touch never"}]
+    assert (tmp_path / "a.txt").read_text() == "1two words" and (tmp_path / "b.txt").read_text() == "1ok"
+    assert json.loads((tmp_path / "k.json").read_text())["outcome"] == "success"
+    spec["stages"] = [{"name": "train@k", "cmd": f"{py} s.py c.txt 'error: no such model'"},
+                      {"name": "evaluate@k", "cmd": f"{py} s.py never.txt ok"}]
     with pytest.raises(StageFailed, match=r"k: train@k exited 3: error: no such model"):
         RunJob()(spec)
-    assert not (tmp_path / "never").exists()
+    assert not (tmp_path / "never.txt").exists()
+    assert json.loads((tmp_path / "k.json").read_text()) == {"outcome": "error",
+                                                             "message": "k: train@k exited 3: error: no such model"}
+    # text that only a shell would interpret never reaches one: the command is refused before it runs
+    for cmd in ("oodcorr train --run x;touch PWNED;echo", "oodcorr train --run $(id)", "a | b", "a > f", "a && b"):
+        with pytest.raises(StageFailed, match="needs a shell"):
+            command_argv(cmd)
+    spec["stages"] = [{"name": "train@k", "cmd": "oodcorr train --run x;touch PWNED;echo", "remove": ["a.txt"]}]
+    with pytest.raises(StageFailed, match="needs a shell"):
+        RunJob()(spec)
+    assert not (tmp_path / "PWNED").exists() and (tmp_path / "a.txt").exists()
+    assert command_argv("oodcorr train --run tiny-opt_synth_16_s0") == ["oodcorr", "train", "--run",
+                                                                        "tiny-opt_synth_16_s0"]
 
 
 def _cli_project(tmp_path):
@@ -182,12 +237,12 @@ def test_local_launch_reports_a_failed_run_commits_the_others_and_resumes_a_kill
 FAKE_DVC_YAML = """
 stages:
   prepare:
-    cmd: mkdir -p prepared && echo data > prepared/data.txt
+    cmd: python fake_stage.py prepare
     outs: [prepared]
   train:
     foreach: ${runs}
     do:
-      cmd: mkdir -p out/${key} && cat prepared/data.txt src/code.txt > out/${key}/ckpt.txt
+      cmd: python fake_stage.py train ${key}
       deps: [prepared, src/code.txt]
       params:
         - train
@@ -198,17 +253,30 @@ stages:
   evaluate:
     foreach: ${runs}
     do:
-      cmd: wc -c out/${key}/ckpt.txt > out/${key}/metrics.txt
+      cmd: python fake_stage.py evaluate ${key}
       deps:
         - out/${key}/ckpt.txt
       params: [evaluate]
       outs:
         - out/${key}/metrics.txt
 """
+FAKE_STAGE = """import pathlib, sys
+kind, key = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+if kind == "prepare":
+    pathlib.Path("prepared").mkdir(exist_ok=True)
+    pathlib.Path("prepared/data.txt").write_text("data" + chr(10))
+elif kind == "train":
+    out = pathlib.Path("out", key)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ckpt.txt").write_text(pathlib.Path("prepared/data.txt").read_text() + pathlib.Path("src/code.txt").read_text())
+else:
+    ckpt = pathlib.Path("out", key, "ckpt.txt")
+    pathlib.Path("out", key, "metrics.txt").write_text(f"{len(ckpt.read_bytes())} {ckpt}" + chr(10))
+"""
 
 
 def _fake_project(tmp_path):
-    """A git + DVC project whose stages are shell one-liners: the launch machinery in seconds."""
+    """A git + DVC project whose stages are one-line Python commands: the launch machinery in seconds."""
     root = tmp_path / "fake"
     (root / "src").mkdir(parents=True)
     (root / "src" / "code.txt").write_text("v1\n")
@@ -216,6 +284,7 @@ def _fake_project(tmp_path):
     params["runs"]["tiny-opt_synth_16_s0"]["seed"] = 1
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     (root / "dvc.yaml").write_text(FAKE_DVC_YAML)
+    (root / "fake_stage.py").write_text(FAKE_STAGE)
     sh(["git", "init", "-q"], root)
     sh(["dvc", "init", "-q"], root)
     sh(["dvc", "config", "core.autostage", "true"], root)

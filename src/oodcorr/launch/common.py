@@ -12,8 +12,8 @@ def echo(msg: str = "", err: bool = False) -> None:
 
 
 def job_fields(job) -> dict:
-    return {"job_id": str(job.job_id), "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr),
-            "result": str(job.paths.result_pickle)}
+    """Where a submitted job's logs are (its outcome: the JSON file named by its spec's "result")."""
+    return {"job_id": str(job.job_id), "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr)}
 
 
 class Executor:

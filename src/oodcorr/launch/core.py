@@ -3,7 +3,8 @@
 plan:    `dvc status` -> the runs whose train@K / evaluate@K stages are out of date (prepare is run here first).
 submit:  one job per run (its out-of-date stages, in order) through an executor (executors.EXECUTORS: a SLURM
          job array, or processes on this machine), recorded in <folder>/<stamp>/launch.json (records.py).
-status:  result pickles (written by submitit when a job ends), else the executor's queue (records.run_states).
+status:  the JSON result each job writes when it ends (never a pickle), else the executor's queue
+         (records.run_states).
 collect: `dvc commit -f` of the finished runs' stages, once their dependencies are checked unchanged since
          launch; failed runs are reported with their run key and log path and stay out of date.
 """
@@ -20,7 +21,7 @@ from oodcorr.io import write_json, write_text
 from oodcorr.launch.common import echo
 from oodcorr.launch.dvc_plumbing import changed_deps, dvc, dvc_status, stage_gitignores, stage_specs, stale_runs
 from oodcorr.launch.executors import EXECUTORS, executor
-from oodcorr.launch.records import ACTIVE, launch_folder, read_record, run_states, summary
+from oodcorr.launch.records import ACTIVE, launch_folder, private_folder, read_record, run_states, summary
 
 __all__ = ["settings", "parse_time", "plan", "submit", "wait", "collect", "stale_runs", "run_states"]
 
@@ -105,20 +106,20 @@ def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     names = [name for stages in stale.values() for name in stages]
     specs = stage_specs(root, names, prepare_outputs=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    folder = launch_folder(root, cfg) / stamp
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(launch_folder(root, cfg), create=True)
+    folder = private_folder(launch_folder(root, cfg) / stamp, create=True)
     ignore = launch_folder(root, cfg) / ".gitignore"
     if not ignore.exists():
         write_text(ignore, "# job pickles and logs of `oodcorr study launch`\n*\n")
     base_env = {"OODCORR_LAUNCH": stamp}
-    jobs_spec = [{"key": key, "root": str(root), "env": dict(base_env),
+    jobs_spec = [{"key": key, "root": str(root), "env": dict(base_env), "result": str(folder / f"{key}.result.json"),
                   "stages": [{"name": n, "cmd": specs[n]["cmd"]} for n in stages]}
                  for key, stages in stale.items()]
     record = {"created": _dt.datetime.now().isoformat(timespec="seconds"), "executor": cfg["executor"],
               "root": str(root), "folder": str(folder),
               "settings": {k: v for k, v in cfg.items() if k != "folder"}, "runs": {}}
     for spec in jobs_spec:
-        record["runs"][spec["key"]] = {"stages": [s["name"] for s in spec["stages"]],
+        record["runs"][spec["key"]] = {"stages": [s["name"] for s in spec["stages"]], "result": spec["result"],
                                        "outs": [o for s in spec["stages"] for o in specs[s["name"]]["outs"]],
                                        "fingerprint": {s["name"]: specs[s["name"]]["fingerprint"]
                                                        for s in spec["stages"]}}

@@ -4,10 +4,12 @@ marking runs superseded; the one-line outcome of a collect."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from oodcorr.config import LAUNCH_DEFAULTS
 from oodcorr.errors import UserError
+from oodcorr.names import check_run_key
 from oodcorr.io import write_json
 from oodcorr.launch.executors import executor
 
@@ -21,10 +23,25 @@ def launch_folder(root: Path, cfg: dict) -> Path:
     return folder if folder.is_absolute() else root / folder
 
 
+def private_folder(folder: Path, create: bool = False) -> Path:
+    """The launch folder (or one launch's subfolder), created 0700; an existing one must belong to this user
+    and be writable by no one else: its records decide what `oodcorr study collect` commits, and submitit's job
+    pickles there are loaded by the jobs."""
+    if create and not folder.exists():
+        folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is cut by the umask, never widened
+    st = folder.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        who = f"owned by uid {st.st_uid}" if st.st_uid != os.getuid() else f"writable by others (mode {st.st_mode & 0o777:o})"
+        raise UserError(f"{folder}: the launch folder is {who}; only you may write there (`chmod 700 {folder}`, or "
+                        "set study.launch.folder to a folder of your own)")
+    return folder
+
+
 def records(root: Path, cfg: dict) -> list[Path]:
     """Every launch record under the launch folder, oldest first."""
     base = launch_folder(root, cfg)
-    return sorted(base.glob("*/launch.json")) if base.is_dir() else []
+    return sorted(private_folder(base).glob("*/launch.json")) if base.is_dir() else []
 
 
 def latest_record(root: Path, cfg: dict) -> Path:
@@ -35,23 +52,34 @@ def latest_record(root: Path, cfg: dict) -> Path:
 
 
 def read_record(path: Path) -> dict:
-    return json.loads(path.read_text())
+    """A launch record, checked: JSON, safe run keys, and only that run's train/evaluate stages."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        runs = record["runs"]
+        record["executor"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a launch record ({type(e).__name__}: {e})") from None
+    for key, run in runs.items():
+        check_run_key(key, str(path))
+        if any(stage not in (f"train@{key}", f"evaluate@{key}") for stage in run.get("stages") or ()):
+            raise UserError(f"{path}: run {key} lists stages other than train@{key} / evaluate@{key}")
+    return record
 
 
-def _pickle_outcome(path: Path):
-    """("success", result) | ("error", message) | None from a submitit result pickle."""
+def _outcome(path: Path):
+    """("success", result) | ("error", message) | None from the JSON result a job writes when it ends. A
+    result pickle of an older version is never read (unpickling runs code): its run counts as lost."""
+    if path.suffix != ".json":
+        return ("error", f"{path.name}: a result pickle of an older version (not read); relaunch the run")
     if not path.exists():
         return None
     try:
-        from submitit.core.utils import pickle_load
-
-        outcome, value = pickle_load(path)
-    except Exception as e:  # noqa: BLE001 - a truncated pickle while the job is writing it
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         return ("error", f"unreadable result {path.name}: {e}")
-    if outcome == "success":
-        return ("success", value)
-    lines = [line for line in str(value).splitlines() if line.strip()]
-    return ("error", lines[-1].strip() if lines else "failed")
+    if doc.get("outcome") == "success":
+        return ("success", doc)
+    return ("error", str(doc.get("message") or "failed"))
 
 
 def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
@@ -77,7 +105,7 @@ def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
         if state is not None:
             out[key] = {"state": state, "detail": ""}
             continue
-        outcome = _pickle_outcome(Path(run["result"]))
+        outcome = _outcome(Path(run["result"]))
         if outcome is None:
             out[key] = {"state": "LOST", "detail": "the job ended without a result (cancelled, killed, timed "
                         "out or its node failed); relaunch to resume it"}
