@@ -355,16 +355,28 @@ def _preset_switch(root):
     edit_params(lambda p: (p["study"].pop("tracking"), p["study"].update(name="other")))(root)
 
 
+def _template_store() -> Path:
+    """One MLflow store holding a run, built once (in a subprocess: MLflow's migrations are not thread-safe)
+    and copied into each case that needs one."""
+    with _STORE_LOCK:
+        if not STORE:
+            db = BASE[0].parent / "store" / "mlflow.db"
+            db.parent.mkdir(exist_ok=True)
+            code = (f"import mlflow; from oodcorr import tracking; uri = 'sqlite:///{db}'; tracking.ensure_store(uri); "
+                    "c = mlflow.MlflowClient(uri); c.create_run(c.create_experiment('oodcorr/bench'))")
+            subprocess.run([sys.executable, "-c", code], env=env(), check=True, capture_output=True)
+            STORE.append(db)
+    return STORE[0]
+
+
+STORE: list[Path] = []
+_STORE_LOCK = __import__("threading").Lock()
+
+
 def _lock_store(root):
-    """A store holding a run, then held under an exclusive lock by another process during the case."""
-    import mlflow
-
-    from oodcorr import tracking
-
-    uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
-    tracking.ensure_store(uri)
-    client = mlflow.MlflowClient(uri)
-    client.create_run(client.create_experiment("oodcorr/bench"))
+    """A store holding a run (the template's copy); the case holds it under an exclusive lock (wrap="lock")."""
+    (root / "mlruns").mkdir(exist_ok=True)
+    shutil.copyfile(_template_store(), root / "mlruns" / "mlflow.db")
     edit_params(lambda p: p["study"].pop("tracking"))(root)
 
 

@@ -132,7 +132,8 @@ def store_state(db: Path) -> str:
             tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
             check = con.execute("pragma quick_check").fetchone()  # page-level damage (linear, fast)
             if not check or check[0] != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {check[0] if check else 'no answer'}")
+                found = " ".join(str(check[0] if check else "no answer").split())[:120]
+                raise sqlite3.DatabaseError(f"integrity check: {found}")
             complete = not any(t.startswith("_alembic_tmp") for t in tables) and "alembic_version" in tables
             version = con.execute("select version_num from alembic_version").fetchone() if complete else None
             if complete and version is not None and version[0] == _head_revision():
@@ -166,18 +167,22 @@ def _head_revision() -> str:
 
 def check_store(params: dict | None) -> None:
     """At a stage's start, before it writes anything: a local sqlite store that is locked or damaged is a
-    UserError now (never moved aside or rebuilt; see store_state), not a surprise mid-run."""
-    if params is not None and enabled(params):
-        ensure_store(tracking_uri(params))
+    UserError now (never moved aside or rebuilt; see store_state), not a surprise mid-run. Reads only: a
+    missing store is created later, by the first record mirrored into it."""
+    if params is None or not enabled(params):
+        return
+    db = sqlite_file(tracking_uri(params, create=False))
+    if db is not None and str(db) not in _READY and db.is_file() and db.stat().st_size > 0:
+        store_state(db)
 
 
 def project_root(params: dict) -> Path:
     return Path(params.get("_root") or os.getcwd()).resolve()
 
 
-def tracking_uri(params: dict) -> str:
+def tracking_uri(params: dict, create: bool = True) -> str:
     """$MLFLOW_TRACKING_URI, else study.tracking_uri (a relative sqlite path resolved against the project),
-    else sqlite:///<project>/mlruns/mlflow.db."""
+    else sqlite:///<project>/mlruns/mlflow.db (mlruns/ made unless `create` is false)."""
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     root = _store_root(params)
@@ -186,7 +191,8 @@ def tracking_uri(params: dict) -> str:
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             return "sqlite:///" + str((root / uri[len("sqlite:///"):]).resolve())
         return uri
-    (root / "mlruns").mkdir(parents=True, exist_ok=True)
+    if create:
+        (root / "mlruns").mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
