@@ -1,12 +1,14 @@
-"""Screenshot the MLflow UI of a study (a real `mlflow server` on 127.0.0.1, headless Chromium).
+"""Screenshot the MLflow UI of a study (a real `mlflow server` on 127.0.0.1) or its report, in headless
+Chromium with a fresh, empty browser profile (nothing clicked: what a new user sees on opening the link).
 
-    python scripts/mlflow_screenshot.py [--project .] [--out docs/mlflow-run-view.png] [--view run|experiment]
+    python scripts/mlflow_screenshot.py --project . --view table  --out docs/mlflow-runs-table.png
+    python scripts/mlflow_screenshot.py --project . --view chart  --out docs/mlflow-chart-view.png
+    python scripts/mlflow_screenshot.py --project . --view report --out docs/report-first-screen.png
 
-`--project` is a study folder after `dvc repro` (its store: mlruns/mlflow.db). The run view opens the first
-training run's "Model metrics" tab (its
-`accuracy` section: one chart per testset); `--view figure` its logged figure with every testset's curve in one
-chart (Artifacts tab). Needs `chromium` (Debian: apt-get install chromium). Prints the URL
-and the PNG path. Used for docs/mlflow-run-view.png and by tests/test_workflows_mlflow.py.
+`--project` is a study folder after `dvc repro` (its store: mlruns/mlflow.db). `table` and `chart` open the
+links `oodcorr ui` prints (the study's runs table; its chart view, one chart per metric with every run);
+`run` a training run's Model metrics tab, `figure` its logged figure, `analysis` the analysis run, `report`
+results/report.html. Needs `chromium` (Debian: apt-get install chromium). Prints the URL and the PNG path.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def serve(project: Path, port: int) -> subprocess.Popen:
            "--port", str(port), "--workers", "1"]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
+    deadline = time.time() + 300  # a loaded machine: MLflow's server import alone can take a minute
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"mlflow server exited: {proc.stderr.read()[-2000:]}")
@@ -55,7 +57,7 @@ def serve(project: Path, port: int) -> subprocess.Popen:
         except OSError:
             time.sleep(0.5)
     proc.kill()
-    raise RuntimeError("mlflow server did not answer /health within 120 s")
+    raise RuntimeError("mlflow server did not answer /health within 300 s")
 
 
 def chromium() -> str:
@@ -63,15 +65,6 @@ def chromium() -> str:
         if shutil.which(name):
             return shutil.which(name)
     raise RuntimeError("chromium not found (apt-get install chromium)")
-
-
-CLICK_MODEL_TRAINING = """(() => {
-  const el = [...document.querySelectorAll('button, [role=radio], label, span')]
-    .find(e => e.textContent.trim() === 'Model training');
-  if (!el) return false;
-  el.click();
-  return true;
-})()"""
 
 
 def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeout: float = 240,
@@ -126,11 +119,6 @@ def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeo
                     return text
 
                 text = await load(url)
-                # MLflow 3 keeps a per-browser GenAI / Model training switch (a fresh profile starts on GenAI)
-                clicked = await call("Runtime.evaluate", expression=CLICK_MODEL_TRAINING)
-                if clicked.get("result", {}).get("value"):
-                    await asyncio.sleep(2)
-                    text = await load(url)
                 deadline = time.time() + settle  # until the charts have drawn (plotly's svg), at most `settle` s
                 while time.time() < deadline:
                     res = await call("Runtime.evaluate", expression="document.querySelectorAll('.main-svg').length")
@@ -177,24 +165,34 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--project", default=".", type=Path)
     ap.add_argument("--out", default="docs/mlflow-run-view.png", type=Path)
-    ap.add_argument("--view", default="run", choices=["run", "figure", "experiment", "analysis"])
+    ap.add_argument("--view", default="table", choices=["table", "chart", "report", "run", "figure", "analysis"])
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
     ap.add_argument("--text", action="store_true", help="also print the page's visible text")
     args = ap.parse_args(argv)
+    if args.view == "report":
+        url = (args.project.resolve() / "results" / "report.html").as_uri()
+        text = screenshot(url, args.out, wait_for="In short", settle=2)
+        print(text if args.text else url)
+        print(args.out)
+        return 0
+    from oodcorr.ui_links import links
+
     port = args.port or free_port()
     base = args.base or f"http://127.0.0.1:{port}"
     proc = None if args.base else serve(args.project.resolve(), port)
     try:
         exp_id, run_id, analysis_id = find_runs(base, args.experiment)
-        url = {"run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
+        direct = links(base, exp_id)
+        url = {"table": direct["runs table"], "chart": direct["chart view"],
+               "run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
                "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
-               "experiment": f"{base}/#/experiments/{exp_id}",
                "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}"}[args.view]
         text = screenshot(url, args.out, wait_for={"run": "accuracy", "figure": "accuracy_by_testset",
-                                                   "experiment": "Run Name", "analysis": "report"}[args.view],
-                          settle=120 if args.view == "run" else 15)
+                                                   "table": "Run Name", "chart": "accuracy",
+                                                   "analysis": "report"}[args.view],
+                          settle=120 if args.view in ("run", "chart") else 15)
         if args.text:
             print(text)
         print(url)

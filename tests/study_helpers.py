@@ -86,6 +86,17 @@ def make_project(root: Path, params: dict) -> Path:
     return root
 
 
+def as_this_repo(root: Path) -> Path:
+    """Track data/raw as this repository does (data.dvc at the top), so README commands apply as written."""
+    tracked = yaml.safe_load((root / "data" / "raw.dvc").read_text())
+    tracked["outs"][0]["path"] = "data/raw"
+    (root / "data.dvc").write_text(yaml.safe_dump(tracked, sort_keys=False))
+    sh(["git", "rm", "-q", "data/raw.dvc"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "data.dvc at the top"], root)
+    return root
+
+
 def mlflow_runs(root: Path, experiment: str = "oodcorr/tiny"):
     import mlflow
 

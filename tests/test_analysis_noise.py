@@ -171,9 +171,9 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     assert set(summary["noise"]["median_reliability_linear_by_metric"]) == set(METRICS)
     assert "Signal or noise?" in (out / "report.html").read_text()
     head = json.loads((out / "metrics.json").read_text())  # the few numbers `dvc metrics show` prints
-    assert head["linear_share_distinguishable"] == pytest.approx(summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)
-    assert 0 <= head["linear_share_reliable"] <= 1 and head["linear_median_reliability"] is not None
-    assert head["linear_consistent_null"] == summary["methods"]["linear"]["verdicts"]["consistent_null"]
+    assert head["distinguishable"] == pytest.approx(summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)
+    assert head["reliability"] == pytest.approx(max(summary["noise"]["methods"]["linear"]["median_reliability"], 0), abs=1e-4)
+    assert head["consistent_null"] == summary["methods"]["linear"]["verdicts"]["consistent_null"]
     assert "equivalent" in pd.read_csv(out / "pooled_seeds.csv") and "consistent_null" in (out / "report.html").read_text()
     run_analysis(files[:1], tmp_path / "one", methods=("linear",), bootstrap=50, plots=True, metric="mean_margin")
     html = (tmp_path / "one" / "report.html").read_text()

@@ -60,7 +60,7 @@ def test_prepare_then_testsets_shows_counts(project):
 
 @pytest.mark.parametrize("args, expect", [
     (["--only", "synth_idd"], "did you mean 'synth_id'"),
-    (["--only", "synth_id", "--only", "bad"], "label values not in label_map: 'no'"),
+    (["--only", "synth_id", "--only", "bad"], "bad.tsv:3: testset bad: label 'no' not in label_map"),
     (["--params", "missing.yaml"], "params file not found"),
     (["--only", "mnli"], "offline"),
 ])

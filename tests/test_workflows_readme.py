@@ -1,6 +1,7 @@
-"""README workflows, each followed as a new user would (real DVC in a git repo, real MLflow sqlite, tiny
-models standing in): "Adding your own testset", "The paper's setup" under `dvc repro`, presets that keep the
-user's params, and "Sharing through a DVC remote" (two clones, a local remote, `make setup`)."""
+"""README workflows, each followed as a new user would, with the README's own commands (real DVC in a git
+repo, real MLflow sqlite, tiny models standing in): "Add a testset" (and its file:line error), "Presets"
+(switching and back, the paper preset under `dvc repro`), `oodcorr plan --pilot` with the quickstart's run
+key. Sharing through a DVC remote: test_workflows_sharing.py."""
 
 from __future__ import annotations
 
@@ -12,14 +13,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study_helpers import REPO, make_project, sh, tiny_params
+from oodcorr.study import load_preset
+from study_helpers import REPO, as_this_repo, make_project, sh, tiny_params
 
 
-def readme_block(section: str, lang: str) -> str:
-    """The first ```lang block under the README heading `section` (the words a user follows)."""
+def readme_section(section: str) -> str:
     text = (REPO / "README.md").read_text()
-    body = text.split(f"## {section}\n", 1)[1]
-    return re.search(rf"```{lang}\n(.*?)```", body, re.S).group(1)
+    return text.split(f"## {section}\n", 1)[1].split("\n## ")[0]
+
+
+def readme_block(section: str, lang: str, index: int = 0) -> str:
+    """The index-th ```lang block under the README heading `section` (the words a user follows)."""
+    return re.findall(rf"```{lang}\n(.*?)```", readme_section(section), re.S)[index]
+
+
+def commands(block: str) -> list[str]:
+    """Shell lines of a ```bash block, comments cut."""
+    return [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
 
 
 def nli_csv(path: Path, n: int, seed: int, header=("sentence1", "sentence2", "gold", "genre"),
@@ -49,29 +59,42 @@ def one_run_params(**train) -> dict:
     return params
 
 
+def declared_testset() -> dict:
+    """The README's declaration of my_set (data.testsets.my_set)."""
+    return yaml.safe_load(readme_block("Add a testset", "yaml"))["data"]["testsets"]
+
+
 @pytest.mark.slow
 def test_adding_your_own_testset_as_the_readme_says(tmp_path):
-    """README: declare it under data.testsets, add it to evaluate.testsets, `dvc add data/raw`, commit;
-    `dvc repro` prepares and evaluates it (no other list to edit)."""
-    root = make_project(tmp_path / "study", one_run_params())
+    """README "Add a testset": declare it, list it in evaluate.testsets, then the bash block as written
+    (`dvc add data/raw`, `git add ... && git commit`, `dvc repro`): it is prepared (cut to data.max_examples,
+    as the README says) and every checkpoint is scored on it, nothing else recomputed; `oodcorr plan --pilot`
+    as the README writes it runs on the study's own run."""
+    root = as_this_repo(make_project(tmp_path / "study", one_run_params()))
     sh(["dvc", "repro"], root)
-    block = readme_block("Adding your own testset", "yaml")
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "the study, committed"], root)
+    block = readme_block("Add a testset", "yaml")
     assert "prepare" not in block
-    declared = yaml.safe_load(block.replace("[..., my_set]", "[my_set]"))
+    spec = declared_testset()["my_set"]
+    readme_eval = yaml.safe_load(block)["evaluate"]["testsets"]
+    assert readme_eval[:-1] == load_preset("quickstart")["evaluate"]["testsets"] and readme_eval[-1] == "my_set"
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["data"]["testsets"].update(declared["data"]["testsets"])
+    params["data"]["testsets"]["my_set"] = spec
     params["evaluate"]["testsets"].append("my_set")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    spec = declared["data"]["testsets"]["my_set"]
-    nli_csv(root / spec["path"], 20, seed=5)
-    assert "dvc add data/raw" in (REPO / "README.md").read_text().split("## Adding your own testset")[1][:2500]
-    sh(["dvc", "add", "-q", "data/raw"], root)
-    sh(["git", "add", "-A"], root)
-    sh(["git", "commit", "-qm", "my_set"], root)
+    nli_csv(root / spec["path"], 40, seed=5)
+    cut = params["data"]["max_examples"]
+    assert cut < 40 and "`data.max_examples`" in readme_section("Add a testset")
+    steps = commands(readme_block("Add a testset", "bash"))
+    assert steps[0] == "dvc add data/raw" and steps[-1] == "dvc repro"
+    for step in steps[:-1]:
+        sh(["bash", "-c", step], root)
+    assert sh(["git", "status", "--porcelain"], root).stdout.strip() == ""  # the README's `git add` names them all
     res = sh(["dvc", "repro"], root)
-    assert "Running stage 'prepare'" in res.stdout
+    assert "Running stage 'prepare'" in res.stdout and "Running stage 'train@" not in res.stdout
     manifest = json.loads((root / "data" / "prepared" / "manifest.json").read_text())
-    assert manifest["testsets"]["my_set"]["rows"] == 20
+    assert manifest["testsets"]["my_set"]["rows"] == cut  # 40 rows cut to data.max_examples
     for run in params["runs"]:
         rows = [json.loads(x) for x in (root / "runs" / run / "eval" / "metrics.jsonl").read_text().splitlines()]
         mine = [r for r in rows if r["testset"] == "my_set"]
@@ -79,6 +102,69 @@ def test_adding_your_own_testset_as_the_readme_says(tmp_path):
         assert {r["step"] for r in mine if r["slice"] is None} == set(range(7))
     assert "my_set" in (root / "results" / "partial_correlations.csv").read_text()
     assert "Running stage" not in sh(["dvc", "repro"], root).stdout
+    plan = next(c for c in commands(readme_block("What the quickstart shows", "bash")) if "plan --pilot" in c)
+    key = re.search(r"runs/([^/]+)/eval", plan).group(1)
+    assert key in load_preset("quickstart")["runs"]  # the quickstart's own run
+    out = sh(["bash", "-c", plan.replace(key, next(iter(params["runs"])))], root).stdout
+    assert "examples per testset" in out or "items" in out, out
+
+
+def test_a_label_outside_the_map_names_file_and_line(tmp_path):
+    """README: a label not in label_map stops with one line naming file:line of the first such row."""
+    assert "`file:line`" in readme_section("Add a testset")
+    params = one_run_params()
+    params["data"]["testsets"]["my_set"] = declared_testset()["my_set"]
+    params["evaluate"]["testsets"].append("my_set")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    nli_csv(tmp_path / "data" / "raw" / "my_set.csv", 8, seed=1)
+    lines = (tmp_path / "data" / "raw" / "my_set.csv").read_text().splitlines()
+    lines[4] = lines[4].rsplit(",", 2)[0] + ",maybe," + lines[4].rsplit(",", 1)[1]  # line 5: label outside the map
+    lines[6] = lines[6].rsplit(",", 2)[0] + ",perhaps," + lines[6].rsplit(",", 1)[1]
+    (tmp_path / "data" / "raw" / "my_set.csv").write_text("\n".join(lines) + "\n")
+    res = sh(["oodcorr", "data", "prepare", "--only", "my_set"], tmp_path, check=False)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: data/raw/my_set.csv:5: testset my_set: label 'maybe' not in label_map (values outside it: "
+        "'maybe' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', '-'"], res.stderr
+    assert not (tmp_path / "data" / "prepared").exists()
+
+
+def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
+    """README "Presets": the block as written on a project whose params.yaml declares the user's testset (with
+    comments): the paper slice keeps it, `dvc repro --dry --force` lists every stage, `study use quickstart`
+    gives the quickstart plus the user's testset, `study use --restore` the file as it was."""
+    params_text = (REPO / "params.yaml").read_text().replace(
+        "  prepare: []", "  testsets:\n    my_set:                       # from the lab\n"
+        "      path: data/raw/my_set.csv   # tsv | csv | jsonl\n      premise: sentence1\n      hypothesis: sentence2\n"
+        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n  prepare: []")
+    params_text = params_text.replace("rte_real]", "rte_real, my_set]")
+    assert params_text.count("my_set") == 3  # declared, its file, evaluated
+    root = make_project(tmp_path / "study", yaml.safe_load(params_text))
+    (root / "params.yaml").write_text(params_text)
+    steps = commands(readme_block("Presets: paper, cpu, synthetic", "bash"))
+    assert steps[-2:] == ["oodcorr study use quickstart", "oodcorr study use --restore"]
+    diff = sh(["bash", "-c", steps[0]], root).stdout
+    assert "+  name: paper" in diff and (root / "params.yaml").read_text() == params_text
+    sh(["bash", "-c", steps[1]], root)
+    paper = yaml.safe_load((root / "params.yaml").read_text())
+    assert paper["study"]["name"] == "paper" and list(paper["runs"]) == ["olmo2-7b_mnli_64_s0", "olmo2-7b_snli_64_s0"]
+    assert "my_set" in paper["data"]["testsets"] and paper["evaluate"]["testsets"][-1] == "my_set"
+    assert "# from the lab" in (root / "params.yaml").read_text()
+    dry = sh(["bash", "-c", steps[2]], root)
+    for stage in ("prepare", "train@olmo2-7b_mnli_64_s0", "evaluate@olmo2-7b_snli_64_s0", "analyze"):
+        assert f"Running stage '{stage}'" in dry.stdout, dry.stdout[-2000:]
+    assert "Errno" not in dry.stdout + dry.stderr
+    sh(["bash", "-c", steps[3]], root)  # back
+    back = yaml.safe_load((root / "params.yaml").read_text())
+    expected = load_preset("quickstart")
+    expected["data"]["testsets"] = {"my_set": yaml.safe_load(params_text)["data"]["testsets"]["my_set"]}
+    expected["evaluate"]["testsets"].append("my_set")
+    assert back == expected
+    assert "# from the lab" in (root / "params.yaml").read_text()
+    assert "# per testset, stratified and seeded" in (root / "params.yaml").read_text()  # the preset's comments
+    sh(["bash", "-c", steps[1]], root)  # paper again, then the other way back: the last backup
+    sh(["bash", "-c", steps[4]], root)
+    assert yaml.safe_load((root / "params.yaml").read_text()) == back
 
 
 PAPER_NAMES = ["mnli_train", "mnli", "snli", "scitail", "rte", "hans", "anli", "wnli", "paws"]
@@ -116,3 +202,19 @@ def test_paper_preset_runs_under_dvc_repro_with_tiny_stand_ins(tmp_path):
     summary = json.loads((root / "results" / "summary.json").read_text())
     assert summary["n_runs"] == 2
     assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+
+
+def test_hub_offline_prepare_leaves_the_prepared_data_in_place(tmp_path):
+    """A study that names a hub testset, offline: `dvc repro` stops with one line naming the testset, and DVC has
+    not deleted data/prepared first (the output is persistent; prepare replaces it only when all is well)."""
+    root = make_project(tmp_path / "study", one_run_params())
+    sh(["dvc", "repro", "prepare"], root)
+    before = {p.name: p.read_bytes() for p in (root / "data" / "prepared").iterdir()}
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["evaluate"]["testsets"].append("hans")  # built-in, from the hub
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    res = sh(["dvc", "repro", "prepare"], root, check=False)
+    assert res.returncode != 0
+    errors = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "testset hans" in errors[0] and "offline" in errors[0], res.stderr[-2000:]
+    assert {p.name: p.read_bytes() for p in (root / "data" / "prepared").iterdir()} == before

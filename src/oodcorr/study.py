@@ -134,39 +134,49 @@ for _command in _LAUNCH_COMMANDS:
     study.add_command(_command)
 
 
-def _backup_name(target: Path) -> Path:
-    """params.yaml -> params.yaml.<UTC timestamp>.bak (never overwrites an earlier backup)."""
-    import datetime as _dt
-
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    path, n = target.with_name(f"{target.name}.{stamp}.bak"), 1
-    while path.exists():
-        n += 1
-        path = target.with_name(f"{target.name}.{stamp}-{n}.bak")
-    return path
+def _preset_help() -> str:
+    return ("Write PRESET into params.yaml; presets: " + ", ".join(presets()) + ". Your own testsets (declared "
+            "under data.testsets, with their comments and their place in evaluate.testsets) carry over; the old "
+            "file is kept as params.yaml.<timestamp>.bak, and --restore brings the newest backup back. --diff shows "
+            "the change first.")
 
 
-@study.command("use")
-@click.argument("preset")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False))
+@study.command("use", help=_preset_help(), short_help="Switch params.yaml to a preset (or --restore a backup).")
+@click.argument("preset", required=False)
+@click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
+              help="The params file to write.")
 @click.option("--models", help="Comma list overriding the preset's models (aliases or hub ids).")
 @click.option("--shots", help="Comma list overriding the preset's shots, e.g. 16,64.")
 @click.option("--seeds", help="Comma list overriding the preset's seeds.")
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print what would change in params.yaml; write nothing.")
-def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
-    """Write PRESET (quickstart, paper, real, cpu, ...: see `oodcorr study use --help`) into params.yaml. The old file is kept as
-    params.yaml.<timestamp>.bak (every switch keeps its own backup); --diff shows the change first."""
+@click.option("--force", is_flag=True, help="Write the preset as it is, without carrying your testsets over.")
+@click.option("--restore", is_flag=True, help="Bring the newest params.yaml.<timestamp>.bak back (no PRESET).")
+def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, force, restore):
     import difflib
 
+    from oodcorr import params_edit
+
+    target = Path(params_file)
+    if restore:
+        if preset:
+            raise UserError(f"--restore takes no PRESET (got {preset!r}): it brings the newest backup back")
+        back, saved = params_edit.restore(target)
+        kept = f"; the file it replaced is kept as {saved.name}" if saved else ""
+        click.echo(f"{target}: restored from {back.name}{kept}; now run `dvc repro`")
+        return
+    if not preset:
+        raise UserError(f"name a preset ({', '.join(presets())}) or pass --restore")
     tree = load_preset(preset, models=split_option("--models", models), shots=split_option("--shots", shots, int),
                        seeds=split_option("--seeds", seeds, int), train_sets=split_option("--train-sets", train_sets))
+    old = target.read_text() if target.exists() else ""
+    every = [(read_yaml((PRESETS_DIR / f"{p}.yaml").read_text()).get("data") or {}).get("testsets") or {}
+             for p in presets()]
+    text, tree, mine = params_edit.switch(old, (PRESETS_DIR / f"{preset}.yaml").read_text(), tree, every,
+                                          keep=not force)
+    validate(tree)
     check_references(tree)
     check_study(tree)
-    target = Path(params_file)
-    header = f"# oodcorr preset {preset!r} (written by `oodcorr study use {preset}`)\n"
-    text = header + yaml.safe_dump(tree, sort_keys=False, width=110)
-    old = target.read_text() if target.exists() else ""
     if show_diff:
         diff = difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
                                     fromfile=f"{target} (now)", tofile=f"{target} (preset {preset})")
@@ -176,16 +186,18 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff):
 
     backup = None
     if old and old != text:
-        backup = _backup_name(target)
+        backup = params_edit.backup_name(target)
         shutil.copyfile(target, backup)
     write_text(target, text)
-    kept = f" (previous file kept as {backup.name})" if backup else ""
-    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{kept}; now run `dvc repro` "
-               f"(or `dvc exp run`)")
+    carried = f"; kept your testsets {', '.join(mine)}" if mine else ""
+    kept = f" (previous file kept as {backup.name}; `oodcorr study use --restore` brings it back)" if backup else ""
+    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{carried}{kept}; now run "
+               f"`dvc repro` (or `dvc exp run`)")
 
 
 @study.command("check")
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False))
+@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
+              help="params.yaml to check (default: the project's).")
 @click.option("--stamp", type=click.Path(dir_okay=False), default=None,
               help="Write this file when the check passes (dvc.yaml's check stage: every stage depends on it).")
 def check_cmd(params_file, stamp):
@@ -200,7 +212,8 @@ def check_cmd(params_file, stamp):
 
 
 @study.command("runs")
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False))
+@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
+              help="params.yaml to read (default: the project's).")
 def runs_cmd(params_file):
     """List the run keys of the study (one per line)."""
     for key in (check_params(params_file).get("runs") or {}):

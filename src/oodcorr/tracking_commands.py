@@ -13,10 +13,12 @@ from oodcorr.errors import UserError
 
 
 @click.command("ui")
-@click.option("--port", default=5000, show_default=True, type=int)
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False))
+@click.option("--port", default=5000, show_default=True, type=int, help="Port on 127.0.0.1.")
+@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
+              help="params.yaml (default: the project's).")
 def ui_cmd(port, params_file):
-    """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only."""
+    """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
+    study's runs table and chart view."""
     from oodcorr import tracking
 
     params = load_params(params_file)
@@ -39,6 +41,15 @@ def ui_cmd(port, params_file):
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
     click.echo(tracking.mask_secrets(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)"), err=True)
+    from oodcorr.ui_links import experiment_id, links
+
+    name = tracking.experiment_name(params)
+    exp = experiment_id(uri, name)
+    if exp is None:
+        click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after `dvc pull`)",
+                   err=True)
+    for view, url in (links(f"http://127.0.0.1:{port}", exp) if exp else {}).items():
+        click.echo(f"  {name} {view}: {url}", err=True)
     os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.execv(sys.executable, cmd)
@@ -49,11 +60,17 @@ def ui_cmd(port, params_file):
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
               help="params.yaml (default: the project's).")
 def sync_cmd(runs, params_file):
-    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps."""
+    """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps. A run
+    without records (a clone after `dvc pull`) gets them rebuilt from its outputs first."""
     from oodcorr.mirror import TRACK_DIR, record_dir, sync
     from oodcorr.tracking import mask_secrets, tracking_uri
 
     params = load_params(params_file)
+    from oodcorr.run_records import rebuild
+
+    rebuilt = [r for r in (runs or params.get("runs") or {}) if rebuild(params, r)]  # e.g. after `dvc pull`
+    if rebuilt:
+        click.echo(f"rebuilt the tracking records of {len(rebuilt)} run(s) from their outputs: {', '.join(rebuilt)}")
     if runs:
         missing = [r for r in runs if not record_dir(params, r).is_dir()]
         if missing:

@@ -186,6 +186,15 @@ def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = A
     return "insufficient_evidence"
 
 
+def _flags(g) -> list[str]:
+    return [str(f) if isinstance(f, str) else "" for f in g["flag"]] if "flag" in g else [""] * len(g)
+
+
+def _first_flag(flag: str) -> str:
+    """The reason a model's r or interval is empty, for the per-model summary strings."""
+    return next((f for f in flag.split(";") if f), "no r")
+
+
 def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
                 reliability_min: float = AnalyzeSettings.reliability_min, equivalence: float = EQUIVALENCE) -> pd.DataFrame:
     """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
@@ -215,14 +224,16 @@ def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
             else verdict(g["r"], g["p_bh"], alpha, g["ci_low"], g["ci_high"], equivalence),
             n_models_equivalent=int(g["equivalent"].sum()) if "equivalent" in g else 0,
             models="; ".join(
-                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
-                for m, r, lo, hi, p in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"])),
+                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}" if np.isfinite(r)
+                else f"{m}: — ({_first_flag(fl)})"
+                for m, r, lo, hi, p, fl in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"], _flags(g))),
         )
         if "ci2_low" in g:
             row["models_two_level"] = "; ".join(
-                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f} r_dis {d:+.3f}"
-                for m, r, lo, hi, ra, rb, d in zip(g["model"], g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"],
-                                                   g["rel_b"], g["r_disattenuated"]))
+                (f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f} r_dis {d:+.3f}" if np.isfinite(lo)
+                 else f"{m}: — ({_first_flag(fl)})")
+                for m, r, lo, hi, ra, rb, d, fl in zip(g["model"], g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"],
+                                                       g["rel_b"], g["r_disattenuated"], _flags(g)))
         out.append(row)
     return pd.DataFrame(out)
 

@@ -160,7 +160,9 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
             from oodcorr.analysis.plots import make_figures
 
             (tmp / "figures").mkdir()
-            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric)
+            notes: list[str] = []  # figures with nothing to draw: one line each, in the report
+            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric,
+                                   notes=notes, partials=partials)
             if bias is not None and len(bias):
                 from oodcorr.analysis.answer_bias import yes_rate_figures
 
@@ -172,7 +174,8 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
                 from oodcorr.analysis.plots import reliability_heatmaps
 
                 figures.update(reliability_heatmaps(tmp / "figures", reliability, settings.reliability_min,
-                                                    settings.metric))
+                                                    settings.metric, notes=notes))
+            summary["figures_not_drawn"] = notes
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.headline import headline

@@ -5,7 +5,9 @@
   scatter_<a>_<b>.png     per run: ID vs A, ID vs B (with the linear and GAM fits), residual A vs B
   curves_<run>.png        accuracy (and the analysed metric) vs step for every testset (ID bold)
   yes_rate_<run>.png      share of "Yes" answers vs step (answer_bias.py)
+  curves_testsets.png     one panel per testset, every run's accuracy (colour = model), one shared y-axis
 The train_set/shots suffix appears only when a model was trained in more than one setup.
+A figure with nothing to draw (every value NaN) is not written; `notes` gets one line saying why.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ MAX_SCATTER_RUNS = 6
 def safe(name) -> str:
     """A file-name-safe version of a model/testset/run name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-") or "x"
+
+
+def reliability_label(v) -> str:
+    """Reliability on its own scale: 0..1, "none" at or below 0 (the halves share no signal), "–" if undefined."""
+    if v is None or not np.isfinite(v):
+        return "–"
+    return "none" if v <= 0 else f"{v:.2f}"
 
 
 def stars(p, alpha: float = AnalyzeSettings.alpha) -> str:
@@ -100,7 +109,8 @@ def scatter_grid(runs: dict, pair, path, method="gam", label: str = BASELINE_MET
                     ax.plot(x[order], (Y[:, j] - R[:, j])[order], "r-", lw=1.2, label="GAM")
             ax.set_xlabel(f"ID ({d['meta']['id_testset']}) {label}", fontsize=8)
             ax.set_ylabel(f"{name} {label}", fontsize=8)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:  # no fit lines when the ID series is flat
+                ax.legend(fontsize=7)
         ax = row[2]
         ax.scatter(R[:, 0], R[:, 1], s=12, alpha=0.7, color="C2")
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -139,10 +149,74 @@ def curves(run: str, d: dict, path, metric: str = BASELINE_METRIC):
     plt.close(fig)
 
 
+def _why_empty(rows) -> str:
+    """Why a block of pairs has no r, from their flags: the first flag every pair shares (e.g. constant:id, the
+    ID accuracy never changed; too_few_checkpoints), else the most common one."""
+    per_row = [[f for f in str(v).split(";") if f and f != "nan"] for v in rows.get("flag", [])]
+    per_row = [fl for fl in per_row if fl]
+    if not per_row:
+        return "no pair has a partial r"
+    shared = [f for f in per_row[0] if all(f in fl for fl in per_row)]
+    flags = [f for fl in per_row for f in fl]
+    top = shared[0] if shared else max(set(flags), key=flags.count)
+    hint = {"constant": " (that series never changed)", "too_few_checkpoints": " (too few checkpoints for this method)",
+            "one_change": " (that series changed at one checkpoint only)",
+            "one_class": " (one gold class only)"}.get(top.split(":")[0], "")
+    if top == "constant:id":
+        hint = " (the ID series never changed: there is no ID progress to regress out)"
+    return f"no pair has a partial r: {top}{hint}"
+
+
+def curves_by_testset(runs: dict, path) -> bool:
+    """One panel per testset (ID first), a curve per run coloured by model, all panels on one y-axis."""
+    plt = _plt()
+    series = {}  # testset -> [(run, model, steps, values)]
+    for run, d in runs.items():
+        id_name = d["meta"]["id_testset"]
+        acc = (d.get("series") or {}).get(BASELINE_METRIC)  # accuracy, whatever metric the analysis used
+        if acc:
+            cols = [(f"{id_name} (ID)" if n == id_name else n, d["steps"], np.asarray(v, float)) for n, v in acc.items()]
+        else:
+            cols = [(f"{id_name} (ID)", d["steps"], d["x"])] + [(n, s.index.to_numpy(), s.to_numpy(float))
+                                                                for n, s in d["Y"].items()]
+        for name, steps, values in cols:
+            if np.isfinite(values).any():
+                series.setdefault(name, []).append((run, d["meta"]["model"], steps, values))
+    if not series:
+        return False
+    names = sorted(series, key=lambda n: (not n.endswith("(ID)"), n))
+    models = sorted({m for v in series.values() for _, m, _, _ in v})
+    colour = {m: f"C{i}" for i, m in enumerate(models)}
+    ncol = len(names) if len(names) <= 5 else 4
+    nrow = -(-len(names) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 2.6 * nrow + 0.4), sharey=True, squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        for run, model, steps, values in series[name]:
+            seed = runs[run]["meta"].get("seed", 0)
+            ax.plot(steps, values, color=colour[model], lw=1.4, marker=".", ms=4,
+                    ls=["-", "--", ":", "-."][int(seed) % 4] if str(seed).lstrip("-").isdigit() else "-")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("accuracy", fontsize=8)
+    handles = [plt.Line2D([], [], color=colour[m], lw=2) for m in models]
+    fig.legend(handles, models, loc="upper center", ncol=len(models), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (2.6 * nrow + 0.4)))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSettings.alpha,
-                 metric: str = BASELINE_METRIC) -> dict[str, str]:
-    """Write every figure into `out`; returns {file name: caption}."""
+                 metric: str = BASELINE_METRIC, notes: list | None = None, partials=None) -> dict[str, str]:
+    """Write every figure into `out`; returns {file name: caption}. A figure with nothing to draw is skipped
+    and `notes` (when given) gets one line naming it and why (from the per-run `partials`' flags if given)."""
     figs: dict[str, str] = {}
+    notes = notes if notes is not None else []
     if len(pooled):
         setups = pooled.groupby("model")[["train_set", "shots"]].apply(lambda g: len(g.drop_duplicates()))
         for (model, train_set, shots, method), sub in pooled.groupby(["model", "train_set", "shots", "method"]):
@@ -151,10 +225,20 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
             names = sorted(set(sub["testset_a"]) | set(sub["testset_b"]))
             tag = f"_{safe(train_set)}_{shots}shot" if setups.get(model, 1) > 1 else ""
             name = f"heatmap_{safe(model)}{tag}_{safe(method)}.png"
-            title = f"{model} | {train_set} {shots}-shot | {method} (seeds: {sub['n_seeds'].max()})"
+            r_cols = [c for c in ("r", "r_accuracy") if c in sub]
+            if not np.isfinite(sub[r_cols].to_numpy(float)).any():
+                why = sub
+                if partials is not None and len(partials):
+                    why = partials[(partials["model"] == model) & (partials["method"] == method)]
+                notes.append(f"{model} {method} heatmap not drawn: {_why_empty(why if len(why) else sub)}.")
+                continue
+            seeds = int(sub["n_seeds"].max()) if "n_seeds" in sub else 1
+            title = f"{model} | {train_set} {shots}-shot | {method}" + (f" | {seeds} seeds pooled" if seeds > 1 else "")
             heatmap(sub, names, title, out / name, alpha, metric)
             figs[name] = f"{title}: partial r of {metric}" + (" (left) and accuracy (right)"
                                                               if metric != BASELINE_METRIC else "")
+    if len(runs) and curves_by_testset(runs, out / "curves_testsets.png"):
+        figs["curves_testsets.png"] = "accuracy vs step, one panel per testset, every run (colour = model), shared y-axis"
     if pair:
         name = f"scatter_{safe(pair[0])}_{safe(pair[1])}.png"
         if scatter_grid(runs, pair, out / name, "gam" if "gam" in methods else "linear", metric):
@@ -167,21 +251,24 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
 
 
 def reliability_heatmaps(fig_dir, reliability, reliability_min: float = AnalyzeSettings.reliability_min,
-                         metric: str = DEFAULT_METRIC) -> dict:
+                         metric: str = DEFAULT_METRIC, notes: list | None = None) -> dict:
     """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory,
     for the analysed metric (the other metrics' reliabilities are in reliability.csv and the report)."""
     plt = _plt()
     figures = {}
     for (metric, method), g in reliability[reliability["metric"] == metric].groupby(["metric", "method"], sort=True):
-        wide = g.pivot_table(index="run", columns="testset", values="reliability", aggfunc="mean")
-        if wide.empty:
+        wide = g.pivot_table(index="run", columns="testset", values="reliability", aggfunc="mean", dropna=False)
+        if wide.empty or not np.isfinite(wide.to_numpy(float)).any():
+            if notes is not None:
+                notes.append(f"reliability heatmap ({metric}, {method}) not drawn: no testset has a reliability "
+                             f"(too few items or checkpoints).")
             continue
         fig, ax = plt.subplots(figsize=(1.2 + 0.8 * wide.shape[1], 1.0 + 0.4 * wide.shape[0]))
         im = ax.imshow(wide.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=45, ha="right", fontsize=8)
         ax.set_yticks(range(wide.shape[0]), wide.index, fontsize=8)
         for (i, j), v in np.ndenumerate(wide.to_numpy(float)):
-            ax.text(j, i, "–" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, reliability_label(v), ha="center", va="center", fontsize=7,
                     color="white" if not np.isfinite(v) or v < 0.6 else "black")
         fig.colorbar(im, ax=ax, fraction=0.04)
         ax.set_title(f"reliability of residual trajectories ({metric}, {method})", fontsize=9)

@@ -11,9 +11,10 @@ from pathlib import Path
 from oodcorr.analysis import consistency as _consistency
 from oodcorr.analysis import partial as _partial
 from oodcorr.analysis.settings import AnalyzeSettings
+from oodcorr.analysis.plots import reliability_label
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;font-size:12px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}td.l{overflow-wrap:anywhere}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}.consistent_negative{background:#dde6f8}
 .model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
 figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}"""
@@ -29,16 +30,45 @@ def _fmt(v) -> str:
     return html.escape(str(v))
 
 
+# Columns the page combines to stay within ~1,300 px (the CSVs keep every column): name -> source columns.
+COMBINED = {"pair": ("testset_a", "testset_b"), "CI": ("ci_low", "ci_high"), "ci2": ("ci2_low", "ci2_high"),
+            "CI acc": ("ci_low_accuracy", "ci_high_accuracy"), "rel a / b": ("rel_a", "rel_b")}
+
+
+def _reason(row) -> str:
+    """Why a value is empty, from the row's flag (its first entry), for a '—' cell."""
+    flag = str(row.get("flag", "") or "")
+    first = next((f for f in flag.split(";") if f and f != "nan"), "")
+    return f" ({html.escape(first)})" if first else ""
+
+
+def _cell(row, col: str) -> str:
+    if col == "pair":
+        return f'<td class="l">{html.escape(str(row["testset_a"]))} ~ {html.escape(str(row["testset_b"]))}</td>'
+    if col in ("CI", "ci2", "CI acc"):
+        lo, hi = (row.get(c) for c in COMBINED[col])
+        if lo is None or hi is None or lo != lo or hi != hi:
+            return f'<td class="l">—{_reason(row)}</td>'
+        return f"<td>[{lo:+.2f}, {hi:+.2f}]</td>"
+    if col == "rel a / b":
+        return f"<td>{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}</td>"
+    if col == "reliability":
+        return f"<td>{reliability_label(row.get(col))}</td>"
+    value = row[col]
+    if col == "r" and isinstance(value, float) and value != value:
+        return f'<td class="l">—{_reason(row)}</td>'
+    return f'<td class="l">{_fmt(value)}</td>' if isinstance(value, str) else f"<td>{_fmt(value)}</td>"
+
+
 def table(df, columns, css_col: str | None = None) -> str:
-    """An HTML table of selected columns (first MAX_ROWS rows); `css_col` values become row classes."""
-    columns = [c for c in columns if c in df.columns]
+    """An HTML table of selected columns (first MAX_ROWS rows); `css_col` values become row classes.
+    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`."""
+    columns = [c for c in columns if c in df.columns or all(s in df.columns for s in COMBINED.get(c, ("-",)))]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for _, row in df.head(MAX_ROWS).iterrows():
         cls = f' class="{html.escape(str(row[css_col]))}"' if css_col else ""
-        cells = "".join(
-            f'<td class="l">{_fmt(row[c])}</td>' if isinstance(row[c], str) else f"<td>{_fmt(row[c])}</td>"
-            for c in columns)
+        cells = "".join(_cell(row, c) for c in columns)
         body.append(f"<tr{cls}>{cells}</tr>")
     more = f"<p>… {len(df) - MAX_ROWS} more rows in the CSV.</p>" if len(df) > MAX_ROWS else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
@@ -73,9 +103,9 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
              f"</code>.</p>"]
     rows = []
     for m, s in (info.get("methods") or {}).items():
-        rows.append(f"<tr><td class='l'>{m}</td>" + "".join(
+        rows.append(f"<tr><td class='l'>{m}</td><td>{reliability_label(s['median_reliability'])}</td>" + "".join(
             f"<td>{_fmt(float(v)) if v is not None else '–'}</td>" for v in (
-                s["median_reliability"], s["share_reliable"], s["share_distinguishable"], s["mean_abs_r"],
+                s["share_reliable"], s["share_distinguishable"], s["mean_abs_r"],
                 s["mean_abs_r_disattenuated"])) + "</tr>")
     parts.append("<table><tr><th>method</th><th>median reliability</th><th>share reliable</th>"
                  "<th>share distinguishable</th><th>mean |r|</th><th>mean |r_disattenuated|</th></tr>"
@@ -92,17 +122,19 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
             verdict = "not distinguishable: the noise-corrected CI includes 0"
         words.append(f"<tr><td class='l'>{html.escape(str(row['run']))}</td><td class='l'>{row['method']}</td>"
                      f"<td class='l'>{html.escape(str(row['testset_a']))} ~ {html.escape(str(row['testset_b']))}</td>"
-                     f"<td>{_fmt(float(row['r']))}</td><td>{_fmt(float(row['r_disattenuated']))}</td>"
-                     f"<td>[{_fmt(float(row['ci2_low']))}, {_fmt(float(row['ci2_high']))}]</td>"
-                     f"<td>{_fmt(float(row['rel_a']))} / {_fmt(float(row['rel_b']))}</td>"
+                     f"<td>{_fmt(float(row['r']))}</td>{_cell(row, 'r_disattenuated')}{_cell(row, 'ci2')}"
+                     f"{_cell(row, 'rel a / b')}"
                      f"<td class='l'>{verdict}</td></tr>")
     parts.append("<h3>Observed vs disattenuated r</h3><table><tr><th>run</th><th>method</th><th>pair</th><th>r</th>"
                  "<th>r_disattenuated</th><th>noise-corrected CI</th><th>reliability a / b</th><th>in plain words</th></tr>"
                  + "".join(words) + "</table>")
     if reliability is not None and len(reliability):
         parts.append("<h3>Reliability per run x testset</h3>")
+        parts.append("<p>Reliability is on its own scale: 0–1, <i>none</i> where the two halves of a testset share "
+                     "no signal (a split-half estimate at or below 0).</p>")
         parts.append(table(reliability, ["run", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]))
     parts += [_img(out / "figures" / f, figures[f]) for f in sorted(figures) if f.startswith("reliability_")]
+    parts += [f"<p>{html.escape(n)}</p>" for n in summary.get("figures_not_drawn") or [] if n.startswith("reliability")]
     return parts
 
 
@@ -146,7 +178,8 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
         rel, share = s.get("median_reliability"), s.get("share_distinguishable")
         n_pairs = summary.get("n_pairs")
         parts.append(f"<li><b>Testset noise</b> ({m}): median reliability of the residual trajectories "
-                     f"{_fmt(rel) if rel is not None else '–'} (1 = all signal, 0 = all noise); share of pairs "
+                     f"<b>{reliability_label(rel)}</b> (0–1: 1 = all signal; none = no signal above testset noise); "
+                     f"share of pairs "
                      f"distinguishable from noise {_fmt(share) if share is not None else '–'}"
                      f"{f' of {n_pairs} OOD pairs per run' if n_pairs else ''}.</li>")
         need = items_for(rel, n_items) if n_items else None
@@ -236,33 +269,32 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     parts.append(f"<p><b>consistent_null</b>: in every reliable model the noise-corrected CI lies inside ±{delta} "
                  f"(analyze.equivalence): no partial correlation stronger than {delta} in any model. "
                  "<i>insufficient_evidence</i> means the data cannot tell a null from a relation.</p>")
-    cols = ["train_set", "shots", "method", "testset_a", "testset_b", "verdict", "n_models_valid", "n_models_sig",
-            "n_models_equivalent",
-            "n_sig_positive", "n_sig_negative", "sign_flip", "r_pooled", "i2", "q_p", "verdict_accuracy",
-            "r_pooled_accuracy", "answer_bias", "models", "models_two_level"]
+    setups = consistency[["train_set", "shots"]].drop_duplicates() if len(consistency) else []
+    cols = (["train_set", "shots"] if len(setups) > 1 else []) + [
+        "method", "pair", "verdict", "n_models_valid", "n_models_sig", "n_models_equivalent", "sign_flip", "r_pooled",
+        "verdict_accuracy", "r_pooled_accuracy", "answer_bias", "models"]
     if len(consistency):
         order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
         shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
         parts.append(table(shown, cols, css_col="verdict"))
 
-    figs = sorted(figures)
-    for title, prefix in (("Heatmaps (seeds pooled)", "heatmap_"), ("Residual scatter", "scatter_"),
-                          ("Accuracy curves", "curves_")):  # reliability_* figures: in "Signal or noise?"
+    figs = sorted(figures, key=lambda f: (f != "curves_testsets.png", f))
+    for title, prefix in (("Accuracy curves", "curves_"), ("Heatmaps (seeds pooled)", "heatmap_"),
+                          ("Residual scatter", "scatter_")):  # reliability_* figures: in "Signal or noise?"
         chosen = [f for f in figs if f.startswith(prefix)]
-        if chosen:
-            parts.append(f"<h2>{title}</h2>" + "".join(_img(out / "figures" / f, figures[f]) for f in chosen))
+        skipped = [n for n in summary.get("figures_not_drawn") or [] if title.startswith("Heatmaps") and "heatmap" in n
+                   and not n.startswith("reliability")]
+        if chosen or skipped:
+            parts.append(f"<h2>{title}</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in skipped)
+                         + "".join(_img(out / "figures" / f, figures[f]) for f in chosen))
 
     parts.append("<h2>Seeds pooled per model</h2>")
-    parts.append(table(pooled, ["model", "train_set", "shots", "method", "testset_a", "testset_b", "n_seeds",
-                                "n_total", "r", "ci_low", "ci_high", "p", "p_bh", "i2", "r_disattenuated", "ci2_low",
-                                "ci2_high", "equivalent", "rel_a", "rel_b", "r_accuracy", "ci_low_accuracy", "ci_high_accuracy",
-                                "answer_bias", "flag"]))
-    parts.append("<h2>Per run partial correlations</h2>")
-    parts.append(table(partials, ["run", "method", "testset_a", "testset_b", "r", "n", "k", "df", "p", "p_holm",
-                                  "p_bh", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "rel_a", "rel_b",
-                                  "r_disattenuated", "ci2_low", "ci2_high", "n_eff", "distinguishable", "equivalent",
-                                  "r_accuracy",
-                                  "ci_low_accuracy", "ci_high_accuracy", "distinguishable_accuracy", "answer_bias",
+    parts.append(table(pooled, ["model", "method", "pair", "n_seeds", "r", "CI", "p_bh", "r_disattenuated", "ci2",
+                                "equivalent", "rel a / b", "r_accuracy", "CI acc", "answer_bias", "flag"]))
+    parts.append("<h2>Per run partial correlations</h2><p>The page shows the main columns; "
+                 "partial_correlations.csv has every column (p, Holm, bootstrap CIs, …).</p>")
+    parts.append(table(partials, ["run", "method", "pair", "r", "n", "CI", "p_bh", "r_disattenuated", "ci2", "n_eff",
+                                  "rel a / b", "distinguishable", "equivalent", "r_accuracy", "CI acc", "answer_bias",
                                   "flag"]))
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"
                  "<th>ID testset</th><th>checkpoints</th><th>OOD testsets</th></tr>")

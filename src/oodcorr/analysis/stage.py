@@ -60,7 +60,9 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
                f"-> {out_dir}")
     for method, s in summary["methods"].items():
         counts = ", ".join(f"{k}={v}" for k, v in s["verdicts"].items() if v)
-        click.echo(f"  {method:6s} mean|r|={s['mean_abs_r'] if s['mean_abs_r'] is None else round(s['mean_abs_r'], 3)}"
-                   f"  {counts or 'no verdicts'}")
+        if s["mean_abs_r"] is None:
+            click.echo(f"  {method:6s} no pair has a partial r (see the report's flags)")
+        else:
+            click.echo(f"  {method:6s} mean|r|={s['mean_abs_r']:.3f}  {counts or 'no verdicts'}")
     if summary.get("mlflow_run_id"):
         click.echo(f"  mlflow run {summary['mlflow_run_id']} ({experiment})")

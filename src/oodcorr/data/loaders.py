@@ -161,6 +161,7 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
     lmap = dict(spec["label_map"])
     neutral = NON if spec.get("neutral") == "merge" else "drop"
     unknown: Counter = Counter()
+    first_unknown = None  # where the first row with a label outside the map is
     out = []
     for i, row in enumerate(rows):
         if any(_raw(row.get(k)) not in vals for k, vals in filt.items()):
@@ -169,6 +170,7 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
         target = lmap.get(raw)
         if target is None:
             unknown[raw] += 1
+            first_unknown = first_unknown or (where(i), raw)
             continue
         if target == "neutral":
             target = neutral
@@ -186,8 +188,8 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
                     "original_label": raw, "slice": sl})
     if unknown:
         seen = ", ".join(f"{k!r} ({n})" for k, n in unknown.most_common(8))
-        raise UserError(f"{origin}: testset {name}: label values not in label_map: {seen}; "
-                        f"label_map keys: {', '.join(map(repr, lmap))}")
+        raise UserError(f"{first_unknown[0]}: testset {name}: label {first_unknown[1]!r} not in label_map "
+                        f"(values outside it: {seen}); label_map keys: {', '.join(map(repr, lmap))}")
     if not out:
         raise UserError(f"{origin}: testset {name}: empty after filtering / label mapping "
                         f"({len(rows)} source rows)")

@@ -45,6 +45,7 @@ def build(params: dict, name: str) -> tuple[list[dict], dict]:
 
 def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | None = None) -> dict:
     """Prepare `names` (default: `referenced_names(params)`) into `out_dir`; return the manifest."""
+    full = not names
     names = list(dict.fromkeys(names or referenced_names(params)))
     if not names:
         raise UserError("nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
@@ -59,6 +60,9 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
         entry["sha256"] = io.sha256_file(path)
         manifest["testsets"][name] = {k: entry[k] for k in ("rows", "label_counts", "sha256", "source",
                                                              "split", "description")}
+    if full:  # the whole study: data/prepared holds exactly what params.yaml uses (DVC keeps it: persist)
+        for stale in sorted(set(manifest["testsets"]) - set(names)):
+            (out / f"{stale}.jsonl").unlink(missing_ok=True)
     manifest["testsets"] = {k: v for k, v in manifest["testsets"].items() if (out / f"{k}.jsonl").exists()}
     io.write_json(out / MANIFEST, manifest)
     return manifest

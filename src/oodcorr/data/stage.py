@@ -39,8 +39,9 @@ def prepare_cmd(params_file, out_dir, only):
     from oodcorr.prepared import prepared_dir
 
     params = _params(params_file)
-    names = [n.strip() for item in only for n in item.split(",") if n.strip()] or referenced_names(params)
-    manifest = prepare(params, out_dir, names)
+    only = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    manifest = prepare(params, out_dir, only or None)  # None: the whole study (stale testsets removed)
+    names = only or referenced_names(params)
     out = prepared_dir(params, out_dir)
     for name in dict.fromkeys(names):
         e = manifest["testsets"][name]

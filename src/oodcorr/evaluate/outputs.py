@@ -3,8 +3,6 @@ predictions/ (per checkpoint x testset), and the eval/* metrics in the training 
 
 from __future__ import annotations
 
-import re
-import time
 from pathlib import Path
 
 from oodcorr import io
@@ -15,17 +13,6 @@ from oodcorr.metrics import METRICS
 LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
 # besides accuracy and the F1s (scoring.metrics): every metric of the table, per testset and slice
 EXTRA_METRICS = tuple(m for m in METRICS if m != "accuracy")
-
-
-def _metric_key(*parts: str) -> str:
-    """MLflow keys allow [A-Za-z0-9_-. /]; slice names (e.g. `lexical_overlap/entailment`) may hold others."""
-    return "/".join(re.sub(r"[^A-Za-z0-9_\-. /]", "_", str(p)) for p in parts)
-
-
-def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
-    """`accuracy/<testset>`: MLflow's run view groups charts by the part before the last `/`, so every
-    testset's accuracy curve sits in one "accuracy" section (slices under `slices/<testset>/...`)."""
-    return _metric_key(name, testset) if slice_ is None else _metric_key("slices", testset, slice_, name)
 
 
 def _log_curves(client, run_id: str, rows: list[dict]) -> None:
@@ -58,13 +45,13 @@ def _log_curves(client, run_id: str, rows: list[dict]) -> None:
 
 
 def run_summary(whole: list[dict], id_testset: str) -> dict:
-    """summary.json, the run's DVC metric: a few numbers `dvc metrics show` / `dvc exp show` print
-    (per-testset accuracies per step are in accuracy.csv and metrics.jsonl)."""
+    """summary.json, the run's DVC metric: a few numbers `dvc metrics show` / `dvc exp show` print, named
+    like the study's results/metrics.json (per-testset accuracies per step: accuracy.csv, metrics.jsonl)."""
     final = max((r["step"] for r in whole), default=None)
     last = {r["testset"]: r["accuracy"] for r in whole if r["step"] == final}
     ood = [a for t, a in last.items() if t != id_testset]
     return {"step": final, "id_accuracy": last.get(id_testset),
-            "ood_accuracy_mean": round(sum(ood) / len(ood), 6) if ood else None}
+            "ood_accuracy": round(sum(ood) / len(ood), 6) if ood else None}
 
 
 def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
@@ -110,19 +97,11 @@ def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str | None
     """The eval/* metrics (one per testset [x slice] x checkpoint step) and the predictions archive: written
     to the run's local tracking record, then mirrored into the training run's MLflow record (steps already
     there are skipped; a store that is down costs one warning and is replayed later by `oodcorr sync`)."""
-    from oodcorr import io, mirror
+    from oodcorr import io, mirror, run_records
 
-    now, records = int(time.time() * 1000), []
-    for r in rows:
-        names = ("accuracy", "macro_f1", "f1_non_entailment", *EXTRA_METRICS) if r["slice"] is None else \
-            ("accuracy", *EXTRA_METRICS)
-        for name in names:
-            if name in r and r[name] == r[name]:  # skip NaN (empty slice, one gold class)
-                records.append({"type": "metric", "key": metric_name(name, r["testset"], r["slice"]), "value": float(r[name]),
-                                "step": int(r["step"]), "timestamp": now})
-    digest = io.sha256_file(eval_dir / METRICS_FILE)
-    records.append({"type": "artifact", "path": "eval/predictions", "archive": "predictions.tar.gz",
-                    "artifact_path": "eval", "sha256": digest})
+    train = io.read_jsonl_tolerant(mirror.record_dir(params, run) / "train.jsonl")
+    records = run_records.eval_records(rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))
+    records.append(run_records.predictions_artifact(eval_dir))
     mirror.write_eval(params, run, records)
     m = mirror.mirror(params, run)
     before = len(m.sent)

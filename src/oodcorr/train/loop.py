@@ -97,6 +97,7 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     autocast = autocast_for(info["device"])
     metrics = MetricLog(params, cfg["run"]) if rank == 0 else None
+    since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
     model.train()
@@ -134,9 +135,12 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
         bar.set_postfix(loss=f"{step_loss:.4f}")
         if rank == 0:
             metrics.log(step, loss=step_loss, lr=lr)
+            since.append([step, step_loss, lr])
             if step in schedule:
                 metrics.flush()
-                save_checkpoint(model, ckpt_dir, step, meta, _state(opt, sched, step))
+                # the loss history travels with the checkpoint (DVC), so a clone can rebuild its MLflow run
+                save_checkpoint(model, ckpt_dir, step, {**meta, "train_log": since}, _state(opt, sched, step))
+                since = []
             if step == kill_at:
                 metrics.flush()
                 os._exit(137)

@@ -110,8 +110,10 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
             for d in checkpoint_dirs(ckpt_dir).values():
                 drop_state(d)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
-        start_record(params, cfg, info, run_identity(identity(cfg), digest))
+        tracking_identity = run_identity(identity(cfg), digest)
+        start_record(params, cfg, info, tracking_identity)
         record = {"run": run_key, "config": cfg, "model_info": portable_info(info, cfg),
+                  "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
                   "checkpoint_steps": schedule, "total_steps": total, "finished": False}
         write_json(run_dir / "run.json", record)

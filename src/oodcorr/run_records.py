@@ -1,0 +1,116 @@
+"""What a run's MLflow record holds, and rebuilding it from the run folder's DVC-tracked outputs.
+
+A collaborator who `dvc pull`s a study gets run.json, the checkpoints and eval/metrics.jsonl, but not the
+local tracking records (runs/<run>/tracking: machine-specific, outside DVC and git). `rebuild` writes those
+records again from the outputs: params and tags from run.json, train/loss and train/lr from each checkpoint's
+metadata (`train_log`), the eval metrics from metrics.jsonl. `oodcorr sync` then mirrors them into MLflow as
+it mirrors any record, so the collaborator's MLflow holds complete runs without recomputing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from oodcorr import io
+from oodcorr.rundir import METRICS_FILE
+
+EVAL_NAMES = ("accuracy", "macro_f1", "f1_non_entailment")  # per testset; slices: accuracy and the table's metrics
+
+
+def _extra() -> tuple[str, ...]:
+    from oodcorr.metrics import METRICS
+
+    return tuple(m for m in METRICS if m != "accuracy")
+
+
+def metric_key(*parts: str) -> str:
+    """MLflow keys allow [A-Za-z0-9_-. /]; slice names (e.g. `lexical_overlap/entailment`) may hold others."""
+    return "/".join(re.sub(r"[^A-Za-z0-9_\-. /]", "_", str(p)) for p in parts)
+
+
+def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
+    """`accuracy/<testset>`: MLflow's run view groups charts by the part before the last `/`, so every
+    testset's accuracy curve sits in one "accuracy" section (slices under `slices/<testset>/...`)."""
+    return metric_key(name, testset) if slice_ is None else metric_key("slices", testset, slice_, name)
+
+
+def checkpoint_times(train_records: list[dict], steps: list[int]) -> dict[int, int]:
+    """A timestamp (ms) per checkpoint step for its eval metrics, so MLflow's time axis spreads a curve like its
+    step axis: when training reached that step (its train/loss record), else 1 s apart, ending now."""
+    trained = {int(r["step"]): int(r["timestamp"]) for r in train_records
+               if r.get("type") == "metric" and r.get("key") == "train/loss"}
+    now = int(time.time() * 1000)
+    out, last = {}, None
+    for i, step in enumerate(sorted(steps)):
+        ts = trained.get(step)
+        if ts is None:  # step 0 (the base model), or no training record: keep the order, 1 s apart
+            ts = min(trained.values()) - 1000 if trained and step == 0 else now - 1000 * (len(steps) - 1 - i)
+        if last is not None and ts <= last:
+            ts = last + 1
+        out[step] = last = ts
+    return out
+
+
+def eval_records(rows: list[dict], stamps: dict[int, int]) -> list[dict]:
+    """The eval metric records of metrics.jsonl rows: accuracy, the F1s and every metric of oodcorr.metrics.METRICS
+    the rows hold (NaN values, e.g. an empty slice or one gold class, skipped)."""
+    records, extra = [], _extra()
+    for r in rows:
+        for name in (*EVAL_NAMES, *extra) if r.get("slice") is None else ("accuracy", *extra):
+            value = r.get(name)
+            if isinstance(value, (int, float)) and value == value:
+                records.append({"type": "metric", "key": metric_name(name, r["testset"], r.get("slice")),
+                                "value": float(value), "step": int(r["step"]), "timestamp": stamps[int(r["step"])]})
+    return records
+
+
+def predictions_artifact(folder) -> dict:
+    """The predictions archive record of a run's eval folder (keyed by the metrics file's content)."""
+    return {"type": "artifact", "path": "eval/predictions", "archive": "predictions.tar.gz", "artifact_path": "eval",
+            "sha256": io.sha256_file(folder / METRICS_FILE)}
+
+
+def rebuild(params: dict, run: str) -> bool:
+    """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
+    Needs run.json with its tracking identity (written by training); returns False otherwise."""
+    from oodcorr import tracking
+    from oodcorr.rundir import META_FILE, checkpoint_dirs, checkpoints_dir, eval_dir, metrics_file, read_run_json
+    from oodcorr.rundir import runs_root, tracking_dir
+
+    rdir = runs_root(params) / run
+    records = tracking_dir(rdir)
+    info = read_run_json(rdir)
+    if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
+        return False
+    cfg = info["config"]
+    tags = {"oodcorr.run_key": run, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
+            "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
+            "oodcorr.rebuilt": "from the run folder (dvc pull)"}
+    lines = [{"type": "run", "identity": info["tracking_identity"], "run_name": run, "tags": tags,
+              "params": tracking.param_values(cfg)}]
+    base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
+    for step, folder in sorted(checkpoint_dirs(checkpoints_dir(rdir)).items()):
+        try:
+            meta = json.loads((folder / META_FILE).read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        for s, loss, lr in meta.get("train_log") or []:
+            ts = base + 1000 * int(s)  # the training times are not in the outputs: 1 s per step, in order
+            lines += [{"type": "metric", "key": "train/loss", "value": float(loss), "step": int(s), "timestamp": ts},
+                      {"type": "metric", "key": "train/lr", "value": float(lr), "step": int(s), "timestamp": ts}]
+    lines.append({"type": "artifact", "path": "run.json", "artifact_path": None,
+                  "sha256": io.sha256_file(rdir / "run.json")})
+    if info.get("finished"):
+        lines.append({"type": "status", "status": "FINISHED"})
+    metrics = metrics_file(rdir)
+    evals = []
+    if metrics.exists():
+        rows = io.read_jsonl(metrics)
+        evals = eval_records(rows, checkpoint_times(lines, sorted({int(r["step"]) for r in rows})))
+        if (eval_dir(rdir) / "predictions").is_dir():
+            evals.append(predictions_artifact(eval_dir(rdir)))
+    io.write_text(records / "eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
+    io.write_text(records / "train.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
+    return True

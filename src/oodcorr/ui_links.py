@@ -1,0 +1,33 @@
+"""Direct links into the MLflow UI for a study: its runs table and its chart view.
+
+MLflow 3's UI opens an experiment on the GenAI overview unless told otherwise. The links name the runs tab,
+the classic ("machine_learning") workflow and the compare mode (TABLE: the runs table; CHART: every metric
+drawn per run, one chart per metric), so a fresh browser lands on the runs."""
+
+from __future__ import annotations
+
+VIEWS = {"runs table": "TABLE", "chart view": "CHART"}
+
+
+def experiment_id(uri: str, name: str) -> str | None:
+    """The id of experiment `name` in a sqlite store, read with sqlite3 (no MLflow import); None if absent."""
+    import sqlite3
+
+    from oodcorr.tracking import sqlite_file
+
+    db = sqlite_file(uri)
+    if db is None or not db.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            row = con.execute("SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = 'active'",
+                              (name,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def links(base: str, exp_id: str) -> dict[str, str]:
+    """{view name: URL} for experiment `exp_id` on the UI at `base` (e.g. http://127.0.0.1:5000)."""
+    return {view: f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}"
+            for view, mode in VIEWS.items()}
