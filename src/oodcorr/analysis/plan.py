@@ -120,6 +120,9 @@ def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = BASELINE_MET
                 continue
             resid = residualise_linear(x, items.mean(axis=1)[:, None])[:, 0]
             V = float(resid.var(ddof=2))
+            if V <= 1e-12:  # the series is a linear function of ID: nothing left to split into signal and noise
+                skipped.append(f"{run}:{name}")
+                continue
             rel_c = min(max(rel, 0.0), 0.999)
             phi, _ = fit_ar1(M @ items.mean(axis=1), M, noise_cov(items), phi_z=0.0)
             rows.append({"run": run, "testset": name, "n_items": items.shape[1], "reliability": rel,
