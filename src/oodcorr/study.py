@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import click
-import yaml
 
 from oodcorr.config import check_references, load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
