@@ -94,3 +94,16 @@ def test_a_deleted_checkpoint_is_rebuilt_by_dvc_repro(reproduced, tmp_path):
     assert "checkpoint-4 missing or incomplete" in res.stderr + res.stdout
     assert _outputs(root) == before  # every checkpoint back, bit for bit: nothing downstream changed
     assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+
+
+def test_study_launch_vets_params_before_planning_any_job(reproduced, tmp_path):
+    import sys
+
+    root = _copy(reproduced, tmp_path)
+    before = _outputs(root)
+    _edit(root, lambda t: t["analyze"].update(methods=["pearson"]))
+    res = sh([sys.executable, "-m", "oodcorr", "study", "launch", "--executor", "local"], root, check=False)
+    lines = [x for x in (res.stdout + res.stderr).splitlines() if x.strip()]
+    assert res.returncode == 2 and lines == ["error: analyze.methods: unknown method 'pearson' (did you mean "
+                                             "'linear'?); known: raw, linear, rank, gam"], lines
+    assert _outputs(root) == before and not (root / ".oodcorr" / "launch").exists()

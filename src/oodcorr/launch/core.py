@@ -71,7 +71,8 @@ def parse_time(value) -> int:
 # -------------------------------------------------------------------------------------------------- plan
 
 def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) -> tuple[dict, dict]:
-    """(stale runs {key: [stages]}, dvc status) after running `prepare` here if it is out of date."""
+    """(stale runs {key: [stages]}, dvc status) after running `check` (params.yaml vetted) and `prepare` here if
+    they are out of date."""
     root = Path(params["_root"])
     runs = params.get("runs") or {}
     if only:
@@ -83,6 +84,9 @@ def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) 
     if not (root / "dvc.yaml").exists():
         raise UserError(f"{root}: no dvc.yaml (run `oodcorr study launch` in the project folder)")
     status = dvc_status(root)
+    if "check" in status:  # params.yaml changed: dvc.yaml's check stage vets it before any job is planned
+        dvc(["repro", "check"], root, capture=True)
+        status = dvc_status(root)
     if "prepare" in status:
         if not prepare:
             echo("prepare is out of date: `dvc repro prepare` would run here first", err=True)

@@ -31,6 +31,9 @@ def dvc(args: list[str], root: Path, capture: bool = True) -> subprocess.Complet
                          capture_output=capture)
     if res.returncode != 0:
         lines = [line.strip() for line in ((res.stderr or "") + (res.stdout or "")).splitlines() if line.strip()]
+        ours = [line[len("error: "):] for line in lines if line.startswith("error: ")]  # a stage's own line
+        if ours:
+            raise UserError(ours[0])
         errors = [line for line in lines if line.startswith("ERROR")] or lines[:1]
         raise UserError(f"`dvc {' '.join(args)}` failed: {errors[0] if errors else f'exit {res.returncode}'}")
     return res
