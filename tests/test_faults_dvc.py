@@ -104,6 +104,6 @@ def test_study_launch_vets_params_before_planning_any_job(reproduced, tmp_path):
     _edit(root, lambda t: t["analyze"].update(methods=["pearson"]))
     res = sh([sys.executable, "-m", "oodcorr", "study", "launch", "--executor", "local"], root, check=False)
     lines = [x for x in (res.stdout + res.stderr).splitlines() if x.strip()]
-    assert res.returncode == 2 and lines == ["error: analyze.methods: unknown method 'pearson' (did you mean "
-                                             "'linear'?); known: raw, linear, rank, gam"], lines
+    assert res.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: analyze.methods: unknown method 'pearson'"), lines
     assert _outputs(root) == before and not (root / ".oodcorr" / "launch").exists()
