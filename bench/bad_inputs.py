@@ -505,7 +505,7 @@ def _cases() -> list[Case]:
         Case("env:disk-full-analyze", A, lambda r: shutil.rmtree(r / "results"), must=r"no space left",
              wrap="fsize:3000", item="traceback: disk full"),
         Case("env:disk-full-evaluate", E, lambda r: shutil.rmtree(r / "runs/a/eval/cache"), must=r"no space left",
-             wrap="fsize:3000"),
+             wrap="fsize:3000", allowed=("runs/a/eval/cache",)),  # the (empty) cache folder is made again
         Case("env:disk-full-train", ["train", "--run", "b"], edit_params(lambda p: p["runs"].update(
             b=dict(p["runs"]["a"], seed=1))), must=r"no space left", wrap="fsize:6000",
              allowed=("runs/b/**",)),
@@ -641,6 +641,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--only", default=None, help="run the cases whose id contains this")
     ap.add_argument("--out", default=str(HERE / "results" / "bad_inputs.json"))
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once (each in its own project copy)")
+    ap.add_argument("--update", action="store_true",
+                    help="replace these cases' results in the existing --out file (a rerun after a fix)")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if not args.only or args.only in c.id]
     with tempfile.TemporaryDirectory(prefix="oodcorr-bad-inputs-") as tmp:
@@ -659,11 +661,18 @@ def main(argv=None) -> dict:
 
         with ThreadPoolExecutor(args.jobs) as pool:  # each case in its own copy; subprocess-bound
             results = list(pool.map(one, enumerate(cases, 1)))
+    command = "PYTHONPATH=src python bench/bad_inputs.py" + (f" --only {args.only}" if args.only else "")
+    reruns = []
+    if args.update and Path(args.out).exists():  # these cases again, after a fix: replace them in the full run
+        old = json.loads(Path(args.out).read_text())
+        fresh = {r["id"]: r for r in results}
+        reruns = old.get("reruns", []) + [{"command": command + " --update", "ids": sorted(fresh)}]
+        results = [fresh.pop(r["id"], r) for r in old["results"]] + list(fresh.values())
+        command = old["command"]
     counts = {k: sum(r["outcome"] == k for r in results) for k in COUNTS}
     counts["data_changed"] = sum(bool(r["data_changed"]) for r in results)
     summary = {"cases": len(results), "counts": counts, "base_build_s": round(build_s, 1), "jobs": args.jobs,
-               "command": "PYTHONPATH=src python bench/bad_inputs.py" + (f" --only {args.only}" if args.only else ""),
-               "results": results}
+               "command": command, "reruns": reruns, "results": results}
     print(json.dumps({"cases": len(results), **counts}))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")

@@ -8,6 +8,7 @@ training_state.json. A legacy training_state.pt is read with torch.load(weights_
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
@@ -126,7 +127,8 @@ def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | 
         except OSError:
             raise
         except Exception as e:  # safetensors reports a full disk as SafetensorError
-            if "StorageFull" in str(e) or "No space left" in str(e) or "FileTooLarge" in str(e):
+            if re.search(r"StorageFull|No space left|File too large|FileTooLarge|Disk quota|os error (27|28|122)\b",
+                         str(e)):
                 import errno
 
                 raise OSError(errno.ENOSPC, "No space left on device", str(target)) from None
