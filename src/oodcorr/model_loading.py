@@ -25,17 +25,11 @@ LORA_TARGETS = {
 }
 
 
-def pick_dtype(dtype: str = "auto"):
-    import torch
+def pick_dtype(dtype: str = "auto", scoring: bool = False):
+    """The torch dtype for a `dtype` setting (oodcorr.precision.resolve_dtype: what auto means per stage)."""
+    from oodcorr.precision import resolve_dtype
 
-    if dtype == "auto":
-        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise UserError(f"params: dtype: expected auto, float32, bfloat16 or float16, got {dtype!r}") from None
+    return resolve_dtype(dtype, scoring)
 
 
 def resolve_quantization(quantization: str = "auto") -> str:

@@ -19,7 +19,7 @@ def resolve_settings(ev: EvaluateSettings, cfg: dict) -> dict:
     from oodcorr.models import check_available, local_revision
 
     path = check_available(cfg["model"], cfg.get("revision"))
-    dtype = str(pick_dtype(ev.dtype or cfg["dtype"])).replace("torch.", "")
+    dtype = str(pick_dtype(ev.dtype or cfg["dtype"], scoring=True)).replace("torch.", "")
     quant = eval_quantization(cfg["quantization"], cfg["model"], cfg["revision"])
     settings = {
         "model": cfg["model"], "revision": cfg["revision"] or local_revision(path),
@@ -27,15 +27,9 @@ def resolve_settings(ev: EvaluateSettings, cfg: dict) -> dict:
         "max_length": int(ev.max_length if ev.max_length is not None else cfg["max_length"]),
         "_path": path, "_batch_size": ev.batch_size, "_revision": cfg["revision"],
     }
-    if _cuda() and quant == "none" and dtype in ("bfloat16", "float16"):
-        settings["lora_merge"] = True  # only then in the key, so CPU cache keys are unchanged
+    if quant == "none":
+        settings["lora_merge"] = True  # adapters merged into an unquantized base (scorer.Adapters)
     return settings
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def cache_key(ck_sha: str, testset_sha: str, settings: dict) -> str:

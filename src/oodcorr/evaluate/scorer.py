@@ -10,10 +10,11 @@ from oodcorr.evaluate.checkpoints import Checkpoint
 
 
 class Adapters:
-    """A base model with one LoRA adapter active at a time: load new, activate, drop old. With `merge` (a
-    16-bit base, see cache.resolve_settings) the active adapter is merged into the base weights, so scoring
-    runs the plain model at full speed; before the next adapter is merged the original weights are copied
-    back from a CPU copy taken once, so no rounding error accumulates over checkpoints."""
+    """A base model with one LoRA adapter active at a time: load new, activate, drop old. With `merge` (an
+    unquantized base, on CPU or GPU: see cache.resolve_settings) the active adapter is merged into the base
+    weights, so scoring runs the plain model without LoRA's extra products per layer; before the next adapter
+    is merged the original weights are copied back from a CPU copy taken once, so no rounding error
+    accumulates over checkpoints."""
 
     def __init__(self, base, merge: bool = False):
         self.base, self.merge = base, merge
@@ -74,7 +75,7 @@ def _restore_weights(model, saved: dict) -> None:
 
 
 class _Scorer:
-    """One base model per process; adapters swapped per checkpoint (Adapters: merged on a 16-bit CUDA base)."""
+    """One base model per process; adapters swapped per checkpoint (Adapters: merged unless the base is 4-bit)."""
 
     def __init__(self, settings: dict, device: str | None):
         from oodcorr.model_loading import load_base_model
