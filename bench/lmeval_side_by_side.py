@@ -199,7 +199,8 @@ def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_
 
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import CPU_TOKEN_BUDGET, score
-    from oodcorr.models import SMOLLM2, load_base_model
+    from oodcorr.model_loading import load_base_model
+    from oodcorr.models import SMOLLM2
     from oodcorr.prompts import Prompter
 
     out, times = {}, {}
@@ -283,7 +284,8 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     from oodcorr import io
-    from oodcorr.models import SMOLLM2, load_tokenizer, model_path
+    from oodcorr.model_loading import load_tokenizer
+    from oodcorr.models import SMOLLM2, model_path
     from oodcorr.precision import native_bf16_cpu
     from oodcorr.prompts import Prompter
 
