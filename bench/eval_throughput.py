@@ -164,7 +164,7 @@ def main(argv=None):
     ap.add_argument("--checkpoints", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="fastest", help="fastest (the dtype with the higher measured matmul rate), "
-                    "auto (oodcorr's default: bfloat16 on CUDA, float32 on CPU), float32, bfloat16")
+                    "auto (oodcorr's scoring default: bfloat16 on CUDA and on CPUs with native bf16, else float32), float32, bfloat16")
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "eval_throughput.json"))
@@ -184,7 +184,7 @@ def main(argv=None):
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}
     if args.dtype == "fastest":
         args.dtype = max(rates, key=rates.get)
-    dtype = str(pick_dtype(args.dtype)).replace("torch.", "")
+    dtype = str(pick_dtype(args.dtype, scoring=True)).replace("torch.", "")
     sets = load_testsets(args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -194,6 +194,9 @@ class _null:
 
 
 def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_bf16: bool) -> dict:
+    """Paired, interleaved timings on chunks of the testset (robust to a load that changes over minutes): each
+    chunk is scored by every variant back to back, in alternating order, next to a GEMM-rate measurement;
+    ratios and shares of the GEMM rate are medians over the (rep, chunk) pairs."""
     import numpy as np
     import torch
 
@@ -203,60 +206,71 @@ def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_
     from oodcorr.models import SMOLLM2
     from oodcorr.prompts import Prompter
 
-    out, times = {}, {}
     models = {}
     for dtype in ("float32", "bfloat16"):
-        base, tok, _ = load_base_model(SMOLLM2, quantization="none", dtype=dtype)
-        models[dtype] = base
+        models[dtype], tok, _ = load_base_model(SMOLLM2, quantization="none", dtype=dtype)
     prompter = Prompter(tok, max_length=max_length)
     seqs = prompter.encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
     adapters = {d: Adapters(m, merge=True) for d, m in models.items()}
-    for d in adapters:
-        adapters[d].activate(ckpt, "a")
+    for ad in adapters.values():
+        ad.activate(ckpt, "a")
     emulate = not native_bf16
+    cfg = models["float32"].config
+    n_params = sum(p.numel() for p in models["float32"].parameters())
+    head = models["float32"].get_output_embeddings().weight.numel()
 
-    def run(dtype, merged):
+    def run(dtype, merged, part):
         ad = adapters[dtype]
         if not merged:
             ad.unmerge()  # today's CPU path: peft's unmerged LoRA forward on the pristine base
         ctx = Bf16GemmInFloat32() if dtype == "bfloat16" and emulate else _null()
         t = time.perf_counter()
         with ctx:
-            res = score(ad.model, seqs, prompter.verbalizer_ids, tok.pad_token_id)
+            res = score(ad.model, part, prompter.verbalizer_ids, tok.pad_token_id)
         dt = time.perf_counter() - t
         if not merged:
             ad.model.merge_adapter()
         return dt, res
 
     variants = [("float32", False), ("float32", True), ("bfloat16", True)]
+    n_chunks = max(1, min(len(seqs) // 8, 8))
+    parts = [list(range(c, len(seqs), n_chunks)) for c in range(n_chunks)]
+    logp = {v: np.zeros((len(seqs), 2), np.float32) for v in variants}
+    pred = {v: np.zeros(len(seqs), np.int64) for v in variants}
+    pairs = []
     for rep in range(reps):
-        for v in (variants if rep % 2 == 0 else variants[::-1]):  # interleaved, order alternating
-            dt, res = run(*v)
-            times.setdefault(v, []).append(dt)
-            out[v] = res
-    cfg = models["float32"].config
-    n_params = sum(p.numel() for p in models["float32"].parameters())
-    head = models["float32"].get_output_embeddings().weight.numel()
-    real = sum(len(s) for s in seqs)
-    executed = (2 * (n_params - head) * real + 2 * head * len(seqs)) / 1e9
-    rate = {d: gemm_rate(cfg, getattr(torch, d), CPU_TOKEN_BUDGET, d == "bfloat16" and emulate) for d in ("float32", "bfloat16")}
-    med = {f"{d}_{'merged' if m else 'unmerged'}": statistics.median(t) for (d, m), t in times.items()}
-    (lp_old, pr_old), (lp_new, pr_new), (lp_bf, pr_bf) = out[variants[0]], out[variants[1]], out[variants[2]]
+        for c, idx in enumerate(parts):
+            order = variants if (rep + c) % 2 == 0 else variants[::-1]
+            t = {}
+            for v in order:
+                t[v], (lp, pr) = run(*v, [seqs[i] for i in idx])
+                logp[v][idx], pred[v][idx] = lp, pr
+            rate = {d: gemm_rate(cfg, getattr(torch, d), CPU_TOKEN_BUDGET, d == "bfloat16" and emulate, reps=1)
+                    for d in ("float32", "bfloat16")}
+            real = sum(len(seqs[i]) for i in idx)
+            gflop = (2 * (n_params - head) * real + 2 * head * len(idx)) / 1e9
+            pairs.append({"seconds": {f"{d}_{'merged' if m else 'unmerged'}": t[(d, m)] for d, m in variants},
+                          "gemm_gflop_s": rate, "gflop": gflop})
+    med = lambda xs: float(statistics.median(xs))  # noqa: E731
+    lp_old, pr_old = logp[variants[0]], pred[variants[0]]
+    lp_new, pr_new = logp[variants[1]], pred[variants[1]]
+    lp_bf, pr_bf = logp[variants[2]], pred[variants[2]]
     margins = np.abs(lp_new[:, 0] - lp_new[:, 1])
     flips = np.nonzero(pr_bf != pr_new)[0]
     return {
-        "examples": len(seqs), "real_tokens": real, "seconds_median": med,
-        "merged_over_unmerged_fp32": med["float32_unmerged"] / med["float32_merged"],
+        "examples": len(seqs), "real_tokens": sum(map(len, seqs)), "chunks": n_chunks, "reps": reps, "pairs": pairs,
+        "merged_over_unmerged_fp32": med([p["seconds"]["float32_unmerged"] / p["seconds"]["float32_merged"] for p in pairs]),
+        "bf16_over_fp32_merged": med([p["seconds"]["float32_merged"] / p["seconds"]["bfloat16_merged"] for p in pairs]),
         "fp32_merged_vs_unmerged": {"predictions_identical": bool((pr_old == pr_new).all()),
                                     "max_abs_logp_diff": float(np.abs(lp_old - lp_new).max())},
         "bf16_vs_fp32": {"agreement": float(1 - len(flips) / len(seqs)), "flips": int(len(flips)),
                          "flip_fp32_margins": sorted(float(margins[i]) for i in flips),
                          "max_abs_logp_diff": float(np.abs(lp_bf - lp_new).max()),
                          "gemm": "native" if native_bf16 else "bf16 in/out, float32 accumulation (no bf16 GEMM on this CPU)"},
-        "gemm_gflop_s_at_model_shapes": rate,
-        "scoring_gflop_s": {k: executed / v for k, v in med.items()},
-        "fraction_of_gemm_rate": {"float32": executed / med["float32_merged"] / rate["float32"],
-                                  "bfloat16": executed / med["bfloat16_merged"] / rate["bfloat16"]},
+        "gemm_gflop_s_at_model_shapes": {d: med([p["gemm_gflop_s"][d] for p in pairs]) for d in ("float32", "bfloat16")},
+        "fraction_of_gemm_rate": {
+            d: med([p["gflop"] / p["seconds"][f"{d}_merged"] / p["gemm_gflop_s"][d] for p in pairs])
+            for d in ("float32", "bfloat16")},
     }
 
 
@@ -275,6 +289,7 @@ def main(argv=None):
     ap.add_argument("--lmeval-python", default=str(REPO.parent / "lmeval-venv" / "bin" / "python"))
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--skip-side-by-side", action="store_true", help="in-process measurements only")
+    ap.add_argument("--skip-in-process", action="store_true", help="side-by-side only")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "lmeval_side_by_side.json"))
     args = ap.parse_args(argv)
@@ -316,9 +331,10 @@ def main(argv=None):
         ck_one = make_project(roots["one"], one, 2, "float32", args.max_length)[1]
         shutil.rmtree(roots["one"] / "runs" / "bench" / "checkpoints" / "checkpoint-0")
         ck_grid = make_project(roots["grid"], grid, args.checkpoints, "float32", args.max_length)
-        print("in-process: merged vs unmerged, bf16 vs fp32, share of the GEMM rate ...", flush=True)
-        res["in_process"] = in_process(ck_one, one["mnli"], args.max_length, args.reps, bool(native))
-        print(json.dumps(res["in_process"], indent=1), flush=True)
+        if not args.skip_in_process:
+            print("in-process: merged vs unmerged, bf16 vs fp32, share of the GEMM rate ...", flush=True)
+            res["in_process"] = in_process(ck_one, one["mnli"], args.max_length, args.reps, bool(native))
+            print(json.dumps(res["in_process"], indent=1), flush=True)
         if not args.skip_side_by_side:
             res["lmeval_version"] = subprocess.run([args.lmeval_python, "-c", "import importlib.metadata as m; "
                                                     "print(m.version('lm_eval'))"], capture_output=True, text=True).stdout.strip()
