@@ -4,12 +4,12 @@
   - CUDA with bf16 support: bfloat16 for training (the base weights; LoRA weights stay float32) and scoring.
   - A CPU with native bf16 matrix instructions (AMX, AVX512-BF16, Arm BF16): scoring in bfloat16 (about twice
     the float32 rate); training keeps float32 weights and runs in float32 (bf16 autocast is not used on CPU:
-    docs/benchmarks.md, "Training under bf16 autocast").
+    docs/cpu-speed.md, "Training under bf16 autocast").
   - Any other CPU: float32 everywhere. bf16 there is emulated and many times slower, so an explicit
     `dtype: bfloat16` runs but prints one warning saying so.
 
 The trade of bf16 scoring: a prediction can flip only where the two verbaliser log-probs are within bf16's
-rounding of each other (measured: docs/benchmarks.md); every score is cached under its dtype, so float32 and
+rounding of each other (measured: docs/cpu-speed.md); every score is cached under its dtype, so float32 and
 bfloat16 results never mix.
 """
 
