@@ -101,7 +101,7 @@ def _settings(tmp_path, **evaluate):
     params = {"study": {"name": "t"}, "data": {"out": "data/prepared", "testsets": declared},
               "train": {"quantization": "none", "max_length": 48},
               "runs": {"r": {"model": "tiny-opt", "train_set": "idt", "id_testset": "idt", "shots": 8}},
-              "evaluate": {"testsets": [], **evaluate}}
+              "evaluate": {"testsets": ["idt"], **evaluate}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     params = load_params(tmp_path / "params.yaml")
     return resolve_settings(EvaluateSettings.from_params(params), resolve_config(params, "r"))
