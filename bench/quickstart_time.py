@@ -54,7 +54,8 @@ def keep_outputs(root: Path) -> None:
     figs = root / "results" / "figures"
     for old in (REPO / "docs").glob("quickstart_*.png"):
         old.unlink()
-    curves = sorted(figs.glob("curves_*.png"))
+    curves = [figs / "curves_testsets.png"] + sorted(figs.glob("curves_*.png"))  # both families per testset first
+    curves = [c for c in curves if c.exists()]
     if curves:
         shutil.copy2(curves[0], REPO / "docs" / "quickstart_curves.png")
     print(f"kept the outputs of {root} in {REPO}", flush=True)
