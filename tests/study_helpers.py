@@ -41,6 +41,7 @@ def load_script(path: Path):
 
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses (and pickling) look their module up there
     spec.loader.exec_module(mod)
     return mod
 
