@@ -77,7 +77,8 @@ def test_rerun_is_a_noop_and_one_run_change_reruns_only_that_run(study):
         changed = {line.rstrip(":") for line in status.splitlines() if line and not line.startswith(("\t", " "))}
         # analyze follows through its `runs` dependency once the new evaluation is written
         # prepare follows `runs` (what is prepared is what runs use); its output is unchanged, so no other run follows
-        assert changed == {"prepare", "train@tiny-opt_synth_16_s0", "evaluate@tiny-opt_synth_16_s0"}, status
+        # check depends on every params value; its stamp is constant, so it re-runs nothing else
+        assert changed == {"check", "prepare", "train@tiny-opt_synth_16_s0", "evaluate@tiny-opt_synth_16_s0"}, status
     finally:
         (study / "params.yaml").write_text(params)
 
