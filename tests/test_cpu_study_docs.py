@@ -46,3 +46,24 @@ def test_docs_state_the_committed_numbers():
     paws = bias[bias["testset"] == "paws_qqp_real"]["r_accuracy_vs_answers"]
     assert len(paws) == 4 and paws.max() <= -0.95  # "r = −0.95 to −1.00 for PAWS-QQP in all four runs"
 
+
+
+def test_sizing_table_is_the_plans_power_mode():
+    """The 'what it would take' table: checkpoints per run for 80 % power and this study's power, from
+    oodcorr.analysis.power (the code `oodcorr plan --detect-r` runs), and the preset's 9 checkpoints."""
+    import re
+
+    from oodcorr.analysis.power import checkpoints_for_power, power
+    from oodcorr.study import load_preset
+
+    text = (REPO / "docs" / "cpu-study.md").read_text().split("## What it would take to settle a sign")[1]
+    text = text.split("\n## ")[0]
+    rows = re.findall(r"^\| (0\.\d)[^|]*\| (\d+) \| (0\.\d\d) \|", text, re.M)
+    assert len(rows) == 2
+    preset = load_preset("cpu")["train"]
+    n_now = len(range(0, preset["max_steps"], preset["checkpoints"]["every"])) + 1  # 0, every, ..., final
+    assert n_now == 9
+    rel = 0.7 ** 0.5
+    for phi, need, now in rows:
+        assert checkpoints_for_power(0.5, rel, 0.8, float(phi), 2) == int(need)
+        assert round(power(n_now, 0.5, rel, float(phi), 2), 2) == float(now)
