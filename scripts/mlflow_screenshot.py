@@ -1,5 +1,7 @@
 """Screenshot the MLflow UI of a study (a real `mlflow server` on 127.0.0.1) or its report, in headless
-Chromium with a fresh, empty browser profile (nothing clicked: what a new user sees on opening the link).
+Chromium, 1400 px wide, with a fresh, empty browser profile: what a new user sees on opening the link. On its
+first visit to a server on 127.0.0.1 MLflow opens its Assistant panel over the right part of the page; like the
+README tells the user, the script closes it (its × button) before the picture is taken.
 
     python scripts/mlflow_screenshot.py --project . --view table  --out docs/mlflow-runs-table.png
     python scripts/mlflow_screenshot.py --project . --view chart  --out docs/mlflow-chart-view.png
@@ -67,11 +69,21 @@ def chromium() -> str:
     raise RuntimeError("chromium not found (apt-get install chromium)")
 
 
-def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeout: float = 240,
-               settle: float = 120) -> str:
+# Chart titles of MLflow's chart view and whether each is cut (its text wider than its box), read in the page.
+TITLES_JS = """JSON.stringify(Array.from(document.querySelectorAll(
+  '[data-testid="experiment-view-compare-runs-card"] h4')).map(
+  t => ({text: t.textContent, full_px: t.scrollWidth, shown_px: t.clientWidth})))"""
+CLOSE_ASSISTANT_JS = """(() => { const b = document.querySelector(
+  '[data-assistant-ui] [data-component-id="mlflow.assistant.chat_panel.close"]');
+  if (b) { b.click(); return 'closed'; } return document.querySelector('[data-assistant-ui]') ? 'open' : 'none'; })()"""
+
+
+def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeout: float = 600,
+               settle: float = 240, probe: str | None = None) -> tuple[str, str]:
     """Load `url` in headless Chromium, wait until the page's text contains `wait_for` (the React UI renders
-    long after the load event) plus `settle` s for the charts to draw, save a PNG; returns the page's text.
-    Talks to Chromium over its DevTools protocol (aiohttp's websocket client)."""
+    long after the load event), close the Assistant panel if MLflow opened it, wait up to `settle` s for the
+    charts to draw, save a PNG; returns the page's text and the value of the JavaScript `probe` (evaluated
+    just before the picture). Talks to Chromium over its DevTools protocol (aiohttp's websocket client)."""
     import asyncio
     import base64
 
@@ -119,6 +131,12 @@ def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeo
                     return text
 
                 text = await load(url)
+                for _ in range(20):  # the panel opens a moment after the page has rendered
+                    res = await call("Runtime.evaluate", expression=CLOSE_ASSISTANT_JS)
+                    if res.get("result", {}).get("value") == "closed":
+                        await asyncio.sleep(2)
+                        break
+                    await asyncio.sleep(1)
                 deadline = time.time() + settle  # until the charts have drawn (plotly's svg), at most `settle` s
                 while time.time() < deadline:
                     res = await call("Runtime.evaluate", expression="document.querySelectorAll('.main-svg').length")
@@ -126,9 +144,15 @@ def screenshot(url: str, out: Path, size=(1600, 1100), wait_for: str = "", timeo
                         await asyncio.sleep(3)
                         break
                     await asyncio.sleep(1)
+                probed = ""
+                if probe:
+                    res = await call("Runtime.evaluate", expression=probe)
+                    probed = str(res.get("result", {}).get("value", ""))
+                res = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''")
+                text = res.get("result", {}).get("value", "") or text
                 shot = await call("Page.captureScreenshot", format="png")
                 out.write_bytes(base64.b64decode(shot["data"]))
-                return text
+                return text, probed
 
     with tempfile.TemporaryDirectory() as profile:
         cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -170,10 +194,12 @@ def main(argv=None) -> int:
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
     ap.add_argument("--text", action="store_true", help="also print the page's visible text")
+    ap.add_argument("--titles", action="store_true",
+                    help="chart view: also print each chart's title and its full / shown width in px (JSON)")
     args = ap.parse_args(argv)
     if args.view == "report":
         url = (args.project.resolve() / "results" / "report.html").as_uri()
-        text = screenshot(url, args.out, wait_for="In short", settle=2)
+        text, _ = screenshot(url, args.out, wait_for="In short", settle=2)
         print(text if args.text else url)
         print(args.out)
         return 0
@@ -189,12 +215,15 @@ def main(argv=None) -> int:
                "run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
                "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
                "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}"}[args.view]
-        text = screenshot(url, args.out, wait_for={"run": "accuracy", "figure": "accuracy_by_testset",
-                                                   "table": "Run Name", "chart": "accuracy",
-                                                   "analysis": "report"}[args.view],
-                          settle=120 if args.view in ("run", "chart") else 15)
+        text, titles = screenshot(url, args.out, wait_for={"run": "acc/", "figure": "accuracy_by_testset",
+                                                           "table": "Run Name", "chart": "acc/",
+                                                           "analysis": "report"}[args.view],
+                                  settle=240 if args.view in ("run", "chart") else 15,
+                                  probe=TITLES_JS if args.titles else None)
         if args.text:
             print(text)
+        if args.titles:
+            print(titles)
         print(url)
         print(args.out)
     finally:

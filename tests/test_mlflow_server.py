@@ -88,7 +88,7 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     assert kinds == ["analysis", "train"]
     train = runs[[t.get("oodcorr.kind") for t in tags].index("train")]
     assert train["info"]["run_name"] == run_key
-    hist = rest(server, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="accuracy/synth_vocab")
+    hist = rest(server, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="acc/synth_vocab")
     steps = [m["step"] for m in hist["metrics"]]
     ckpts = json.loads((tmp_path / "runs" / run_key / "run.json").read_text())["checkpoint_steps"]
     assert sorted(steps) == sorted(ckpts)

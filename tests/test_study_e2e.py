@@ -51,7 +51,7 @@ def test_mlflow_holds_one_run_per_training_run_and_an_analysis_run(study):
     assert sorted(r.data.tags["oodcorr.run_key"] for r in train) == sorted(RUNS)
     assert sorted(r.info.run_name for r in train) == sorted(RUNS)
     for r in train:
-        hist = client.get_metric_history(r.info.run_id, "accuracy/synth_overlap")
+        hist = client.get_metric_history(r.info.run_id, "acc/synth_overlap")
         steps = [m.step for m in hist]
         assert len(steps) == len(set(steps)) >= 8
     analysis = [r for r in runs if r.data.tags.get("oodcorr.kind") == "analysis"]

@@ -122,7 +122,7 @@ def _replay_and_check(proj, rdir, server):
     rid = run["info"]["run_id"]
     loss = rest(server, "metrics/get-history", run_id=rid, metric_key="train/loss")["metrics"]
     assert sorted(m["step"] for m in loss) == list(range(1, 7))
-    acc = rest(server, "metrics/get-history", run_id=rid, metric_key="accuracy/synth_train")["metrics"]
+    acc = rest(server, "metrics/get-history", run_id=rid, metric_key="acc/synth_train")["metrics"]
     assert sorted(m["step"] for m in acc) == [0, 3, 6]
     arts = json.dumps(rest(server, f"artifacts/list?run_id={rid}&path=eval"))
     assert "predictions.tar.gz" in arts
@@ -209,7 +209,7 @@ def test_concurrent_processes_share_one_fresh_store(tmp_path):
     for r in found:
         assert r.info.status == "FINISHED"
         assert [m.step for m in client.get_metric_history(r.info.run_id, "train/loss")] == list(range(1, 9))
-        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "accuracy/synth_train")) == [0, 4, 8]
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "acc/synth_train")) == [0, 4, 8]
     assert not list((proj / "mlruns").glob(".mlflow.db.*.tmp"))
 
 

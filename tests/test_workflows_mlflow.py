@@ -1,10 +1,15 @@
 """MLflow experiments are classic ML experiments (the UI lands on the runs table, not the GenAI view), also
-for a store made before the tag existed; the analysis run's description links its report."""
+for a store made before the tag existed; the analysis run's description links its report; checkpoint metric
+names fit a chart title."""
 
 import mlflow
 
 from oodcorr import tracking
 from oodcorr.analysis.mlflow_log import report_note
+from oodcorr.metrics import METRICS
+from oodcorr.registry import BUILTINS
+from oodcorr.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets
+from oodcorr.study import load_preset
 
 
 def test_experiment_is_created_and_retagged_as_custom_model_development(tmp_path, mlflow_uri):
@@ -21,3 +26,38 @@ def test_experiment_is_created_and_retagged_as_custom_model_development(tmp_path
 def test_analysis_note_links_the_report():
     note = report_note("abc123")
     assert "get-artifact?path=report.html&run_uuid=abc123" in note
+
+
+# The chart view's title box is 122 px wide at a 1400 px window (scripts/mlflow_screenshot.py --titles); its
+# 13 px font takes about 6 px a character, so a title of up to 20 characters is shown whole.
+TITLE_CHARS = 16
+
+
+def _rows(testsets) -> list[dict]:
+    return [{"testset": t, "step": s, "slice": None, **{m: 0.5 for m in (*EVAL_NAMES, *METRICS)}}
+            for t in testsets for s in (0, 4)]
+
+
+def test_checkpoint_metric_names_are_short_and_distinct():
+    """The quickstart's keys: `acc/scitail`, `bm/scitail`, ... each at most TITLE_CHARS long, one key per
+    metric x testset (no two share a name), for every step."""
+    testsets = load_preset("quickstart")["evaluate"]["testsets"]
+    records = eval_records(_rows(testsets), {0: 1000, 4: 2000})
+    keys = {r["key"] for r in records}
+    assert {"acc/scitail", "bm/scitail", "bacc/mnli", "yes/hans", "f1/rte", "f1_non/snli"} <= keys
+    assert len(keys) == len(testsets) * len(set(EVAL_NAMES) | set(METRICS))
+    assert max(map(len, keys)) <= TITLE_CHARS, max(keys, key=len)
+    assert sorted({r["step"] for r in records if r["key"] == "acc/scitail"}) == [0, 4]
+    assert len({short_metric(m) for m in (*EVAL_NAMES, *METRICS)}) == len(set(EVAL_NAMES) | set(METRICS))
+    assert metric_name("accuracy", "hans", "lexical_overlap/entailment") == "slices/hans/lexical_overlap/entailment/acc"
+
+
+def test_a_local_copy_keeps_its_full_name_beside_the_hub_testset():
+    """`scitail_real` is `scitail` in keys unless the study also evaluates the hub's `scitail`; every built-in
+    testset evaluated together still gives one name each."""
+    assert short_testsets(["scitail", "scitail_real", "rte_real"]) == {
+        "scitail": "scitail", "scitail_real": "scitail_real", "rte_real": "rte"}
+    keys = {r["key"] for r in eval_records(_rows(["scitail", "scitail_real"]), {0: 1, 4: 2})}
+    assert {"acc/scitail", "acc/scitail_real"} <= keys
+    names = [n for n in BUILTINS if not n.endswith("_train")]
+    assert len(set(short_testsets(names).values())) == len(names)

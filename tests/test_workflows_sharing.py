@@ -116,7 +116,7 @@ def test_shared_study_is_up_to_date_and_mlflow_complete_in_a_second_clone(tmp_pa
         assert [m.step for m in loss] == [m.step for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")]
         assert [m.value for m in loss] == pytest.approx(
             [m.value for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")])
-        acc = client.get_metric_history(run.info.run_id, "accuracy/synth_overlap")
+        acc = client.get_metric_history(run.info.run_id, "acc/synth_overlap")
         assert len({m.timestamp for m in acc}) == len(acc) > 1  # one time per checkpoint: no vertical line
     assert "Running stage" not in sh(["dvc", "repro"], clone).stdout  # nothing recomputed
     assert sh(["oodcorr", "sync"], clone).stdout.count("rebuilt") == 0  # idempotent

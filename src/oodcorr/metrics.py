@@ -7,7 +7,8 @@ unchanged, whether higher is better, and how a testset's value comes from its it
 (oodcorr.aggregate: mean, class-balanced mean, or AUC). Diagnostic metrics (yes_rate) are written and
 plotted but not offered as `analyze.metric`.
 The click choice of `oodcorr analyze --metric`, the params check of `analyze.metric`, the reliability
-table and MLflow names all come from this table: adding a metric is one entry plus its function."""
+table and the MLflow metric names (`short`) all come from this table: adding a metric is one entry plus
+its function."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Metric:
     score: Callable  # predictions table -> (items,) float array
     needs: tuple[str, ...]  # prediction columns read besides `label`
     bias_invariant: bool  # unchanged by a constant shift of log p(entailment) - log p(non_entailment)
+    short: str  # its name in MLflow metric keys (`<short>/<testset>`): short enough for a chart title
     higher_is_better: bool = True
     aggregate: str = "mean"  # oodcorr.aggregate.AGGREGATES: mean | balanced | auc
     diagnostic: bool = False  # written, logged and plotted; not a choice of analyze.metric
@@ -57,13 +59,14 @@ def says_yes(table) -> np.ndarray:
 
 
 METRICS: dict[str, Metric] = {
-    "accuracy": Metric(accuracy, ("prediction",), bias_invariant=False),
-    "balanced_margin": Metric(margin, LOGP, bias_invariant=True, aggregate="balanced"),
-    "balanced_accuracy": Metric(accuracy, ("prediction",), bias_invariant=False, aggregate="balanced"),
-    "auc": Metric(log_odds, LOGP, bias_invariant=True, aggregate="auc"),
-    "mean_margin": Metric(margin, LOGP, bias_invariant=False),
-    "mean_logp_gold": Metric(logp_gold, LOGP, bias_invariant=False),
-    "yes_rate": Metric(says_yes, ("prediction",), bias_invariant=False, higher_is_better=False, diagnostic=True),
+    "accuracy": Metric(accuracy, ("prediction",), bias_invariant=False, short="acc"),
+    "balanced_margin": Metric(margin, LOGP, bias_invariant=True, short="bm", aggregate="balanced"),
+    "balanced_accuracy": Metric(accuracy, ("prediction",), bias_invariant=False, short="bacc", aggregate="balanced"),
+    "auc": Metric(log_odds, LOGP, bias_invariant=True, short="auc", aggregate="auc"),
+    "mean_margin": Metric(margin, LOGP, bias_invariant=False, short="margin"),
+    "mean_logp_gold": Metric(logp_gold, LOGP, bias_invariant=False, short="logp"),
+    "yes_rate": Metric(says_yes, ("prediction",), bias_invariant=False, short="yes", higher_is_better=False,
+                       diagnostic=True),
 }
 ANALYSABLE = tuple(m for m, spec in METRICS.items() if not spec.diagnostic)  # analyze.metric's choices
 DEFAULT_METRIC = "balanced_margin"  # verdicts and the headline; accuracy is reported beside it

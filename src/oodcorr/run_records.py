@@ -17,6 +17,8 @@ from oodcorr import io
 from oodcorr.rundir import METRICS_FILE
 
 EVAL_NAMES = ("accuracy", "macro_f1", "f1_non_entailment")  # per testset; slices: accuracy and the table's metrics
+F1_SHORT = {"macro_f1": "f1", "f1_non_entailment": "f1_non"}  # the other metrics' short names: oodcorr.metrics
+LOCAL_SUFFIX = "_real"  # the built-in local copies (registry.REAL) drop it in metric keys when unambiguous
 
 
 def _extra() -> tuple[str, ...]:
@@ -25,14 +27,31 @@ def _extra() -> tuple[str, ...]:
     return tuple(m for m in METRICS if m != "accuracy")
 
 
+def short_metric(name: str) -> str:
+    """A metric's name in MLflow keys: `short` of oodcorr.metrics.METRICS (acc, bm, ...), or of the F1s."""
+    from oodcorr.metrics import METRICS
+
+    return METRICS[name].short if name in METRICS else F1_SHORT.get(name, name)
+
+
+def short_testsets(names) -> dict[str, str]:
+    """{testset: its name in MLflow keys}: `scitail_real` -> `scitail` unless that name is also among `names`
+    (the testsets one run is evaluated on, the same for every run of a study)."""
+    names = set(names)
+    return {t: t[: -len(LOCAL_SUFFIX)] if t.endswith(LOCAL_SUFFIX) and t[: -len(LOCAL_SUFFIX)] not in names else t
+            for t in names}
+
+
 def metric_key(*parts: str) -> str:
     """MLflow keys allow [A-Za-z0-9_-. /]; slice names (e.g. `lexical_overlap/entailment`) may hold others."""
     return "/".join(re.sub(r"[^A-Za-z0-9_\-. /]", "_", str(p)) for p in parts)
 
 
 def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
-    """`accuracy/<testset>`: MLflow's run view groups charts by the part before the last `/`, so every
-    testset's accuracy curve sits in one "accuracy" section (slices under `slices/<testset>/...`)."""
+    """`acc/scitail` (metric, then testset, short names): short enough for a chart title, and MLflow's chart view
+    puts every testset's curve of one metric in one section (slices: `slices/<testset>/<slice>/<metric>`).
+    `testset` is the short name (short_testsets)."""
+    name = short_metric(name)
     return metric_key(name, testset) if slice_ is None else metric_key("slices", testset, slice_, name)
 
 
@@ -57,11 +76,12 @@ def eval_records(rows: list[dict], stamps: dict[int, int]) -> list[dict]:
     """The eval metric records of metrics.jsonl rows: accuracy, the F1s and every metric of oodcorr.metrics.METRICS
     the rows hold (NaN values, e.g. an empty slice or one gold class, skipped)."""
     records, extra = [], _extra()
+    short = short_testsets(r["testset"] for r in rows)
     for r in rows:
         for name in (*EVAL_NAMES, *extra) if r.get("slice") is None else ("accuracy", *extra):
             value = r.get(name)
             if isinstance(value, (int, float)) and value == value:
-                records.append({"type": "metric", "key": metric_name(name, r["testset"], r.get("slice")),
+                records.append({"type": "metric", "key": metric_name(name, short[r["testset"]], r.get("slice")),
                                 "value": float(value), "step": int(r["step"]), "timestamp": stamps[int(r["step"])]})
     return records
 
