@@ -186,7 +186,7 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
     import torch
 
     from oodcorr.model_loading import add_lora, lora_targets, meta_model
-    from oodcorr.run_settings import resolve_gradient_checkpointing
+    from oodcorr.run_settings import RunSettings, resolve_gradient_checkpointing
     from oodcorr.train.loop import autocast_for, batch_loss, make_optimizer
     from oodcorr.train.sizing import model_estimate
 
@@ -207,7 +207,9 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
     build_s = time.perf_counter() - t
     trainable = [p for p in model.parameters() if p.requires_grad]
     optim = args.optim if cuda else "adamw"
-    opt = make_optimizer(trainable, {"run": "gpu_check", "lr": 1e-4, "weight_decay": 0.0, "optim": optim}, device)
+    run = RunSettings(run="gpu_check", model=str(config.model_type), train_set="random", id_testset="random",
+                      shots=2, lr=1e-4, weight_decay=0.0, optim=optim)
+    opt = make_optimizer(trainable, run, device)
     prompter = type("P", (), {"verbalizer_ids": VERBALIZER})()
     seqs = random_seqs([args.length] * args.batch, config.vocab_size, args.seed)
     labels = [i % 2 for i in range(args.batch)]

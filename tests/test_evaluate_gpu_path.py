@@ -4,6 +4,7 @@ out-of-memory back-off driven through scoring's SIMULATED_OOM_TOKENS seam."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -93,13 +94,14 @@ def test_gradient_checkpointing_and_optimizer_choices():
     import torch
 
     from oodcorr.errors import UserError
-    from oodcorr.run_settings import resolve_gradient_checkpointing
+    from oodcorr.run_settings import RunSettings, resolve_gradient_checkpointing
     from oodcorr.train.loop import make_optimizer
 
     assert resolve_gradient_checkpointing("auto", "cuda:1") is True
     assert resolve_gradient_checkpointing("auto", "cpu") is False
     assert resolve_gradient_checkpointing(True, "cpu") is True
     p = [torch.nn.Parameter(torch.zeros(2))]
-    assert isinstance(make_optimizer(p, {"run": "x", "lr": 1e-3, "weight_decay": 0.0}, "cpu"), torch.optim.AdamW)
+    run = RunSettings(run="x", model="tiny-opt", train_set="t", id_testset="t", shots=2, lr=1e-3)
+    assert isinstance(make_optimizer(p, run, "cpu"), torch.optim.AdamW)
     with pytest.raises(UserError, match="paged_adamw_8bit needs a CUDA GPU"):
-        make_optimizer(p, {"run": "x", "lr": 1e-3, "weight_decay": 0.0, "optim": "paged_adamw_8bit"}, "cpu")
+        make_optimizer(p, replace(run, optim="paged_adamw_8bit"), "cpu")

@@ -159,10 +159,11 @@ def test_the_checker_sees_stage_and_launch_edges(monkeypatch):
 
 
 def test_the_checker_sees_a_long_module():
-    longest = max(MODULES, key=lambda m: len(MODULES[m].read_text().splitlines()))
-    n = len(MODULES[longest].read_text().splitlines())
-    assert any(longest in b for b in oversized(limit=n - 1, allowed={}))
-    assert not oversized(limit=n - 1, allowed={longest: "one job"})
+    lines = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
+    n = max(lines.values())
+    longest = [m for m, k in lines.items() if k == n]  # two modules may tie
+    assert all(any(m in b for b in oversized(limit=n - 1, allowed={})) for m in longest)
+    assert not oversized(limit=n - 1, allowed={m: "one job" for m in longest})
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

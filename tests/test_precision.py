@@ -95,7 +95,7 @@ def _settings(tmp_path, **evaluate):
     from oodcorr.config import load_params
     from oodcorr.evaluate.cache import resolve_settings
     from oodcorr.evaluate.settings import EvaluateSettings
-    from oodcorr.run_settings import resolve_config
+    from oodcorr.run_settings import RunSettings
 
     declared = {"idt": {"path": "raw/idt.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}}
     params = {"study": {"name": "t"}, "data": {"out": "data/prepared", "testsets": declared},
@@ -104,7 +104,7 @@ def _settings(tmp_path, **evaluate):
               "evaluate": {"testsets": ["idt"], **evaluate}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     params = load_params(tmp_path / "params.yaml")
-    return resolve_settings(EvaluateSettings.from_params(params), resolve_config(params, "r"))
+    return resolve_settings(EvaluateSettings.from_params(params), RunSettings.from_params(params, "r"))
 
 
 def test_cpu_scoring_merges_adapters_and_keys_carry_the_dtype(tmp_path, monkeypatch, cpu_only, capsys):

@@ -45,20 +45,20 @@ def test_paper_preset_expands_grid_with_readable_keys():
 
 
 def test_real_presets_carry_the_measured_recipe_per_model_family():
-    from oodcorr.run_settings import resolve_config
+    from oodcorr.run_settings import RunSettings
 
     for name in ("real", "cpu"):
         tree = load_preset(name)
         assert sorted(tree["runs"]) == ["gemma3-270m_mnli_real_1024_s0", "gemma3-270m_mnli_real_1024_s1",
                                         "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
-        cfg = {k: resolve_config(tree, k) for k in tree["runs"]}
+        cfg = {k: RunSettings.from_params(tree, k) for k in tree["runs"]}
         # docs/recipe-sweep.md configs F (SmolLM2) and GF (Gemma)
-        assert (cfg["smollm2-135m_mnli_real_1024_s0"]["lr"], cfg["smollm2-135m_mnli_real_1024_s0"]["warmup_ratio"]) \
+        assert (cfg["smollm2-135m_mnli_real_1024_s0"].lr, cfg["smollm2-135m_mnli_real_1024_s0"].warmup_ratio) \
             == (2e-3, 0.1)
-        assert (cfg["gemma3-270m_mnli_real_1024_s1"]["lr"], cfg["gemma3-270m_mnli_real_1024_s1"]["warmup_ratio"]) \
+        assert (cfg["gemma3-270m_mnli_real_1024_s1"].lr, cfg["gemma3-270m_mnli_real_1024_s1"].warmup_ratio) \
             == (1e-3, 0.2)
         for c in cfg.values():
-            assert (c["batch_size"], c["max_steps"], c["loss"], c["shots"]) == (16, 64, "verbalizer", 1024)
+            assert (c.batch_size, c.max_steps, c.loss, c.shots) == (16, 64, "verbalizer", 1024)
 
 
 def test_misspelled_model_under_train_by_model_is_one_line_naming_the_key(tmp_path, monkeypatch):

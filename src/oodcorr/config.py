@@ -1,4 +1,4 @@
-"""params.yaml: loading, validation (one line naming the key path) and per-run resolution.
+"""params.yaml: loading and validation (one line naming the key path); a run is resolved by run_settings.
 
 Layout (one section per stage, as in iterative/example-get-started):
   study:    name, tracking_uri
@@ -198,7 +198,7 @@ def read_yaml(text: str):
     return yaml.load(text, Loader=_Loader)
 
 
-def _typename(t) -> str:
+def typename(t) -> str:
     if isinstance(t, tuple):
         return " or ".join("null" if x is type(None) else ("number" if x is float else x.__name__) for x in t)
     if isinstance(t, dict):
@@ -229,9 +229,9 @@ def validate(tree: Any, schema: Any = SCHEMA, where: str = "") -> None:
         return
     types = schema if isinstance(schema, tuple) else (schema,)
     if bool not in types and isinstance(tree, bool):
-        raise UserError(f"params: {where}: expected {_typename(schema)}, got {tree!r}")
+        raise UserError(f"params: {where}: expected {typename(schema)}, got {tree!r}")
     if not isinstance(tree, types):
-        raise UserError(f"params: {where}: expected {_typename(schema)}, got {type(tree).__name__} {tree!r}")
+        raise UserError(f"params: {where}: expected {typename(schema)}, got {type(tree).__name__} {tree!r}")
 
 
 def find_project_root(start: str | os.PathLike | None = None) -> Path:
@@ -282,7 +282,7 @@ MAX_TEXT = 10_000  # characters of a pattern / verbaliser word: a prompt templat
 
 def check_values(tree: dict) -> None:
     """Value checks of what every stage reads (types are checked by `validate`; a run's values by
-    run_settings.resolve_config, each stage's section by its settings object): one line naming the key."""
+    run_settings.RunSettings, each stage's section by its settings object): one line naming the key."""
     from oodcorr.threads import parse as parse_threads
     from oodcorr.tracking import enabled
 
@@ -324,22 +324,6 @@ def deep_merge(base: dict, over: dict) -> dict:
         out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
             else copy.deepcopy(value)
     return out
-
-
-def resolve_run(params: dict, run_key: str) -> dict:
-    """Merge the `train` defaults with one run's entry. Raises UserError for unknown runs/missing keys."""
-    runs = params.get("runs") or {}
-    check_run_key(run_key, "--run")
-    if run_key not in runs:
-        raise UserError(f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: {', '.join(runs) or 'none'}")
-    merged = deep_merge(params.get("train") or {}, runs[run_key] or {})
-    for required in ("model", "train_set", "id_testset", "shots"):
-        if required not in merged:
-            raise UserError(f"params: runs.{run_key}.{required}: missing (expected {_typename(RUN_SCHEMA[required])})")
-    merged.setdefault("data_seed", 0)
-    merged.setdefault("seed", 0)
-    merged["run"] = run_key
-    return merged
 
 
 def project_path(params: dict, rel: str | os.PathLike) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from oodcorr.errors import UserError
 from oodcorr.models import check_available, local_revision, model_config, model_path
+from oodcorr.run_settings import LoraSettings
 
 LORA_TARGETS = {
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj"],
@@ -177,11 +178,13 @@ def lora_targets(model, target_modules="auto") -> list[str]:
     return targets
 
 
-def add_lora(model, lora: dict | None = None, quantized: bool = False, gradient_checkpointing: bool = False):
-    """Wrap `model` in a peft LoRA model (QLoRA when `quantized`)."""
+def add_lora(model, lora: LoraSettings | dict | None = None, quantized: bool = False,
+             gradient_checkpointing: bool = False):
+    """Wrap `model` in a peft LoRA model (QLoRA when `quantized`); `lora`: a run's LoRA settings, or some of
+    them as a mapping (the rest: LoraSettings' defaults)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-    lora = {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": "auto", **(lora or {})}
+    lora = LoraSettings.of(lora)
     if quantized:  # non-reentrant checkpointing: torch's recommended mode, gradients reach the LoRA inputs
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
                                                 gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -189,6 +192,6 @@ def add_lora(model, lora: dict | None = None, quantized: bool = False, gradient_
     elif gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
-    config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                        target_modules=lora_targets(model, lora["target_modules"]), task_type="CAUSAL_LM")
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=lora_targets(model, lora.target_modules), task_type="CAUSAL_LM")
     return get_peft_model(model, config)

@@ -108,12 +108,12 @@ def check_study(params: dict) -> None:
     from oodcorr.evaluate.settings import EvaluateSettings
     from oodcorr.launch.core import settings as launch_settings
     from oodcorr.registry import resolve
-    from oodcorr.run_settings import resolve_config
+    from oodcorr.run_settings import RunSettings
 
     if not params.get("runs"):
         raise UserError("params: runs: missing; add runs (or `oodcorr study use <preset>`)")
     for key in params["runs"]:
-        resolve_config(params, key)
+        RunSettings.from_params(params, key)
     PrepareSettings.from_params(params)
     for name in referenced_names(params):
         resolve(params, name)

@@ -10,22 +10,23 @@ from pathlib import Path
 from oodcorr import io
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.prompts import LABELS
+from oodcorr.run_settings import RunSettings
 
 
-def resolve_settings(ev: EvaluateSettings, cfg: dict) -> dict:
+def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
-    `cfg` is the resolved run (run_settings.resolve_config), so evaluation scores with the training defaults."""
+    `trained` is the run's settings, so evaluation scores with the training defaults."""
     from oodcorr.model_loading import eval_quantization, pick_dtype
     from oodcorr.models import check_available, local_revision
 
-    path = check_available(cfg["model"], cfg.get("revision"))
-    dtype = str(pick_dtype(ev.dtype or cfg["dtype"], scoring=True)).replace("torch.", "")
-    quant = eval_quantization(cfg["quantization"], cfg["model"], cfg["revision"])
+    path = check_available(trained.model, trained.revision)
+    dtype = str(pick_dtype(ev.dtype or trained.dtype, scoring=True)).replace("torch.", "")
+    quant = eval_quantization(trained.quantization, trained.model, trained.revision)
     settings = {
-        "model": cfg["model"], "revision": cfg["revision"] or local_revision(path),
-        "pattern": cfg["pattern"], "verbalizer": dict(cfg["verbalizer"]), "dtype": dtype, "quantization": quant,
-        "max_length": int(ev.max_length if ev.max_length is not None else cfg["max_length"]),
-        "_path": path, "_batch_size": ev.batch_size, "_revision": cfg["revision"],
+        "model": trained.model, "revision": trained.revision or local_revision(path),
+        "pattern": trained.pattern, "verbalizer": dict(trained.verbalizer), "dtype": dtype, "quantization": quant,
+        "max_length": int(ev.max_length if ev.max_length is not None else trained.max_length),
+        "_path": path, "_batch_size": ev.batch_size, "_revision": trained.revision,
     }
     if quant == "none":
         settings["lora_merge"] = True  # adapters merged into an unquantized base (scorer.Adapters)

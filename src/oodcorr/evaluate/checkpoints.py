@@ -21,8 +21,9 @@ class Checkpoint:
     error: str | None = None
 
 
-def check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
-    """Why this checkpoint cannot be evaluated, or None. Cheap: header reads only, no weights."""
+def check_checkpoint(ck: Checkpoint, model: str, model_path: str) -> str | None:
+    """Why this checkpoint of a run of base `model` (found at `model_path`) cannot be evaluated, or None.
+    Cheap: header reads only, no weights."""
     if not ck.path.is_dir():
         return "missing (listed in run.json, no folder)"
     adapter, config = ck.path / ADAPTER_FILE, ck.path / "adapter_config.json"
@@ -36,12 +37,12 @@ def check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             return f"{f.name} is not valid JSON ({e})"
     acfg, meta = docs[config.name], docs[META_FILE]
-    if meta.get("model") and meta["model"] != cfg["model"]:
-        return f"trained from a different base model ({meta['model']!r}, this run uses {cfg['model']!r})"
+    if meta.get("model") and meta["model"] != model:
+        return f"trained from a different base model ({meta['model']!r}, this run uses {model!r})"
     base = acfg.get("base_model_name_or_path")
-    if base and base not in (cfg["model"], model_path, meta.get("model_path")) \
-            and Path(base).name not in (Path(model_path).name, Path(cfg["model"]).name):
-        return f"trained from a different base model ({base!r}, this run uses {cfg['model']!r})"
+    if base and base not in (model, model_path, meta.get("model_path")) \
+            and Path(base).name not in (Path(model_path).name, Path(model).name):
+        return f"trained from a different base model ({base!r}, this run uses {model!r})"
     try:
         from safetensors import safe_open
 
@@ -53,7 +54,7 @@ def check_checkpoint(ck: Checkpoint, cfg: dict, model_path: str) -> str | None:
     return None
 
 
-def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=(), finished=True) -> list[Checkpoint]:
+def list_checkpoints(rdir: Path, model: str, model_path: str, expected_steps=(), finished=True) -> list[Checkpoint]:
     """Every checkpoint-<step> folder plus steps run.json lists but that are gone; errors filled in."""
     found: dict[int, Checkpoint] = {}
     for d in sorted(checkpoints_dir(rdir).glob("checkpoint-*")):
@@ -64,7 +65,7 @@ def list_checkpoints(rdir: Path, cfg: dict, model_path: str, expected_steps=(), 
         found.setdefault(int(step), Checkpoint(int(step), f"checkpoint-{step}", checkpoint_dir(rdir, step)))
     out = [found[s] for s in sorted(found)]
     for ck in out:
-        ck.error = check_checkpoint(ck, cfg, model_path)
+        ck.error = check_checkpoint(ck, model, model_path)
         if ck.error is None:
             ck.sha256 = io.sha256_file(ck.path / ADAPTER_FILE)
     return out

@@ -8,6 +8,7 @@ from pathlib import Path
 from oodcorr import io
 from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.metrics import METRICS
+from oodcorr.run_settings import RunSettings
 
 
 LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
@@ -54,7 +55,7 @@ def run_summary(whole: list[dict], id_testset: str) -> dict:
             "ood_accuracy": round(sum(ood) / len(ood), 6) if ood else None}
 
 
-def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
+def write_outputs(params, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
     """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
     import pyarrow.parquet as pq
 
@@ -63,8 +64,9 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
     from oodcorr.evaluate.scoring import metrics_by_slice
     from oodcorr.metrics import table_metrics
 
-    base = {"run": run, "model": cfg["model"], "train_set": cfg["train_set"], "id_testset": cfg["id_testset"],
-            "shots": cfg["shots"], "seed": cfg["seed"], "data_seed": cfg.get("data_seed", 0)}
+    run = trained.run
+    base = {"run": run, "model": trained.model, "train_set": trained.train_set, "id_testset": trained.id_testset,
+            "shots": trained.shots, "seed": trained.seed, "data_seed": trained.data_seed}
     rows, tables = [], {}
     for step, testset, key in done:
         table = pq.read_table(cache_dir / f"{key}.parquet")
@@ -81,7 +83,7 @@ def write_outputs(params, cfg, run, run_json, done, cache_dir: Path, eval_dir: P
     whole = [r for r in rows if r["slice"] is None]
     io.write_text(eval_dir / "accuracy.csv", "step,testset,accuracy\n" + "".join(
         f"{r['step']},{r['testset']},{r['accuracy']:.6f}\n" for r in whole))
-    io.write_json(eval_dir / "summary.json", run_summary(whole, cfg["id_testset"]))
+    io.write_json(eval_dir / "summary.json", run_summary(whole, trained.id_testset))
     with io.atomic_dir(eval_dir / PREDICTIONS) as tmp:
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """The evaluate stage's settings: params.yaml `evaluate` resolved once, with its defaults and value checks in
-this one place. Unset dtype / max_length mean "as the run was trained" (run_settings.resolve_config)."""
+this one place. Unset dtype / max_length mean "as the run was trained" (run_settings.RunSettings)."""
 
 from __future__ import annotations
 

@@ -23,11 +23,11 @@ from oodcorr.evaluate.scorer import score_pairs
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
 from oodcorr.rundir import eval_dir as rundir_eval_dir
-from oodcorr.run_settings import resolve_config
+from oodcorr.run_settings import RunSettings
 
 
-def testset_names(ev: EvaluateSettings, cfg: dict, only: list[str] | None = None) -> list[str]:
-    names = [cfg["id_testset"], *(only if only else ev.testsets)]
+def testset_names(ev: EvaluateSettings, trained: RunSettings, only: list[str] | None = None) -> list[str]:
+    names = [trained.id_testset, *(only if only else ev.testsets)]
     return list(dict.fromkeys(str(n) for n in names))
 
 
@@ -55,7 +55,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
     if quiet:
         _silence()
-    cfg = resolve_config(params, run)  # the run as trained: same defaults (pattern, verbaliser, max_length, ...)
+    trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     ev = EvaluateSettings.from_params(params)
     from oodcorr import tracking
 
@@ -64,7 +64,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         from oodcorr import mirror
 
         mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
-    names = testset_names(ev, cfg, testsets)
+    names = testset_names(ev, trained, testsets)
     pdir = prepared_dir(params)
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
@@ -76,8 +76,8 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     if not checkpoints_dir(rdir).is_dir():
         raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first")
     run_json = read_run_json(rdir)
-    settings = resolve_settings(ev, cfg)
-    checkpoints = list_checkpoints(rdir, cfg, settings["_path"], run_json.get("checkpoint_steps"),
+    settings = resolve_settings(ev, trained)
+    checkpoints = list_checkpoints(rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"),
                                    run_json.get("finished", True))
     failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
     good = [ck for ck in checkpoints if not ck.error]
@@ -117,7 +117,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         if rank == 0:
             bad_steps = {f.split(" ", 1)[0] for f in fails}
             done = [p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
-            result.update(write_outputs(params, cfg, run, run_json, done, cache_dir, eval_dir))
+            result.update(write_outputs(params, trained, run_json, done, cache_dir, eval_dir))
     finally:
         if world > 1:
             dist.barrier()

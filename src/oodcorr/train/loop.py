@@ -8,6 +8,7 @@ import math
 import os
 
 from oodcorr.rundir import checkpoint_dirs
+from oodcorr.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
 from oodcorr.train.plan import rng_state, set_rng_state
@@ -35,24 +36,23 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
     return F.cross_entropy(logits, vids[target], reduction="sum")
 
 
-def make_optimizer(params, cfg: dict, device: str | None):
+def make_optimizer(params, run: RunSettings, device: str | None):
     """AdamW (torch), or with `optim: paged_adamw_8bit` bitsandbytes' paged 8-bit AdamW (CUDA only: 8-bit
     moments, optimizer state paged to CPU memory under pressure instead of running out of memory)."""
     import torch
 
-    name = cfg.get("optim") or "adamw"
-    if name == "paged_adamw_8bit":
+    if run.optimizer == "paged_adamw_8bit":
         from oodcorr.errors import UserError
 
         if not str(device or "").startswith("cuda"):
-            raise UserError(f"params: runs.{cfg['run']}.optim: paged_adamw_8bit needs a CUDA GPU; use adamw")
+            raise UserError(f"params: runs.{run.run}.optim: paged_adamw_8bit needs a CUDA GPU; use adamw")
         try:
             import bitsandbytes as bnb
         except ImportError:
-            raise UserError(f"params: runs.{cfg['run']}.optim: paged_adamw_8bit needs bitsandbytes "
+            raise UserError(f"params: runs.{run.run}.optim: paged_adamw_8bit needs bitsandbytes "
                             "(pip install bitsandbytes)") from None
-        return bnb.optim.PagedAdamW8bit(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    return torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        return bnb.optim.PagedAdamW8bit(params, lr=run.lr, weight_decay=run.weight_decay)
+    return torch.optim.AdamW(params, lr=run.lr, weight_decay=run.weight_decay)
 
 
 def autocast_for(device: str | None):
@@ -64,7 +64,7 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
-def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, params, quiet,
+def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, params, quiet,
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
@@ -79,27 +79,27 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
     seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
     labels = prompter.label_ids([e["label"] for e in examples])
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(trainable, cfg, info["device"])
-    sched = get_linear_schedule_with_warmup(opt, round(cfg["warmup_ratio"] * total), total)
-    meta = {"run": cfg["run"], "model": cfg["model"], "model_path": cfg["model"], "revision": info["revision"],
-            "base_model_type": info["model_type"], "finetune": cfg["finetune"],
+    opt = make_optimizer(trainable, run, info["device"])
+    sched = get_linear_schedule_with_warmup(opt, round(run.warmup_ratio * total), total)
+    meta = {"run": run.run, "model": run.model, "model_path": run.model, "revision": info["revision"],
+            "base_model_type": info["model_type"], "finetune": run.finetune,
             "quantization": info["quantization"]}
     resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
     start = 0
     if resumable:
         start, ckpt = max(resumable.items())
         state = load_state(ckpt)
-        load_weights(model, ckpt, cfg["finetune"])
+        load_weights(model, ckpt, run.finetune)
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
     elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     autocast = autocast_for(info["device"])
-    metrics = MetricLog(params, cfg["run"]) if rank == 0 else None
+    metrics = MetricLog(params, run.run) if rank == 0 else None
     since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
-    bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {cfg['run']}", unit="step")
+    bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {run.run}", unit="step")
     model.train()
     for step in range(start + 1, total + 1):
         opt.zero_grad(set_to_none=True)
@@ -112,7 +112,7 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
                 continue
             with autocast:
                 loss = batch_loss(model, prompter, [seqs[i] for i in shard], [labels[i] for i in shard],
-                                  tok.pad_token_id, cfg["loss"]) / n
+                                  tok.pad_token_id, run.loss) / n
             loss.backward()
             step_loss += loss.item()
         if world > 1:
@@ -124,11 +124,11 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
             step_loss = summed.item()
         lr = sched.get_last_lr()[0]
         if not math.isfinite(step_loss):  # before the step: no non-finite weights reach a checkpoint
-            _diverged(cfg, step, lr, f"loss is {step_loss}")
-        if cfg["max_grad_norm"]:
-            norm = float(torch.nn.utils.clip_grad_norm_(trainable, cfg["max_grad_norm"]))
+            _diverged(run, step, lr, f"loss is {step_loss}")
+        if run.max_grad_norm:
+            norm = float(torch.nn.utils.clip_grad_norm_(trainable, run.max_grad_norm))
             if not math.isfinite(norm):
-                _diverged(cfg, step, lr, f"gradient norm is {norm}")
+                _diverged(run, step, lr, f"gradient norm is {norm}")
         opt.step()
         sched.step()
         bar.update(1)
@@ -149,11 +149,11 @@ def train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_d
         metrics.flush()
 
 
-def _diverged(cfg: dict, step: int, lr: float, what: str) -> None:
+def _diverged(run: RunSettings, step: int, lr: float, what: str) -> None:
     from oodcorr.errors import UserError
 
-    raise UserError(f"run {cfg['run']}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "
-                    f"learning rate (runs.{cfg['run']}.lr or train.lr) and rerun")
+    raise UserError(f"run {run.run}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "
+                    f"learning rate (runs.{run.run}.lr or train.lr) and rerun")
 
 
 def _state(opt, sched, step: int) -> dict:

@@ -9,6 +9,7 @@ import json
 import time
 
 from oodcorr import mirror
+from oodcorr.run_settings import RunSettings
 
 
 class MetricLog:
@@ -33,18 +34,18 @@ def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def start_record(params: dict, cfg: dict, info: dict, identity: str) -> str | None:
+def start_record(params: dict, run: RunSettings, info: dict, identity: str) -> str | None:
     """Begin (or continue) the run's local record and mirror it; the MLflow run id, or None if unreachable."""
     from oodcorr import tracking
 
     root = tracking.project_root(params)
-    tags = {"oodcorr.run_key": cfg["run"], "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
+    tags = {"oodcorr.run_key": run.run, "oodcorr.kind": "train", "oodcorr.model": run.model,
             "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
     commit = tracking.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    mirror.start_train(params, cfg["run"], identity, tags, tracking.param_values(cfg))
-    return mirror.push(params, cfg["run"])
+    mirror.start_train(params, run.run, identity, tags, tracking.param_values(run.as_dict()))
+    return mirror.push(params, run.run)
 
 
 def finish_record(params: dict, run: str, run_json_sha: str) -> str | None:

@@ -4,7 +4,7 @@ peak GPU-memory estimate for QLoRA / LoRA / full fine-tuning, from the model con
 from __future__ import annotations
 
 from oodcorr.model_loading import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
-from oodcorr.run_settings import resolve_config
+from oodcorr.run_settings import OPTIMIZERS, RunSettings
 from oodcorr.train.plan import checkpoint_schedule, plan_steps
 
 GB = 1024**3
@@ -48,7 +48,7 @@ def param_counts(model, lora_targets: list[str], lora_r: int) -> dict:
 def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora_params: int | None = None,
                     n_params: int | None = None, linear_params: int | None = None,
                     gradient_checkpointing: bool | str = False, budget_gb: float = 24.0,
-                    optim: str = "adamw") -> dict:
+                    optim: str = OPTIMIZERS[0]) -> dict:
     """Peak GPU memory (GiB) for QLoRA (nf4), LoRA (bf16) and full fine-tuning (AdamW).
 
     Rule: weights (nf4 0.55 B/param for Linear layers, fp32 4 B for the rest under QLoRA; bf16 2 B for LoRA;
@@ -96,7 +96,7 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
 
 
 def model_estimate(model, targets: list[str], lora_r: int, batch_size: int, seq_len: int,
-                   gradient_checkpointing: bool | str = "auto", optim: str = "adamw") -> tuple[dict, dict]:
+                   gradient_checkpointing: bool | str = "auto", optim: str = OPTIMIZERS[0]) -> tuple[dict, dict]:
     """(parameter counts, memory estimate) of a (meta-device) model: what `--dry-run` prints, and what
     bench/gpu_check.py compares with the measured peak."""
     counts = param_counts(model, targets, lora_r)
@@ -110,18 +110,18 @@ def dry_run_info(params: dict, run_key: str) -> dict:
     from oodcorr.model_loading import lora_targets
     from oodcorr.models import model_config
 
-    cfg = resolve_config(params, run_key)
-    model = meta_model(model_config(cfg["model"], cfg["revision"]))
-    targets = lora_targets(model, cfg["lora"]["target_modules"])
-    steps = len(plan_steps(cfg["shots"], cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"], 0))
-    counts, mem = model_estimate(model, targets, cfg["lora"]["r"], cfg["batch_size"], cfg["max_length"],
-                                 cfg["gradient_checkpointing"], cfg.get("optim") or "adamw")
-    trainable = counts["lora"] if cfg["finetune"] == "lora" else counts["total"]
-    return {"run": run_key, "model": cfg["model"], "params_total": counts["total"], "params_trainable": trainable,
-            "lora_targets": targets, "steps": steps, "optim": cfg.get("optim") or "adamw",
-            "gradient_checkpointing": cfg["gradient_checkpointing"] in (True, "auto"),  # auto: on for CUDA
-            "checkpoint_steps": checkpoint_schedule(
-                steps, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced")), "memory": mem}
+    run = RunSettings.from_params(params, run_key)
+    model = meta_model(model_config(run.model, run.revision))
+    targets = lora_targets(model, run.lora.target_modules)
+    steps = len(plan_steps(run.shots, run.batch_size, run.grad_accum, run.epochs, run.max_steps, 0))
+    counts, mem = model_estimate(model, targets, run.lora.r, run.batch_size, run.max_length,
+                                 run.gradient_checkpointing, run.optimizer)
+    trainable = counts["lora"] if run.finetune == "lora" else counts["total"]
+    return {"run": run_key, "model": run.model, "params_total": counts["total"], "params_trainable": trainable,
+            "lora_targets": targets, "steps": steps, "optim": run.optimizer,
+            "gradient_checkpointing": run.gradient_checkpointing in (True, "auto"),  # auto: on for CUDA
+            "checkpoint_steps": checkpoint_schedule(steps, run.checkpoints.every, run.checkpoints.log_spaced),
+            "memory": mem}
 
 
 def print_dry_run(d: dict) -> None:

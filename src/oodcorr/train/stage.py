@@ -15,7 +15,7 @@ import click
 
 from oodcorr import rundir
 from oodcorr.rundir import checkpoint_dirs, read_run_json
-from oodcorr.run_settings import resolve_config
+from oodcorr.run_settings import RunSettings
 from oodcorr.train.checkpoints import drop_state, has_state, missing_checkpoints
 from oodcorr.train.loop import train_loop
 from oodcorr.train.mlflow_log import finish_record, run_identity, start_record
@@ -26,8 +26,9 @@ NOT_IDENTITY = ("quiet", "gradient_checkpointing")  # keys that do not change th
 # not restart a run
 
 
-def identity(cfg: dict | None) -> dict | None:
-    return None if cfg is None else {k: v for k, v in cfg.items() if k not in NOT_IDENTITY}
+def identity(config: dict | None) -> dict | None:
+    """What of a run's recorded config (run.json `config`, RunSettings.as_dict) makes it the same run."""
+    return None if config is None else {k: v for k, v in config.items() if k not in NOT_IDENTITY}
 
 
 def load_pool(params: dict, name: str) -> list[dict]:
@@ -36,9 +37,9 @@ def load_pool(params: dict, name: str) -> list[dict]:
     return load_prepared(prepared_dir(params), name)
 
 
-def portable_info(info: dict, cfg: dict) -> dict:
+def portable_info(info: dict, run: RunSettings) -> dict:
     """The model as run.json records it: alias / hub id and content hash, never this machine's folder."""
-    return {**{k: v for k, v in info.items() if k != "path"}, "path": cfg["model"]}
+    return {**{k: v for k, v in info.items() if k != "path"}, "path": run.model}
 
 
 def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
@@ -48,18 +49,19 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     from oodcorr.io import write_json
     from oodcorr.prompts import check_pattern
 
-    cfg = resolve_config(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
+    run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
+    config = run.as_dict()  # as run.json records it
     from oodcorr import threads
 
     threads.resolve(params)  # a bad OODCORR_THREADS / study.threads fails here, before any work
-    quiet = cfg["quiet"] if quiet is None else quiet
+    quiet = run.quiet if quiet is None else quiet
     run_dir = rundir.run_dir(params, run_key)
     ckpt_dir = rundir.checkpoints_dir(run_dir)
     previous = read_run_json(run_dir) or None
-    check_pattern(cfg["pattern"])
-    examples = sample_shots(load_pool(params, cfg["train_set"]), cfg["shots"], cfg["sampling"], cfg["data_seed"])
+    check_pattern(run.pattern)
+    examples = sample_shots(load_pool(params, run.train_set), run.shots, run.sampling, run.data_seed)
     digest = examples_digest(examples)
-    same = (previous is not None and identity(previous.get("config")) == identity(cfg)
+    same = (previous is not None and identity(previous.get("config")) == identity(config)
             and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
     from oodcorr import tracking
 
@@ -89,18 +91,17 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
         return {**previous, "mlflow_run_id": mirror.mlflow_run_id(params, run_key)}
 
     # Everything a user can get wrong is checked before anything is written.
-    preflight(cfg)
+    preflight(run)
     if quiet:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
     threads.apply(params)  # one busy core elsewhere must not stall every step (bench/threads.py)
-    model, tok, prompter, info = prepare_model(cfg, device=distributed.device_for_rank())
-    plan = plan_steps(len(examples), cfg["batch_size"], cfg["grad_accum"], cfg["epochs"], cfg["max_steps"],
-                      cfg["seed"])
+    model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
+    plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
-    schedule = checkpoint_schedule(total, cfg["checkpoints"].get("every"), cfg["checkpoints"].get("log_spaced"))
+    schedule = checkpoint_schedule(total, run.checkpoints.every, run.checkpoints.log_spaced)
 
     record = None
     if rank == 0:
@@ -110,15 +111,15 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
             for d in checkpoint_dirs(ckpt_dir).values():
                 drop_state(d)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
-        tracking_identity = run_identity(identity(cfg), digest)
-        start_record(params, cfg, info, tracking_identity)
-        record = {"run": run_key, "config": cfg, "model_info": portable_info(info, cfg),
+        tracking_identity = run_identity(identity(config), digest)
+        start_record(params, run, info, tracking_identity)
+        record = {"run": run_key, "config": config, "model_info": portable_info(info, run),
                   "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
                   "checkpoint_steps": schedule, "total_steps": total, "finished": False}
         write_json(run_dir / "run.json", record)
     distributed.barrier()
-    train_loop(model, tok, prompter, info, cfg, examples, plan, schedule, ckpt_dir, params, quiet or rank > 0,
+    train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, params, quiet or rank > 0,
           rank, world)
     distributed.barrier()
     if rank > 0:
