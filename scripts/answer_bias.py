@@ -25,8 +25,10 @@ def answer_bias(project: Path) -> pd.DataFrame:
     from oodcorr.analysis.noise_tables import load_items
     from oodcorr.config import load_params
     from oodcorr.metrics import BIAS_FREE_METRIC
+    from oodcorr.project import Project
 
-    df = load_metrics(metrics_files(load_params(project / "params.yaml"), project))
+    params = load_params(project / "params.yaml")
+    df = load_metrics(metrics_files(params, Project.from_params(params)))
     runs = build_runs(df)
     series.attach(runs, df, BIAS_FREE_METRIC, load_items(runs))
     ser = {run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"], **d["series"]}

@@ -324,9 +324,3 @@ def deep_merge(base: dict, over: dict) -> dict:
         out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
             else copy.deepcopy(value)
     return out
-
-
-def project_path(params: dict, rel: str | os.PathLike) -> Path:
-    """A path from params resolved against the params file's folder."""
-    p = Path(rel)
-    return p if p.is_absolute() else Path(params.get("_root", ".")) / p

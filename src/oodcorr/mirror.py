@@ -27,6 +27,7 @@ from pathlib import Path
 
 
 from oodcorr import io, rundir, tracking
+from oodcorr.project import Project
 
 TRACK_DIR = rundir.TRACKING
 PENDING = "PENDING"
@@ -34,8 +35,8 @@ MLFLOW_JSON = "mlflow.json"  # {"run_id", "tracking_uri"} of the last successful
 _DOWN: dict[str, str] = {}  # tracking URI -> the error that made it unreachable in this process
 
 
-def record_dir(params: dict, run: str) -> Path:
-    return rundir.tracking_dir(rundir.run_dir(params, run))
+def record_dir(project: Project | dict, run: str) -> Path:
+    return rundir.tracking_dir(rundir.run_dir(project, run))
 
 
 def _line(obj: dict) -> str:
@@ -44,20 +45,20 @@ def _line(obj: dict) -> str:
 
 # ---------------------------------------------------------------- local records (always written)
 
-def start_train(params: dict, run: str, identity: str, tags: dict, flat_params: dict) -> None:
+def start_train(project: Project | dict, run: str, identity: str, tags: dict, flat_params: dict) -> None:
     """Begin (or, for the same identity, continue) the training record of `run`."""
-    path = record_dir(params, run) / "train.jsonl"
+    path = record_dir(project, run) / "train.jsonl"
     header = next(iter(io.read_jsonl_tolerant(path)), None)
     if header and header.get("type") == "run" and header.get("identity") == identity:
         return
     io.write_text(path, _line({"type": "run", "identity": identity, "run_name": run, "tags": tags,
-                               "params": flat_params, "experiment": tracking.experiment_name(params)}) + "\n")
-    (record_dir(params, run) / "eval.jsonl").unlink(missing_ok=True)
+                               "params": flat_params, "experiment": tracking.experiment_name(project)}) + "\n")
+    (record_dir(project, run) / "eval.jsonl").unlink(missing_ok=True)
 
 
-def append(params: dict, run: str, rows: list[dict], name: str = "train.jsonl") -> None:
+def append(project: Project | dict, run: str, rows: list[dict], name: str = "train.jsonl") -> None:
     if rows:
-        io.append_lines(record_dir(params, run) / name, [_line(r) for r in rows])
+        io.append_lines(record_dir(project, run) / name, [_line(r) for r in rows])
 
 
 def metric_rows(values: dict, step: int, prefix: str = "train/") -> list[dict]:
@@ -66,14 +67,14 @@ def metric_rows(values: dict, step: int, prefix: str = "train/") -> list[dict]:
             for k, v in values.items()]
 
 
-def write_eval(params: dict, run: str, rows: list[dict]) -> None:
+def write_eval(project: Project | dict, run: str, rows: list[dict]) -> None:
     """The evaluation record of `run` (replaced as a whole: evaluate recomputes every row from its cache)."""
-    io.write_text(record_dir(params, run) / "eval.jsonl", "".join(_line(r) + "\n" for r in rows))
+    io.write_text(record_dir(project, run) / "eval.jsonl", "".join(_line(r) + "\n" for r in rows))
 
 
-def mlflow_run_id(params: dict, run: str) -> str | None:
+def mlflow_run_id(project: Project | dict, run: str) -> str | None:
     try:
-        return json.loads((record_dir(params, run) / MLFLOW_JSON).read_text()).get("run_id")
+        return json.loads((record_dir(project, run) / MLFLOW_JSON).read_text()).get("run_id")
     except (OSError, json.JSONDecodeError):
         return None
 
@@ -88,22 +89,23 @@ def _warn(uri: str, err: BaseException, run: str | None) -> None:
           file=sys.stderr, flush=True)
 
 
-def _mark_pending(params: dict, run: str) -> None:
-    d = record_dir(params, run)
+def _mark_pending(project: Project | dict, run: str) -> None:
+    d = record_dir(project, run)
     d.mkdir(parents=True, exist_ok=True)
     (d / PENDING).touch()
 
 
-def _uri(params: dict) -> str:
+def _uri(project: Project | dict) -> str:
     """The store's URI; with study.tracking: none nothing is resolved (no mlruns/ is created)."""
-    return tracking.tracking_uri(params) if tracking.enabled(params) else "none"
+    return tracking.tracking_uri(project) if tracking.enabled(project) else "none"
 
 
 class Mirror:
     """Idempotent replay of one run's local records into MLflow; push() again sends only what is new."""
 
-    def __init__(self, params: dict, run: str):
-        self.params, self.run, self.uri = params, run, _uri(params)
+    def __init__(self, project: Project | dict, run: str):
+        self.project, self.run = Project.of(project), run
+        self.uri = _uri(self.project)
         self.client = self.run_id = None
         self.sent: set[tuple[str, int]] = set()
         self.params_done = self.finished_done = False
@@ -113,10 +115,10 @@ class Mirror:
     def push(self, quiet_failure: bool = False) -> str | None:
         """Mirror the records now; on failure one warning, the run is marked pending, None is returned.
         With study.tracking: none nothing is sent (the local records stay; `oodcorr sync` can send them later)."""
-        if not tracking.enabled(self.params):
+        if not tracking.enabled(self.project):
             return None
         if self.uri in _DOWN:
-            _mark_pending(self.params, self.run)
+            _mark_pending(self.project, self.run)
             return None
         from oodcorr.errors import UserError
 
@@ -126,17 +128,17 @@ class Mirror:
             raise
         except Exception as e:  # any store/network failure: the local records stay the truth
             _DOWN[self.uri] = repr(e)
-            _mark_pending(self.params, self.run)
+            _mark_pending(self.project, self.run)
             if not quiet_failure:
                 _warn(self.uri, e, self.run)
             return None
-        (record_dir(self.params, self.run) / PENDING).unlink(missing_ok=True)
+        (record_dir(self.project, self.run) / PENDING).unlink(missing_ok=True)
         return self.run_id
 
     def _push(self) -> None:
         from mlflow.entities import Metric, Param
 
-        d = record_dir(self.params, self.run)
+        d = record_dir(self.project, self.run)
         train = io.read_jsonl_tolerant(d / "train.jsonl")
         evals = io.read_jsonl_tolerant(d / "eval.jsonl")
         if not train and not evals:
@@ -151,7 +153,7 @@ class Mirror:
         if self.client is None:
             import mlflow
 
-            exp_id = tracking.setup(self.params, header.get("experiment"))  # the study it was recorded in
+            exp_id = tracking.setup(self.project, header.get("experiment"))  # the study it was recorded in
             self.client = mlflow.MlflowClient()
             self.run_id = self._find_or_create(exp_id, header)
             io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": tracking.mask_secrets(self.uri)})
@@ -225,7 +227,7 @@ class Mirror:
         key = f"{rec.get('artifact_path') or ''}/{rec.get('archive') or Path(rec['path']).name}"
         if key in self.artifacts_done:
             return
-        rdir = record_dir(self.params, self.run).parent
+        rdir = record_dir(self.project, self.run).parent
         src = rdir / rec["path"]
         if not src.exists():
             return
@@ -255,35 +257,35 @@ class Mirror:
 _MIRRORS: dict[tuple[str, str], Mirror] = {}
 
 
-def mirror(params: dict, run: str) -> Mirror:
-    key = (str(record_dir(params, run)), _uri(params))
+def mirror(project: Project | dict, run: str) -> Mirror:
+    key = (str(record_dir(project, run)), _uri(project))
     if key not in _MIRRORS:
-        _MIRRORS[key] = Mirror(params, run)
+        _MIRRORS[key] = Mirror(project, run)
     return _MIRRORS[key]
 
 
-def push(params: dict, run: str) -> str | None:
-    return mirror(params, run).push()
+def push(project: Project | dict, run: str) -> str | None:
+    return mirror(project, run).push()
 
 
-def pending_runs(params: dict) -> list[str]:
-    root = rundir.runs_root(params)
+def pending_runs(project: Project | dict) -> list[str]:
+    root = rundir.runs_root(project)
     return sorted(p.parent.parent.name for p in root.glob(f"*/{TRACK_DIR}/{PENDING}")) if root.is_dir() else []
 
 
-def sync_pending(params: dict, quiet: bool = False) -> list[str]:
+def sync_pending(project: Project | dict, quiet: bool = False) -> list[str]:
     """Replay runs marked pending (an earlier stage could not reach the store); called at stage start.
     A store that is still down costs one warning for the whole process (later pushes are skipped)."""
-    done = []
-    for run in pending_runs(params):
-        if mirror(params, run).push(quiet_failure=quiet):
+    project, done = Project.of(project), []
+    for run in pending_runs(project):
+        if mirror(project, run).push(quiet_failure=quiet):
             done.append(run)
-        elif _uri(params) in _DOWN:
+        elif _uri(project) in _DOWN:
             break
     return done
 
 
-def sync(params: dict, runs: list[str] | None = None) -> dict[str, str | None]:
-    root = rundir.runs_root(params)
+def sync(project: Project | dict, runs: list[str] | None = None) -> dict[str, str | None]:
+    root = rundir.runs_root(project)
     keys = runs or sorted(p.parent.name for p in root.glob(f"*/{TRACK_DIR}") if p.is_dir())
-    return {run: mirror(params, run).push() for run in keys}
+    return {run: mirror(project, run).push() for run in keys}

@@ -7,18 +7,31 @@ import json
 from pathlib import Path
 
 from oodcorr import io
-from oodcorr.config import project_path
 from oodcorr.errors import UserError
+from oodcorr.project import Project
 
-DEFAULT_OUT = "data/prepared"
 MANIFEST = "manifest.json"
 
 
-def prepared_dir(params: dict, out_dir: str | Path | None = None) -> Path:
-    """Where prepared testsets live: `out_dir`, else params `data.out`, else data/prepared (project-relative)."""
+def prepared_dir(project: Project | dict, out_dir: str | Path | None = None) -> Path:
+    """Where prepared testsets live: `out_dir`, else params `data.out` (project-relative; Project.data_out)."""
     if out_dir is not None:
         return Path(out_dir)
-    return project_path(params, ((params.get("data") or {}).get("out")) or DEFAULT_OUT)
+    project = Project.of(project)
+    return project.path(project.data_out)
+
+
+def scored_testsets(params: dict | None) -> tuple[str, ...]:
+    """params `evaluate.testsets`, checked: what every checkpoint is scored on besides its run's ID testset,
+    so what the data stage prepares and the evaluate stage reads (EvaluateSettings.testsets)."""
+    listed = ((params or {}).get("evaluate") or {}).get("testsets")
+    if listed is not None and not listed:
+        raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
+                        "(the run's ID testset is added)")
+    for i, name in enumerate(listed or ()):
+        if not isinstance(name, str):
+            raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")
+    return tuple(listed or ())
 
 
 def read_manifest_file(out: Path) -> dict | None:

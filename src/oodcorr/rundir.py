@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oodcorr.config import project_path
 from oodcorr.errors import UserError
+from oodcorr.project import Project
 
 RUNS = "runs"
 RUN_JSON = "run.json"
@@ -27,12 +27,12 @@ META_FILE = "oodcorr_checkpoint.json"
 ADAPTER_FILE = "adapter_model.safetensors"
 
 
-def runs_root(params: dict) -> Path:
-    return project_path(params, RUNS)
+def runs_root(project: Project | dict) -> Path:
+    return Project.of(project).path(RUNS)
 
 
-def run_dir(params: dict, run: str) -> Path:
-    return runs_root(params) / run
+def run_dir(project: Project | dict, run: str) -> Path:
+    return runs_root(project) / run
 
 
 def checkpoints_dir(rdir: Path) -> Path:

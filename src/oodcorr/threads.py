@@ -14,6 +14,7 @@ import os
 import time
 
 from oodcorr.errors import UserError
+from oodcorr.project import Project
 
 ENV = "OODCORR_THREADS"
 
@@ -53,11 +54,11 @@ def auto_threads(busy: float | None = None) -> int:
     return max(1, min(n, int(free + 0.5)))
 
 
-def resolve(params: dict | None) -> tuple[int, str]:
+def resolve(project: Project | dict | None) -> tuple[int, str]:
     """(threads, where the choice came from)."""
     value, source = os.environ.get(ENV), ENV
     if value is None:
-        value, source = ((params or {}).get("study") or {}).get("threads"), "study.threads"
+        value, source = Project.of(project).threads, "study.threads"
     n = parse(value, ENV if source == ENV else "params: study.threads")
     if n is None:
         return auto_threads(), f"auto ({source if value is not None else 'default'})"
@@ -77,10 +78,10 @@ def parse(value, where: str) -> int | None:
     return n
 
 
-def apply(params: dict | None) -> int:
+def apply(project: Project | dict | None) -> int:
     """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work)."""
     import torch
 
-    n, _ = resolve(params)
+    n, _ = resolve(project)
     torch.set_num_threads(n)
     return n

@@ -11,21 +11,18 @@ import re
 import subprocess
 from pathlib import Path
 
+from oodcorr.project import Project
+
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
 # A classic ML experiment: MLflow 3's UI then opens it on the runs table and its charts, not the GenAI
 # (traces) view it infers for an untagged experiment (mlflow/server/js: ExperimentKind).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
-def enabled(params: dict | None) -> bool:
+def enabled(project: Project | dict | None) -> bool:
     """study.tracking: mlflow (default) or none (no MLflow at all: train, evaluate and analyze write their
     local outputs only, and mlflow need not be installed)."""
-    from oodcorr.errors import UserError
-
-    value = ((params or {}).get("study") or {}).get("tracking") or "mlflow"
-    if value not in ("mlflow", "none"):
-        raise UserError(f"params: study.tracking: expected mlflow or none, got {value!r}")
-    return value == "mlflow"
+    return Project.of(project).tracking_enabled
 
 
 # A tracking server that is down must cost seconds, not MLflow's default ~260 s of retries: these bound
@@ -165,28 +162,29 @@ def _head_revision() -> str:
     return ScriptDirectory.from_config(cfg).get_current_head()
 
 
-def check_store(params: dict | None) -> None:
+def check_store(project: Project | dict | None) -> None:
     """At a stage's start, before it writes anything: a local sqlite store that is locked or damaged is a
     UserError now (never moved aside or rebuilt; see store_state), not a surprise mid-run. Reads only: a
     missing store is created later, by the first record mirrored into it."""
-    if params is None or not enabled(params):
+    if project is None or not enabled(project):
         return
-    db = sqlite_file(tracking_uri(params, create=False))
+    db = sqlite_file(tracking_uri(project, create=False))
     if db is not None and str(db) not in _READY and db.is_file() and db.stat().st_size > 0:
         store_state(db)
 
 
-def project_root(params: dict) -> Path:
-    return Path(params.get("_root") or os.getcwd()).resolve()
+def project_root(project: Project | dict) -> Path:
+    return Project.of(project).resolved_root
 
 
-def tracking_uri(params: dict, create: bool = True) -> str:
+def tracking_uri(project: Project | dict, create: bool = True) -> str:
     """$MLFLOW_TRACKING_URI, else study.tracking_uri (a relative sqlite path resolved against the project),
     else sqlite:///<project>/mlruns/mlflow.db (mlruns/ made unless `create` is false)."""
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    root = _store_root(params)
-    uri = (params.get("study") or {}).get("tracking_uri")
+    project = Project.of(project)
+    root = _store_root(project)
+    uri = project.tracking_uri
     if uri:
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             return "sqlite:///" + str((root / uri[len("sqlite:///"):]).resolve())
@@ -196,10 +194,10 @@ def tracking_uri(params: dict, create: bool = True) -> str:
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
-def _store_root(params: dict) -> Path:
+def _store_root(project: Project | dict) -> Path:
     """The project folder that owns the store. Inside a `dvc exp run --temp/--queue` workspace (a copy
     under .dvc/tmp/exps/...), that is the original project, not the temporary copy."""
-    root = project_root(params)
+    root = project_root(project)
     parts = root.parts
     if ".dvc" in parts:
         i = parts.index(".dvc")
@@ -208,28 +206,29 @@ def _store_root(params: dict) -> Path:
     return root
 
 
-def artifact_root(params: dict) -> str:
-    return (_store_root(params) / "mlruns" / "artifacts").as_uri()
+def artifact_root(project: Project | dict) -> str:
+    return (_store_root(project) / "mlruns" / "artifacts").as_uri()
 
 
-def experiment_name(params: dict) -> str:
-    study = params.get("study") or {}
-    return study.get("experiment") or f"oodcorr/{study.get('name', 'default')}"
+def experiment_name(project: Project | dict) -> str:
+    project = Project.of(project)
+    return project.experiment or f"oodcorr/{project.name}"
 
 
-def setup(params: dict, experiment: str | None = None) -> str:
+def setup(project: Project | dict, experiment: str | None = None) -> str:
     """Point mlflow at the project's store and experiment (default: the study's); return the experiment id."""
     import mlflow
 
+    project = Project.of(project)
     bound_http_waits()
-    ensure_store(tracking_uri(params))
-    mlflow.set_tracking_uri(tracking_uri(params))
-    name = experiment or experiment_name(params)
+    ensure_store(tracking_uri(project))
+    mlflow.set_tracking_uri(tracking_uri(project))
+    name = experiment or experiment_name(project)
     client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name(name)
     if exp is None:
-        uri = tracking_uri(params)
-        location = artifact_root(params) if uri.startswith("sqlite:") or uri.startswith("file:") else None
+        uri = tracking_uri(project)
+        location = artifact_root(project) if uri.startswith("sqlite:") or uri.startswith("file:") else None
         try:
             exp_id = client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
         except Exception:  # created concurrently by another process

@@ -7,23 +7,24 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
+from oodcorr.project import Project
 from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
 
 REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")
 META = ("model", "train_set", "shots", "seed", "id_testset")
 
 
-def metrics_files(params: dict | None, root: Path) -> list[str]:
+def metrics_files(params: dict | None, project: Project) -> list[str]:
     """Default inputs: the metrics.jsonl of every run in params (stale run folders from older params are not
     analysed), else every runs/*/eval/metrics.jsonl under `root`."""
     if params and params.get("runs"):
-        return [str(metrics_file(run_dir(params, key))) for key in params["runs"]]
+        return [str(metrics_file(run_dir(project, key))) for key in params["runs"]]
     if params is not None and ("runs" in params or not any(not k.startswith("_") for k in params)):
         # an empty params file or `runs: {}`: never every runs/* folder (another study's runs would be mixed in)
         raise UserError(f"{params.get('_path', 'params.yaml')}: no runs; the analysis reads the study's runs (add "
                         "them, or `oodcorr study use <preset>`), or pass --metrics FILE...")
     # an analysis-only folder (a params.yaml without a `runs` section, or none): every runs/*/eval/metrics.jsonl
-    where = runs_root(params or {"_root": str(root)})
+    where = runs_root(project)
     return sorted(str(p) for p in where.glob("*/" + str(metrics_file(Path()))))
 
 

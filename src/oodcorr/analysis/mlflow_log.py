@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
+from oodcorr.project import Project
 
 
 def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracking_uri: str | None,
@@ -95,18 +96,15 @@ def report_note(run_id: str) -> str:
             "correlations, cross-model verdicts and figures; tables and figures are under Artifacts.")
 
 
-def study_tracking(params: dict | None, root: Path) -> tuple[str, str]:
+def study_tracking(project: Project) -> tuple[str, str]:
     """(tracking_uri, experiment) of the study, with the experiment created where training would."""
-    from oodcorr import tracking
+    from oodcorr import mirror, tracking
 
-    params = params or {"_root": str(root)}
-    from oodcorr import mirror
-
-    mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+    mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     try:
-        tracking.setup(params)
+        tracking.setup(project)
     except UserError:  # a locked or damaged local store: one line before any work, never written over
         raise
     except Exception:  # store down: warned once when the analysis run is logged
         pass
-    return tracking.tracking_uri(params), tracking.experiment_name(params)
+    return tracking.tracking_uri(project), tracking.experiment_name(project)

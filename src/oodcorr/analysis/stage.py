@@ -34,12 +34,12 @@ from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
 def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots, metric):
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
-    from oodcorr import tracking
     from oodcorr.analysis.loading import metrics_files
     from oodcorr.analysis.mlflow_log import study_tracking
     from oodcorr.analysis.pipeline import run_analysis
     from oodcorr.analysis.settings import AnalyzeSettings
-    from oodcorr.config import PARAMS_FILE, find_project_root, load_params, project_path
+    from oodcorr.config import PARAMS_FILE, find_project_root, load_params
+    from oodcorr.project import Project
 
     if params_file:
         params = load_params(params_file)
@@ -49,10 +49,11 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
         params = load_params(root / PARAMS_FILE) if (root / PARAMS_FILE).exists() else None
     settings = AnalyzeSettings.from_params(params, methods=tuple(methods), bootstrap=bootstrap, alpha=alpha,
                                            slices=slices, metric=metric)
-    files = list(metrics) or metrics_files(params, root)
-    out_dir = Path(out) if out else (project_path(params, settings.out) if params and settings.out else root / "results")
-    use_mlflow = use_mlflow if use_mlflow is not None else settings.mlflow and tracking.enabled(params)
-    tracking_uri, experiment = study_tracking(params, root) if use_mlflow else (None, None)
+    project = Project.from_params(params) if params else Project(root=root)
+    files = list(metrics) or metrics_files(params, project)
+    out_dir = Path(out) if out else (project.path(settings.out) if params and settings.out else root / "results")
+    use_mlflow = use_mlflow if use_mlflow is not None else settings.mlflow and project.tracking_enabled
+    tracking_uri, experiment = study_tracking(project) if use_mlflow else (None, None)
 
     summary = run_analysis(files, out_dir, settings, plots=not no_plots, mlflow=use_mlflow,
                            tracking_uri=tracking_uri, experiment=experiment)

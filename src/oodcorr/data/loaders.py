@@ -15,7 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from oodcorr.config import project_path
+from oodcorr.project import Project
 from oodcorr.errors import UserError
 from oodcorr.hub import offline
 from oodcorr.registry import ENT, NON
@@ -29,7 +29,7 @@ def read_local(spec: dict, params: dict) -> tuple[list[dict], list[int], str]:
 
     TSV is read without quote handling (MNLI/SNLI text contains bare quotes); CSV with it.
     """
-    path = project_path(params, spec["path"])
+    path = Project.of(params).path(spec["path"])
     shown = str(spec["path"])
     if not path.is_file():
         raise UserError(f"testset {spec['name']}: file not found: {path}")

@@ -13,7 +13,7 @@ from oodcorr import io
 from oodcorr.data.loaders import label_counts, load_testset, subsample
 from oodcorr.data.settings import PrepareSettings
 from oodcorr.errors import UserError
-from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file
+from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets
 from oodcorr.registry import describe_source, resolve
 
 
@@ -26,7 +26,7 @@ def referenced_names(params: dict) -> list[str]:
         for key in ("train_set", "id_testset"):
             if (run or {}).get(key):
                 names.append(run[key])
-    names += [str(n) for n in ((params.get("evaluate") or {}).get("testsets") or [])]
+    names += scored_testsets(params)
     names += list(PrepareSettings.from_params(params).prepare)
     return list(dict.fromkeys(names))
 

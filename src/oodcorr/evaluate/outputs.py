@@ -8,6 +8,7 @@ from pathlib import Path
 from oodcorr import io
 from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.metrics import METRICS
+from oodcorr.project import Project
 from oodcorr.run_settings import RunSettings
 
 
@@ -55,7 +56,7 @@ def run_summary(whole: list[dict], id_testset: str) -> dict:
             "ood_accuracy": round(sum(ood) / len(ood), 6) if ood else None}
 
 
-def write_outputs(params, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
+def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
     """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
     import pyarrow.parquet as pq
 
@@ -88,24 +89,22 @@ def write_outputs(params, trained: RunSettings, run_json, done, cache_dir: Path,
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)
             pq.write_table(table.replace_schema_metadata(None), tmp / f"step-{step}" / f"{testset}.parquet")
-    from oodcorr import tracking
-
-    logged = _log_mlflow(params, run, run_json, rows, eval_dir) if tracking.enabled(params) else (None, 0)
+    logged = _log_mlflow(project, run, run_json, rows, eval_dir) if project.tracking_enabled else (None, 0)
     return {"metrics": str(eval_dir / METRICS_FILE), "rows": rows, "mlflow_run_id": logged[0],
             "mlflow_logged": logged[1]}
 
 
-def _log_mlflow(params, run, run_json, rows, eval_dir: Path) -> tuple[str | None, int]:
+def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[str | None, int]:
     """The eval/* metrics (one per testset [x slice] x checkpoint step) and the predictions archive: written
     to the run's local tracking record, then mirrored into the training run's MLflow record (steps already
     there are skipped; a store that is down costs one warning and is replayed later by `oodcorr sync`)."""
     from oodcorr import io, mirror, run_records
 
-    train = io.read_jsonl_tolerant(mirror.record_dir(params, run) / "train.jsonl")
+    train = io.read_jsonl_tolerant(mirror.record_dir(project, run) / "train.jsonl")
     records = run_records.eval_records(rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))
     records.append(run_records.predictions_artifact(eval_dir))
-    mirror.write_eval(params, run, records)
-    m = mirror.mirror(params, run)
+    mirror.write_eval(project, run, records)
+    m = mirror.mirror(project, run)
     before = len(m.sent)
     run_id = m.push()
     if run_id is not None and len(m.sent) > before:  # the curves figure: derived from the metrics, best effort

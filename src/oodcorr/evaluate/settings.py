@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from oodcorr.config import MIN_MAX_LENGTH
 from oodcorr.errors import UserError
+from oodcorr.prepared import scored_testsets
 
 
 @dataclass(frozen=True)
 class EvaluateSettings:
-    testsets: tuple[str, ...] = ()  # besides each run's ID testset
+    testsets: tuple[str, ...] = ()  # besides each run's ID testset (oodcorr.prepared.scored_testsets)
     batch_size: int | str = "auto"  # examples per forward pass, or auto (sized from free memory)
     dtype: str | None = None  # None: the run's training dtype
     max_length: int | None = None  # None: the run's training max_length
@@ -27,12 +28,6 @@ class EvaluateSettings:
     @classmethod
     def from_params(cls, params: dict) -> "EvaluateSettings":
         ev = params.get("evaluate") or {}
-        if "testsets" in ev and not ev["testsets"]:
-            raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
-                            "(the run's ID testset is added)")
-        for i, name in enumerate(ev.get("testsets") or ()):
-            if not isinstance(name, str):
-                raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")
-        return cls(testsets=tuple(ev.get("testsets") or ()),
+        return cls(testsets=scored_testsets(params),
                    batch_size=ev.get("batch_size", cls.batch_size), dtype=ev.get("dtype") or None,
                    max_length=ev.get("max_length"), quiet=bool(ev.get("quiet")))

@@ -23,6 +23,7 @@ from oodcorr.evaluate.scorer import score_pairs
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
 from oodcorr.rundir import eval_dir as rundir_eval_dir
+from oodcorr.project import Project
 from oodcorr.run_settings import RunSettings
 
 
@@ -57,22 +58,23 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         _silence()
     trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     ev = EvaluateSettings.from_params(params)
+    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     from oodcorr import tracking
 
-    tracking.check_store(params)  # a locked or damaged MLflow store: one line now, nothing touched
+    tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
         from oodcorr import mirror
 
-        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+        mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     names = testset_names(ev, trained, testsets)
-    pdir = prepared_dir(params)
+    pdir = prepared_dir(project)
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
     if missing:
         raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; run "
                         "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
                         "evaluate.testsets")
-    rdir = run_dir(params, run)
+    rdir = run_dir(project, run)
     if not checkpoints_dir(rdir).is_dir():
         raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first")
     run_json = read_run_json(rdir)
@@ -102,7 +104,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     if mine:
         from oodcorr import threads
 
-        threads.apply(params)  # one busy core elsewhere must not stall scoring (bench/threads.py)
+        threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/threads.py)
     scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
     if world > 1:
         import torch.distributed as dist
@@ -117,7 +119,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
         if rank == 0:
             bad_steps = {f.split(" ", 1)[0] for f in fails}
             done = [p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
-            result.update(write_outputs(params, trained, run_json, done, cache_dir, eval_dir))
+            result.update(write_outputs(project, trained, run_json, done, cache_dir, eval_dir))
     finally:
         if world > 1:
             dist.barrier()

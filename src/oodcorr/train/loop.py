@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 
+from oodcorr.project import Project
 from oodcorr.rundir import checkpoint_dirs
 from oodcorr.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
@@ -64,7 +65,7 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
-def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, params, quiet,
+def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, project: Project, quiet,
           rank: int = 0, world: int = 1) -> None:
     """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
@@ -96,7 +97,7 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
     elif rank == 0:
         save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
     autocast = autocast_for(info["device"])
-    metrics = MetricLog(params, run.run) if rank == 0 else None
+    metrics = MetricLog(project, run.run) if rank == 0 else None
     since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {run.run}", unit="step")

@@ -9,22 +9,23 @@ import json
 import time
 
 from oodcorr import mirror
+from oodcorr.project import Project
 from oodcorr.run_settings import RunSettings
 
 
 class MetricLog:
     """train/* metrics: each step appended locally at once; mirrored to MLflow on flush()."""
 
-    def __init__(self, params: dict, run: str):
-        self.params, self.run, self.t = params, run, time.time()
+    def __init__(self, project: Project, run: str):
+        self.project, self.run, self.t = project, run, time.time()
 
     def log(self, step: int, **values) -> None:
-        mirror.append(self.params, self.run, mirror.metric_rows(values, step))
+        mirror.append(self.project, self.run, mirror.metric_rows(values, step))
         if time.time() - self.t > 30:
             self.flush()
 
     def flush(self) -> None:
-        mirror.push(self.params, self.run)
+        mirror.push(self.project, self.run)
         self.t = time.time()
 
 
@@ -34,22 +35,22 @@ def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def start_record(params: dict, run: RunSettings, info: dict, identity: str) -> str | None:
+def start_record(project: Project, run: RunSettings, info: dict, identity: str) -> str | None:
     """Begin (or continue) the run's local record and mirror it; the MLflow run id, or None if unreachable."""
     from oodcorr import tracking
 
-    root = tracking.project_root(params)
+    root = project.resolved_root
     tags = {"oodcorr.run_key": run.run, "oodcorr.kind": "train", "oodcorr.model": run.model,
             "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
     commit = tracking.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    mirror.start_train(params, run.run, identity, tags, tracking.param_values(run.as_dict()))
-    return mirror.push(params, run.run)
+    mirror.start_train(project, run.run, identity, tags, tracking.param_values(run.as_dict()))
+    return mirror.push(project, run.run)
 
 
-def finish_record(params: dict, run: str, run_json_sha: str) -> str | None:
-    mirror.append(params, run, [{"type": "artifact", "path": "run.json", "artifact_path": None,
+def finish_record(project: Project, run: str, run_json_sha: str) -> str | None:
+    mirror.append(project, run, [{"type": "artifact", "path": "run.json", "artifact_path": None,
                                  "sha256": run_json_sha},
                                 {"type": "status", "status": "FINISHED"}])
-    return mirror.push(params, run)
+    return mirror.push(project, run)

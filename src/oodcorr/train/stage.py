@@ -14,6 +14,7 @@ import shutil
 import click
 
 from oodcorr import rundir
+from oodcorr.project import Project
 from oodcorr.rundir import checkpoint_dirs, read_run_json
 from oodcorr.run_settings import RunSettings
 from oodcorr.train.checkpoints import drop_state, has_state, missing_checkpoints
@@ -31,10 +32,10 @@ def identity(config: dict | None) -> dict | None:
     return None if config is None else {k: v for k, v in config.items() if k not in NOT_IDENTITY}
 
 
-def load_pool(params: dict, name: str) -> list[dict]:
+def load_pool(project: Project, name: str) -> list[dict]:
     from oodcorr.prepared import load_prepared, prepared_dir
 
-    return load_prepared(prepared_dir(params), name)
+    return load_prepared(prepared_dir(project), name)
 
 
 def portable_info(info: dict, run: RunSettings) -> dict:
@@ -51,23 +52,24 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
     run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
     config = run.as_dict()  # as run.json records it
+    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     from oodcorr import threads
 
-    threads.resolve(params)  # a bad OODCORR_THREADS / study.threads fails here, before any work
+    threads.resolve(project)  # a bad OODCORR_THREADS / study.threads fails here, before any work
     quiet = run.quiet if quiet is None else quiet
-    run_dir = rundir.run_dir(params, run_key)
+    run_dir = rundir.run_dir(project, run_key)
     ckpt_dir = rundir.checkpoints_dir(run_dir)
     previous = read_run_json(run_dir) or None
     check_pattern(run.pattern)
-    examples = sample_shots(load_pool(params, run.train_set), run.shots, run.sampling, run.data_seed)
+    examples = sample_shots(load_pool(project, run.train_set), run.shots, run.sampling, run.data_seed)
     digest = examples_digest(examples)
     same = (previous is not None and identity(previous.get("config")) == identity(config)
             and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
     from oodcorr import tracking
 
-    tracking.check_store(params)  # a locked or damaged MLflow store: one line now, nothing touched
+    tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
-        mirror.sync_pending(params)  # records an earlier stage could not mirror (store was down)
+        mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     rebuild = False
     if same:  # every checkpoint run.json lists (up to where training got) must be there, else rebuild
         have = checkpoint_dirs(ckpt_dir)
@@ -85,10 +87,10 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
         # a kill right after run.json said finished: finish what the end of training does (idempotent)
         drop_state(ckpt_dir / f"checkpoint-{previous['total_steps']}")
-        recs = io.read_jsonl_tolerant(mirror.record_dir(params, run_key) / "train.jsonl")
+        recs = io.read_jsonl_tolerant(mirror.record_dir(project, run_key) / "train.jsonl")
         if recs and not any(r.get("type") == "status" for r in recs):
-            finish_record(params, run_key, io.sha256_file(run_dir / "run.json"))
-        return {**previous, "mlflow_run_id": mirror.mlflow_run_id(params, run_key)}
+            finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
+        return {**previous, "mlflow_run_id": mirror.mlflow_run_id(project, run_key)}
 
     # Everything a user can get wrong is checked before anything is written.
     preflight(run)
@@ -97,7 +99,7 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
-    threads.apply(params)  # one busy core elsewhere must not stall every step (bench/threads.py)
+    threads.apply(project)  # one busy core elsewhere must not stall every step (bench/threads.py)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
@@ -112,14 +114,14 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
                 drop_state(d)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
         tracking_identity = run_identity(identity(config), digest)
-        start_record(params, run, info, tracking_identity)
+        start_record(project, run, info, tracking_identity)
         record = {"run": run_key, "config": config, "model_info": portable_info(info, run),
                   "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
                   "checkpoint_steps": schedule, "total_steps": total, "finished": False}
         write_json(run_dir / "run.json", record)
     distributed.barrier()
-    train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, params, quiet or rank > 0,
+    train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, project, quiet or rank > 0,
           rank, world)
     distributed.barrier()
     if rank > 0:
@@ -127,7 +129,7 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     record["finished"] = True
     write_json(run_dir / "run.json", record)
     drop_state(ckpt_dir / f"checkpoint-{total}")  # finished: nothing to resume
-    run_id = finish_record(params, run_key, io.sha256_file(run_dir / "run.json"))
+    run_id = finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
     return {**record, "mlflow_run_id": run_id}
 
 
