@@ -152,3 +152,57 @@ def test_secrets_in_uris_are_masked():
         "postgresql://bob:***@db/mlflow?sslmode=require&password=***"
     assert m("sqlite:////abs/mlruns/mlflow.db") == "sqlite:////abs/mlruns/mlflow.db"
     assert m("warning: MLflow at http://u:p@h:1 unreachable") == "warning: MLflow at http://u:***@h:1 unreachable"
+
+
+def test_copied_or_moved_project_logs_artifacts_inside_itself(tmp_path, monkeypatch, capsys):
+    """MLflow fixes an experiment's artifact location when it is created (an absolute path): a project copied
+    with its mlruns/ must not write into the original's mlruns/artifacts, and a moved one not into a folder
+    that is gone. A `dvc exp run --temp` workspace still logs into the real project's store."""
+    import mlflow
+
+    orig = tmp_path / "orig"
+    orig.mkdir()
+
+    def params(root):
+        return {"_root": str(root), "study": {"name": "copy"}}
+
+    def log_file(root, name, run_id=None):
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # mlflow.set_tracking_uri exports it
+        exp = tracking.setup(params(root))
+        client = mlflow.MlflowClient(tracking.tracking_uri(params(root)))
+        rid = run_id or client.create_run(exp).info.run_id
+        (tmp_path / name).write_text(name)
+        client.log_artifact(rid, str(tmp_path / name))
+        return client, rid
+
+    _, first = log_file(orig, "first.txt")
+    elsewhere = mlflow.MlflowClient(tracking.tracking_uri(params(orig))).create_experiment(
+        "mine", artifact_location=(tmp_path / "bucket").as_uri())  # a user's own location: never rewritten
+    shutil.copytree(orig, tmp_path / "copy")
+    shutil.copytree(orig, tmp_path / "moved")
+    shutil.rmtree(orig / "mlruns" / "artifacts" / first)  # as if moved: the old place is gone for "moved"
+    original_store = (orig / "mlruns" / "mlflow.db").read_bytes()
+
+    tracking._READY.clear()
+    for name in ("copy", "moved"):
+        root = tmp_path / name
+        client, second = log_file(root, f"{name}.txt")
+        assert "was created in" in capsys.readouterr().err
+        assert (root / "mlruns" / "artifacts" / second / "artifacts" / f"{name}.txt").is_file()
+        assert not list(orig.rglob(f"{name}.txt"))
+        # the runs it was copied with read their artifacts from the copy's own files
+        assert client.get_run(first).info.artifact_uri.startswith((root / "mlruns" / "artifacts").as_uri() + "/")
+        assert [f.path for f in client.list_artifacts(first)] == ["first.txt"]
+        assert client.get_experiment(elsewhere).artifact_location == (tmp_path / "bucket").as_uri()
+        client._tracking_client.store.engine.dispose()
+    assert (orig / "mlruns" / "mlflow.db").read_bytes() == original_store
+
+    # the original project (and a dvc temp workspace inside it) keeps writing into its own store, silently
+    tracking._READY.clear()
+    temp = orig / ".dvc" / "tmp" / "exps" / "tmpab12"
+    temp.mkdir(parents=True)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking.tracking_uri(params(temp)) == tracking.tracking_uri(params(orig))
+    client, third = log_file(temp, "third.txt")
+    assert (orig / "mlruns" / "artifacts" / third / "artifacts" / "third.txt").is_file()
+    assert "was created in" not in capsys.readouterr().err

@@ -97,6 +97,10 @@ def ensure_store(uri: str) -> None:
         if state == StoreState.EMPTY:
             with io.atomic_path(db) as tmp:
                 _build_schema(tmp)
+        else:  # a project copied or moved with its store: its artifacts go into its own folder from now on
+            from oodcorr.store_relocation import relocate
+
+            relocate(db, BUSY_TIMEOUT_S)
         _READY.add(str(db))
 
 
@@ -207,7 +211,10 @@ def _store_root(project: Project | dict) -> Path:
 
 
 def artifact_root(project: Project | dict) -> str:
-    return (_store_root(project) / "mlruns" / "artifacts").as_uri()
+    """Where the experiments of a local store keep artifacts: next to the sqlite file (<store folder>/artifacts),
+    so the store and its artifacts move together (see store_relocation)."""
+    db = sqlite_file(tracking_uri(project, create=False))
+    return ((db.parent if db is not None else _store_root(project) / "mlruns") / "artifacts").as_uri()
 
 
 def experiment_name(project: Project | dict) -> str:
