@@ -34,6 +34,7 @@ from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
 def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots, metric):
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
+    from oodcorr import locks
     from oodcorr.analysis.loading import metrics_files
     from oodcorr.analysis.mlflow_log import study_tracking
     from oodcorr.analysis.pipeline import run_analysis
@@ -53,10 +54,10 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     files = list(metrics) or metrics_files(params, project)
     out_dir = Path(out) if out else (project.path(settings.out) if params and settings.out else root / "results")
     use_mlflow = use_mlflow if use_mlflow is not None else settings.mlflow and project.tracking_enabled
-    tracking_uri, experiment = study_tracking(project) if use_mlflow else (None, None)
-
-    summary = run_analysis(files, out_dir, settings, plots=not no_plots, mlflow=use_mlflow,
-                           tracking_uri=tracking_uri, experiment=experiment)
+    with locks.exclusive(locks.lock_path(root, "analyze"), f"an analysis of {root} is running in another process"):
+        tracking_uri, experiment = study_tracking(project) if use_mlflow else (None, None)
+        summary = run_analysis(files, out_dir, settings, plots=not no_plots, mlflow=use_mlflow,
+                               tracking_uri=tracking_uri, experiment=experiment)
     click.echo(f"analysed {summary['n_runs']} runs, {summary['n_models']} models, {summary['n_pairs']} OOD pairs "
                f"-> {out_dir}")
     for method, s in summary["methods"].items():

@@ -51,14 +51,24 @@ def _silence() -> None:
 
 def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quiet: bool = False) -> dict:
     """Every checkpoint of `run` x every testset -> {"scored": [(step, testset)] by this process, "cached", "failed",
-    ...}; UserError (after writing the outputs of what worked) when checkpoints failed."""
+    ...}; UserError (after writing the outputs of what worked) when checkpoints failed. One process (launch)
+    per run: a second one is refused with one line, before it touches anything."""
+    from oodcorr import locks
+
+    trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
+    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
+    with locks.for_rank0(locks.lock_path(project.root, f"evaluate-{run}"),
+                         f"run {run} is being evaluated by another process"):
+        return _evaluate_run(params, run, trained, project, testsets, quiet)
+
+
+def _evaluate_run(params: dict, run: str, trained: RunSettings, project: Project, testsets: list[str] | None,
+                  quiet: bool) -> dict:
     from oodcorr.prepared import load_prepared, prepared_dir, read_manifest
 
     if quiet:
         _silence()
-    trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     ev = EvaluateSettings.from_params(params)
-    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     from oodcorr import tracking
 
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched

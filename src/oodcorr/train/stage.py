@@ -45,14 +45,23 @@ def portable_info(info: dict, run: RunSettings) -> dict:
 
 def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     """Train (or resume, or skip when finished) one run; returns its run.json content (plus the MLflow run id,
-    which is kept out of run.json: it differs per machine and run.json is DVC-tracked)."""
+    which is kept out of run.json: it differs per machine and run.json is DVC-tracked). One process per run:
+    a second one is refused with one line, before it touches anything."""
+    from oodcorr import locks
+
+    run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
+    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
+    with locks.for_rank0(locks.lock_path(project.root, f"train-{run_key}"),
+                         f"run {run_key} is being trained by another process"):
+        return _train_run(params, run_key, run, project, quiet)
+
+
+def _train_run(params: dict, run_key: str, run: RunSettings, project: Project, quiet: bool | None) -> dict:
     from oodcorr import distributed, io, mirror
     from oodcorr.io import write_json
     from oodcorr.prompts import check_pattern
 
-    run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
     config = run.as_dict()  # as run.json records it
-    project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     from oodcorr import threads
 
     threads.resolve(project)  # a bad OODCORR_THREADS / study.threads fails here, before any work
