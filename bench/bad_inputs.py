@@ -97,7 +97,7 @@ class Case:
     must: str | None = None                     # regex the error line must match (names the field / file)
     check: Callable[[Path, subprocess.CompletedProcess], str | None] | None = None  # ok cases: problem or None
     allowed: tuple = ()                         # globs that may change (an ok case's own outputs)
-    wrap: str | None = None                     # fsize:<bytes> | readonly:<path> | dvc
+    wrap: str | None = None                     # fsize:<bytes> | readonly:<path> | lock | flock:<name> | env:K=V
     item: str = ""                              # which finding it covers
     fast: bool = False                          # also in the fast test run
 
@@ -395,6 +395,28 @@ def _store(damage: str):
     return mutate
 
 
+def _copied_store(root):
+    """This project's mlruns/ copied from another project (`cp -r`): that project's store, with one run and its
+    artifact, was made in <work>/orig. Tracking and the analysis' MLflow run are on."""
+    orig = root.parent / "orig"
+    code = ("import mlflow, pathlib; from oodcorr import tracking; "
+            f"p = {{'_root': {str(orig)!r}, 'study': {{'name': 'bench'}}}}; e = tracking.setup(p); "
+            "c = mlflow.MlflowClient(tracking.tracking_uri(p)); r = c.create_run(e).info.run_id; "
+            f"f = pathlib.Path({str(orig)!r}) / 'note.txt'; f.write_text('x'); c.log_artifact(r, str(f))")
+    subprocess.run([sys.executable, "-c", code], env=env(), check=True, capture_output=True)
+    shutil.copytree(orig / "mlruns", root / "mlruns")
+    edit_params(lambda p: (p["study"].pop("tracking"), p["analyze"].update(mlflow=True)))(root)
+
+
+def _artifacts_inside(root, res):
+    theirs = [p for p in (root.parent / "orig" / "mlruns" / "artifacts").rglob("*") if p.is_file()]
+    if len(theirs) != 1:
+        return f"{len(theirs) - 1} file(s) written into the original project's mlruns/artifacts"
+    if not list((root / "mlruns" / "artifacts").rglob("summary.json")):
+        return "the analysis' artifacts are not in this project's mlruns/artifacts"
+    return None
+
+
 def _metrics_bad_line(root):
     f = root / "runs" / "a" / "eval" / "metrics.jsonl"
     lines = f.read_text().splitlines()
@@ -500,6 +522,16 @@ def _cases() -> list[Case]:
              allowed=("runs/a/checkpoints/**", "runs/a/run.json", "runs/a/tracking/**"), item="credentials leak"),
         Case("mlflow:sync-after-preset-switch", ["sync"], _preset_switch, expect="ok", check=_sync_no_duplicates,
              allowed=("mlruns/**", "runs/*/tracking/**"), item="sync duplicates runs after a preset switch"),
+        Case("mlflow:copied-project", A, _copied_store, expect="ok", check=_artifacts_inside,
+             allowed=("mlruns/**", "results/**", "runs/*/tracking/**"),
+             item="a copied project writes artifacts into the original's mlruns"),
+        # a second process while the first still runs (the first holds the project's lock for that work)
+        Case("concurrent:train-same-run", T, wrap="flock:train-a", allowed=LOCK_FILES, fast=True,
+             must=r"run a is being trained by another process \(pid \d+\)", item="two concurrent train"),
+        Case("concurrent:evaluate-same-run", E, wrap="flock:evaluate-a", allowed=LOCK_FILES,
+             must=r"run a is being evaluated by another process \(pid \d+\)"),
+        Case("concurrent:analyze", A, wrap="flock:analyze", allowed=LOCK_FILES,
+             must=r"analysis .* another process \(pid \d+\)", item="two concurrent analyze leave a run RUNNING"),
         # the environment
         Case("env:threads-lots", T, lambda r: None, must=r"OODCORR_THREADS", wrap="env:OODCORR_THREADS=lots"),
         Case("env:disk-full-analyze", A, lambda r: shutil.rmtree(r / "results"), must=r"no space left",
@@ -518,6 +550,7 @@ def _cases() -> list[Case]:
     return cases
 
 
+LOCK_FILES = (".oodcorr", ".oodcorr/locks", ".oodcorr/locks/*")  # the holder's own lock file (a killed holder's stays)
 CASES = _cases()
 
 
@@ -606,6 +639,13 @@ con = sqlite3.connect({str(root / 'mlruns' / 'mlflow.db')!r}, isolation_level=No
 con.execute("begin exclusive"); print("locked", flush=True); time.sleep(600)"""], stdout=subprocess.PIPE, text=True)
             holder.stdout.readline()
             extra["OODCORR_STORE_BUSY_TIMEOUT_S"] = "2"
+        elif case.wrap and case.wrap.startswith("flock:"):  # another oodcorr process holding this work's lock
+            holder = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from oodcorr import locks
+with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!r}), "busy"):
+    print("locked", flush=True); time.sleep(600)"""], stdout=subprocess.PIPE, text=True, env=env())
+            holder.stdout.readline()
         t0 = time.time()
         res = subprocess.run([*prefix, sys.executable, "-m", "oodcorr", *map(str, case.args)], cwd=root,
                              env=env(**extra), capture_output=True, text=True, timeout=900, preexec_fn=preexec)
