@@ -292,6 +292,26 @@ def test_disk_full_is_one_line_and_leaves_nothing_half_written(tmp_path):
     assert not (tmp_path / "results").exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_mlflow_store_disk_full_is_one_line_and_a_rerun_logs_the_analysis(tmp_path):
+    import mlflow
+
+    _metrics_project(tmp_path)
+    edit(tmp_path / "params.yaml", lambda t: t["analyze"].update(mlflow=True))
+    assert _oodcorr_limited(["analyze", "--no-plots"], tmp_path, 1 << 30).returncode == 0
+    limit = (tmp_path / "mlruns" / "mlflow.db").stat().st_size  # the store cannot grow; the results fit
+    for _ in range(2):  # the failed write, then its unfinished rollback: one line each, never a traceback
+        res = _oodcorr_limited(["analyze", "--no-plots"], tmp_path, limit)
+        lines = [x for x in res.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        assert (res.returncode, lines[0][:8]) in ((0, "warning:"), (2, "error: /")), res.stderr
+        assert "unreachable" in lines[0] or "free disk space" in lines[0], lines[0]
+    res = _oodcorr_limited(["analyze", "--no-plots"], tmp_path, 1 << 30)  # space again: logged, nothing RUNNING
+    assert res.returncode == 0, res.stderr[-3000:]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("oodcorr/demo")
+    assert [r.info.status for r in client.search_runs([exp.experiment_id])] == ["FINISHED"]
+
+
 def test_read_only_runs_folder_is_one_line(tmp_path):
     make_project(tmp_path, {"a": {}})
     (tmp_path / "runs").mkdir()

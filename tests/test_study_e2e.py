@@ -148,5 +148,7 @@ def test_temp_experiment_logs_to_the_project_store(study):
     lrs = {r.data.params.get("lr") for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"}
     assert lrs == {"0.002"}
     assert not list((study / ".dvc" / "tmp").glob("**/mlflow.db"))  # nothing logged into the temporary copy
+    analysis = next(r for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "analysis")
+    assert (study / "mlruns" / "artifacts" / analysis.info.run_id / "artifacts" / "summary.json").is_file()
     show = sh(["dvc", "exp", "show", "--json"], study).stdout
     assert "lr-sweep" in show and "summary.json" in show

@@ -68,8 +68,9 @@ def cli():
 
 def quiet_third_party() -> None:
     """Known third-party noise, filtered at the source for every command (progress bars stay, on stderr):
-    transformers' FutureWarning on `is_gradient_checkpointing` (called by peft) and MLflow/alembic INFO lines
-    (store creation and migrations) that repeat on every stage under `dvc repro`."""
+    transformers' FutureWarning on `is_gradient_checkpointing` (called by peft), MLflow/alembic INFO lines
+    (store creation and migrations) that repeat on every stage under `dvc repro`, and MLflow's logged copy of
+    a store error's traceback."""
     import logging
     import os
     import warnings
@@ -77,6 +78,9 @@ def quiet_third_party() -> None:
     warnings.filterwarnings("ignore", message=r".*`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # MLflow logs a store error with its whole traceback before raising it; oodcorr reports each one it catches
+    # in one line (the local records stay the truth), so MLflow's copy is noise (e.g. a full disk)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def main(argv=None):

@@ -146,6 +146,9 @@ def store_state(db: Path) -> str:
         if "locked" in str(e) or "busy" in str(e):
             raise UserError(f"{db}: the MLflow store is locked by another process (waited {BUSY_TIMEOUT_S:g} s); "
                             "wait for it to finish (or stop it) and rerun") from None
+        if db.with_name(f"{db.name}-journal").exists() and ("readonly" in str(e) or "I/O" in str(e)):
+            raise UserError(f"{db}: an interrupted write (its -journal file) must be rolled back and cannot be "
+                            f"({e}); free disk space or make {db.parent} writable, then rerun") from None
         raise UserError(f"{db}: the MLflow store cannot be read ({e}); " + what.format(db=db)) from None
     except sqlite3.DatabaseError as e:
         raise UserError(f"{db}: the MLflow store is damaged ({e}); " + what.format(db=db)) from None

@@ -31,8 +31,9 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
     except Exception as e:
         from oodcorr.tracking import mask_secrets
 
-        click.echo(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(e).__name__}); the analysis is in "
-                                f"{out_dir}, rerun `oodcorr analyze` to log it"), err=True)
+        detail = " ".join(str(e).split("\n")[0].split())[:160]
+        click.echo(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(e).__name__}: {detail}); the analysis "
+                                f"is in {out_dir}, rerun `oodcorr analyze` to log it"), err=True)
 
 
 def inputs_key(metrics_files, summary: dict) -> str:
