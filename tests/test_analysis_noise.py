@@ -292,6 +292,13 @@ def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
     # the SE uses the ID testset's own size when the metrics carry it (here 400 ID items vs 100 OOD items)
     sized = " ".join(bottom_line(none, {"r0": {"x": np.array([0.5, 0.75]), "n_id": 400.0}}, rel_df))
     assert "(+25.0 points, +7.1 SE)" in sized and "N = 400 ID items" in sized
+    # under a bias-free analysed metric x is its ID series (a margin, not a proportion): the training line still
+    # reads ID accuracy from the attached series
+    bm = {"r0": {"x": np.array([-0.16, 0.09]), "n_id": 400.0, "meta": {"id_testset": "mnli"},
+                 "series": {"balanced_margin": {"mnli": np.array([-0.16, 0.09])},
+                            "accuracy": {"mnli": np.array([0.5, 0.75])}}}}
+    text_bm = " ".join(bottom_line(none, bm, rel_df))
+    assert "0.500 → 0.750 (+25.0 points, +7.1 SE)" in text_bm and "-0.160" not in text_bm
     some = {"noise": {"enabled": True, "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
     text = " ".join(bottom_line(some, runs, rel_df))
     assert "not a finding" not in text and "≈ 400 items per testset" in text

@@ -12,6 +12,7 @@ from oodcorr.analysis import consistency as _consistency
 from oodcorr.analysis import partial as _partial
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.analysis.plots import reliability_label
+from oodcorr.metrics import BASELINE_METRIC
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}td.l{overflow-wrap:anywhere}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
@@ -145,6 +146,15 @@ def items_for(reliability: float, n_items: float, target: float = 0.8) -> float 
     return n_items * (target / (1 - target)) / (reliability / (1 - reliability))
 
 
+def _id_accuracy(d: dict):
+    """The run's ID accuracy per checkpoint: from its metric series when the analysis attached them (d["x"] is
+    then the analysed metric, e.g. balanced_margin), else d["x"] (accuracy itself)."""
+    series = d.get("series")
+    if series is None:
+        return d["x"]
+    return series.get(BASELINE_METRIC, {}).get(d["meta"]["id_testset"], [])
+
+
 def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
     """What this study can and cannot show, in plain words: did training move ID accuracy (vs its binomial
     SE), how much of the OOD residual movement is signal, how many pairs are distinguishable from noise,
@@ -155,7 +165,7 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
         n_items = float(vals.median()) if len(vals) else None
     gains = []  # (run, first, last, ID items, gain in SE or None)
     for run, d in runs.items():
-        x = [v for v in d["x"] if math.isfinite(v)]
+        x = [v for v in _id_accuracy(d) if math.isfinite(v)]
         n_id = d.get("n_id") or n_items  # the ID testset's own size; else the OOD testsets' (older metrics files)
         if len(x) >= 2:
             se = math.sqrt(2 * max(x[0] * (1 - x[0]), 1e-9) / n_id) if n_id else None
