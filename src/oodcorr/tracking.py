@@ -180,10 +180,6 @@ def check_store(project: Project | dict | None) -> None:
         store_state(db)
 
 
-def project_root(project: Project | dict) -> Path:
-    return Project.of(project).resolved_root
-
-
 def tracking_uri(project: Project | dict, create: bool = True) -> str:
     """$MLFLOW_TRACKING_URI, else study.tracking_uri (a relative sqlite path resolved against the project),
     else sqlite:///<project>/mlruns/mlflow.db (mlruns/ made unless `create` is false)."""
@@ -204,7 +200,7 @@ def tracking_uri(project: Project | dict, create: bool = True) -> str:
 def _store_root(project: Project | dict) -> Path:
     """The project folder that owns the store. Inside a `dvc exp run --temp/--queue` workspace (a copy
     under .dvc/tmp/exps/...), that is the original project, not the temporary copy."""
-    root = project_root(project)
+    root = Project.of(project).resolved_root
     parts = root.parts
     if ".dvc" in parts:
         i = parts.index(".dvc")
