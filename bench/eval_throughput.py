@@ -94,7 +94,9 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     params = {"study": {"name": "bench"}, "data": {"out": "data/prepared", "testsets": declared},
               "train": {"dtype": dtype, "quantization": "none", "max_length": max_length},
               "runs": {"bench": {"model": SMOLLM2, "train_set": "mnli", "id_testset": "mnli", "shots": 64}},
-              "evaluate": {"testsets": [k for k in sets if k != "mnli"], "batch_size": "auto"}}
+              "evaluate": {"batch_size": "auto"}}
+    if len(sets) > 1:  # besides the run's ID testset (mnli); none listed: the ID testset alone
+        params["evaluate"]["testsets"] = [k for k in sets if k != "mnli"]
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     manifest = {"testsets": {}}
     for name, rows in sets.items():
@@ -184,7 +186,7 @@ def main(argv=None):
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}
     if args.dtype == "fastest":
         args.dtype = max(rates, key=rates.get)
-    dtype = str(pick_dtype(args.dtype, scoring=True)).replace("torch.", "")
+    dtype = str(pick_dtype(args.dtype)).replace("torch.", "")
     sets = load_testsets(args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

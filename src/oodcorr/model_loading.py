@@ -26,11 +26,11 @@ LORA_TARGETS = {
 }
 
 
-def pick_dtype(dtype: str = "auto", scoring: bool = False):
-    """The torch dtype for a `dtype` setting (oodcorr.precision.resolve_dtype: what auto means per stage)."""
+def pick_dtype(dtype: str = "auto"):
+    """The torch dtype for a `dtype` setting (oodcorr.precision.resolve_dtype: what auto means)."""
     from oodcorr.precision import resolve_dtype
 
-    return resolve_dtype(dtype, scoring)
+    return resolve_dtype(dtype)
 
 
 def resolve_quantization(quantization: str = "auto") -> str:

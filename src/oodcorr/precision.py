@@ -2,15 +2,13 @@
 
 `dtype: auto` means:
   - CUDA with bf16 support: bfloat16 for training (the base weights; LoRA weights stay float32) and scoring.
-  - A CPU with native bf16 matrix instructions (AMX, AVX512-BF16, Arm BF16): scoring in bfloat16 (about twice
-    the float32 rate); training keeps float32 weights and runs in float32 (bf16 autocast is not used on CPU:
-    docs/cpu-speed.md, "Training under bf16 autocast").
-  - Any other CPU: float32 everywhere. bf16 there is emulated and many times slower, so an explicit
+  - Any CPU: float32 for training and scoring. On a CPU with native bf16 matrix instructions (AMX,
+    AVX512-BF16, Arm BF16) `dtype: bfloat16` scores 2.75-3.56x faster, but on a real study's checkpoints it
+    flipped 1 % of the predictions and moved partial r by up to 0.29 (docs/cpu-speed.md), so it is a choice
+    to make, not a default. On a CPU without native bf16 it is emulated and many times slower, so an explicit
     `dtype: bfloat16` runs but prints one warning saying so.
 
-The trade of bf16 scoring: a prediction can flip only where the two verbaliser log-probs are within bf16's
-rounding of each other (measured: docs/cpu-speed.md); every score is cached under its dtype, so float32 and
-bfloat16 results never mix.
+Every score is cached under its dtype, so float32 and bfloat16 results never mix.
 """
 
 from __future__ import annotations
@@ -67,9 +65,9 @@ def _cuda_bf16() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def resolve_dtype(dtype: str = "auto", scoring: bool = False):
-    """The torch dtype for `dtype` (auto | float32 | bfloat16 | float16); `scoring` selects evaluation's
-    meaning of auto (bf16 also on a CPU with native bf16). bfloat16 on a CPU without it: one warning."""
+def resolve_dtype(dtype: str = "auto"):
+    """The torch dtype for `dtype` (auto | float32 | bfloat16 | float16): auto is bf16 on a CUDA GPU that
+    supports it, else float32. bfloat16 on a CPU without native bf16: one warning."""
     import torch
 
     from oodcorr.errors import UserError
@@ -77,7 +75,7 @@ def resolve_dtype(dtype: str = "auto", scoring: bool = False):
     if dtype not in DTYPES:
         raise UserError(f"params: dtype: expected auto, float32, bfloat16 or float16, got {dtype!r}")
     if dtype == "auto":
-        if _cuda_bf16() or (scoring and not torch.cuda.is_available() and native_bf16_cpu()):
+        if _cuda_bf16():
             return torch.bfloat16
         return torch.float32
     if dtype == "bfloat16" and not torch.cuda.is_available():

@@ -20,7 +20,7 @@ def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     from oodcorr.models import check_available, local_revision
 
     path = check_available(trained.model, trained.revision)
-    dtype = str(pick_dtype(ev.dtype or trained.dtype, scoring=True)).replace("torch.", "")
+    dtype = str(pick_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
     quant = eval_quantization(trained.quantization, trained.model, trained.revision)
     settings = {
         "model": trained.model, "revision": trained.revision or local_revision(path),
