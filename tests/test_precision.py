@@ -1,4 +1,4 @@
-"""What `dtype: auto` means per stage and per CPU (native bf16 or not), the warning for emulated bf16, and the
+"""What `dtype: auto` means per CPU (native bf16 or not), the warning for emulated bf16, and the
 evaluation settings on CPU: adapters merged, dtype in the cache key."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_torch_probes_agree_with_the_kernel_flags(cpu_only):
     assert precision.native_bf16_cpu() == want
 
 
-def test_auto_dtype_per_stage_and_cpu(monkeypatch, cpu_only):
+def test_auto_dtype_is_float32_on_every_cpu(monkeypatch, cpu_only):
     import torch
 
     monkeypatch.setattr(precision, "native_bf16_cpu", lambda: "AMX-BF16")
