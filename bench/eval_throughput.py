@@ -129,7 +129,8 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from oodcorr.model_loading import load_tokenizer, pick_dtype
+    from oodcorr.model_loading import load_tokenizer
+    from oodcorr.precision import resolve_dtype
     from oodcorr.models import SMOLLM2, model_path
     from oodcorr.prompts import Prompter
 
@@ -137,7 +138,7 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
     for ck in ckpts:
         step = int(ck.name.split("-")[1])
         t = time.perf_counter()
-        base = AutoModelForCausalLM.from_pretrained(model_path(SMOLLM2), dtype=pick_dtype(dtype))
+        base = AutoModelForCausalLM.from_pretrained(model_path(SMOLLM2), dtype=resolve_dtype(dtype))
         model = PeftModel.from_pretrained(base, str(ck)).eval()
         tok = load_tokenizer(SMOLLM2)
         t_load += time.perf_counter() - t
@@ -180,13 +181,13 @@ def main(argv=None):
     from oodcorr import io
     from oodcorr.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
-    from oodcorr.model_loading import pick_dtype
+    from oodcorr.precision import resolve_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}
     if args.dtype == "fastest":
         args.dtype = max(rates, key=rates.get)
-    dtype = str(pick_dtype(args.dtype)).replace("torch.", "")
+    dtype = str(resolve_dtype(args.dtype)).replace("torch.", "")
     sets = load_testsets(args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

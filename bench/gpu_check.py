@@ -502,9 +502,9 @@ def main(argv=None) -> dict:
     import peft
     import transformers
 
-    from oodcorr.model_loading import pick_dtype
+    from oodcorr.precision import resolve_dtype
 
-    dtype = pick_dtype("auto") if not args.cpu_smoke else torch.float32
+    dtype = resolve_dtype("auto") if not args.cpu_smoke else torch.float32
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})"
     try:
         import bitsandbytes as bnb

@@ -24,3 +24,23 @@ def test_coverage_summary_matches_the_results_file():
         assert fd == f"{max(c['rejects_zero'] for c in cells if c['rho'] == 0):.3f}"
         in_band += n_in
     assert f"{in_band} of the {len(grid['cells'])} cells are in 0.93–0.97" in text
+
+
+def test_interval_variants_table_matches_its_results_file():
+    res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
+    text = (REPO / "docs" / "statistics.md").read_text().split("Counts over the same 240 cells:")[1]
+    rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| (\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
+    assert len(rows) == 2
+    for name, row in zip(("current", "pivot_variant"), rows):
+        j = res[name]
+        assert row == tuple(str(j[k]) for k in ("in_band", "cells", "above", "below", "above_by_2se", "below_by_2se",
+                                                "false_distinguishable_over_5pct_by_2se")) + (f"{j['lowest']:.3f}",)
+    # the current interval's row is the committed grid's
+    grid = json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]
+    assert res["current"]["in_band"] == sum(bool(c["in_target"]) for c in grid["cells"])
+    checks = res["small_sample_check"]
+    indep = [c for c in checks if c["phi"] == 0]
+    assert indep and all(abs(c["sd_interval"] / c["sd_empirical"] - 1) < 0.01 for c in indep)
+    over = [c["sd_interval"] / c["sd_empirical"] - 1 for c in checks if c["phi"] > 0]
+    assert f"is {round(100 * min(over))}–{round(100 * max(over))} % above the" in " ".join(
+        (REPO / "docs" / "statistics.md").read_text().split())

@@ -26,13 +26,6 @@ LORA_TARGETS = {
 }
 
 
-def pick_dtype(dtype: str = "auto"):
-    """The torch dtype for a `dtype` setting (oodcorr.precision.resolve_dtype: what auto means)."""
-    from oodcorr.precision import resolve_dtype
-
-    return resolve_dtype(dtype)
-
-
 def resolve_quantization(quantization: str = "auto") -> str:
     import torch
 
@@ -99,7 +92,9 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
 
     path = check_available(name, revision)
     quant = resolve_quantization(quantization)
-    torch_dtype = pick_dtype(dtype)
+    from oodcorr.precision import resolve_dtype
+
+    torch_dtype = resolve_dtype(dtype)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = {"revision": revision, "dtype": torch_dtype}
     if quant == "nf4":

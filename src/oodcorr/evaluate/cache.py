@@ -16,11 +16,12 @@ from oodcorr.run_settings import RunSettings
 def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
     `trained` is the run's settings, so evaluation scores with the training defaults."""
-    from oodcorr.model_loading import eval_quantization, pick_dtype
+    from oodcorr.model_loading import eval_quantization
     from oodcorr.models import check_available, local_revision
+    from oodcorr.precision import resolve_dtype
 
     path = check_available(trained.model, trained.revision)
-    dtype = str(pick_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
+    dtype = str(resolve_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
     quant = eval_quantization(trained.quantization, trained.model, trained.revision)
     settings = {
         "model": trained.model, "revision": trained.revision or local_revision(path),
