@@ -130,8 +130,8 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
     from transformers import AutoModelForCausalLM
 
     from oodcorr.model_loading import load_tokenizer
-    from oodcorr.precision import resolve_dtype
     from oodcorr.models import SMOLLM2, model_path
+    from oodcorr.precision import resolve_dtype
     from oodcorr.prompts import Prompter
 
     out, t_load, t0 = {}, 0.0, time.perf_counter()

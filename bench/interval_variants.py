@@ -36,6 +36,7 @@ from oodcorr.analysis import interval as I  # noqa: E402
 
 RHO = np.linspace(-1, 1, 2001)
 _seen: dict = {}
+_base_bounds = I.disattenuated_bounds  # the current interval's bounds (the variant's fallback)
 
 
 def _capture():
@@ -94,9 +95,6 @@ def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
     base_lo, base_hi = _base_bounds(r_att, A, se_z, alpha)
     good = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
     return np.where(good, lo, base_lo), np.where(good, hi, base_hi)
-
-
-_base_bounds = I.disattenuated_bounds
 
 
 def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:

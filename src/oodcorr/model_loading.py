@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from oodcorr.errors import UserError
 from oodcorr.models import check_available, local_revision, model_config, model_path
+from oodcorr.precision import resolve_dtype
 from oodcorr.run_settings import LoraSettings
 
 LORA_TARGETS = {
@@ -92,8 +93,6 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
 
     path = check_available(name, revision)
     quant = resolve_quantization(quantization)
-    from oodcorr.precision import resolve_dtype
-
     torch_dtype = resolve_dtype(dtype)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = {"revision": revision, "dtype": torch_dtype}

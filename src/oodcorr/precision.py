@@ -3,7 +3,7 @@
 `dtype: auto` means:
   - CUDA with bf16 support: bfloat16 for training (the base weights; LoRA weights stay float32) and scoring.
   - Any CPU: float32 for training and scoring. On a CPU with native bf16 matrix instructions (AMX,
-    AVX512-BF16, Arm BF16) `dtype: bfloat16` scores 2.75-3.56x faster, but on a real study's checkpoints it
+    AVX512-BF16, Arm BF16) `dtype: bfloat16` scores 2.2-3.6x faster, but on a real study's checkpoints it
     flipped 1 % of the predictions and moved partial r by up to 0.29 (docs/cpu-speed.md), so it is a choice
     to make, not a default. On a CPU without native bf16 it is emulated and many times slower, so an explicit
     `dtype: bfloat16` runs but prints one warning saying so.
