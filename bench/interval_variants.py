@@ -1,22 +1,26 @@
-"""An alternative to the noise-corrected interval, measured on the same grid and not adopted.
+"""Alternatives to the noise-corrected interval, measured on the same grid and not adopted.
 
 The interval (oodcorr.analysis.interval) is the Fisher interval of the attenuated correlation divided by the
 estimated attenuation A = sqrt(rel_a rel_b), treating A as known. The grid (bench/noise_simulation.py) shows it
-conservative at r = 0.8 with smooth trajectories. The variant tried here inverts the pivot
-atanh(r_att) - atanh(rho A_hat) instead, with the delta-method variance of that pivot (A_hat's error is
-correlated with r_att's) and A_hat's second-order bias taken out:
+conservative at r = 0.8 with smooth trajectories. Two variants use the pivot atanh(r_att) - atanh(rho A_hat)
+instead, with its delta-method variance (A_hat's error is correlated with r_att's) and A_hat's second-order bias
+taken out:
 
     var(rho) = var(atanh r_att) - 2 w g'Su + w^2 u'Su,   w = rho A / (1 - rho^2 A^2)
 
 g, u the gradients of atanh(c / sqrt(v_a v_b)) and log A(v_a, v_b) over the residual quadratic forms
-(c, v_a, v_b), S their covariance under the interval's own fitted model (interval.z_dof's moments). The interval
-is {rho : |atanh(r_att) - atanh(rho A_eff)| <= 1.96 sd(rho)}, one-sided at +-1 exactly where the current one is.
+(c, v_a, v_b), S their covariance under the interval's own fitted model (interval.z_dof's moments).
+- pivot:  {rho : |atanh(r_att) - atanh(rho A_eff)| <= 1.96 sd(rho)}, inverted over rho, one-sided at +-1 exactly
+          where the current one is;
+- plugin: the current construction with that variance evaluated once, at the estimate (rho A = r_att).
 
-It runs the grid of bench/noise_simulation.py (same seeds, same cells) with the variant swapped in, and reports
-for both: cells in 0.93-0.97, cells outside the band by more than two Monte Carlo standard errors (each side),
-false-distinguishable rate at r = 0 above 5 % by more than two standard errors. A second check (small_sample_check)
-compares the interval's standard error of atanh(r) with simulation at known parameters.
-Writes bench/results/interval_variants.json. Usage: python bench/interval_variants.py [--reps 1000]
+`--variant V` runs the grid of bench/noise_simulation.py (same seeds, same cells) with V swapped in and reports,
+for it and the current interval: cells in 0.93-0.97, cells outside the band by more than two Monte Carlo
+standard errors (each side), false-distinguishable rate at r = 0 above 5 % by more than two standard errors.
+Two checks of the current interval (also alone: --checks-only): small_sample_check compares its standard error
+of atanh(r) with simulation at known parameters; cell_diagnosis takes apart its coverage in a few grid cells.
+Updates bench/results/interval_variants.json in place (other variants' entries are kept).
+Usage: python bench/interval_variants.py [--variant pivot|plugin] [--reps 1000] [--checks-only]
 """
 
 from __future__ import annotations
@@ -56,9 +60,9 @@ def _capture():
     I.z_dof, I.fit_ar1 = z_dof_rec, fit_rec
 
 
-def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
-    from scipy.stats import norm
-
+def _pivot_moments(A):
+    """From the moments partial_interval just used: the gradient products of the pivot's delta-method variance
+    (g'Su, u'Su) and the attenuation with its second-order bias taken out (A_eff)."""
     M, Sa, Sb, Sab = _seen["z"]
     na, nb = (I._tr(M, V) for V in _seen["V"])
     A_, B_, C_ = M @ Sa @ M, M @ Sb @ M, M @ Sab @ M
@@ -66,7 +70,6 @@ def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
     va, vb, c = I._tr(M, A_), I._tr(M, B_), I._tr(M, C_)
     var_a, var_b, cov_ab = 2 * I._tr(A_, A_), 2 * I._tr(B_, B_), 2 * I._tr(C_, Ct)
     cov_ca, cov_cb = 2 * I._tr(A_, C_), 2 * I._tr(B_, Ct)
-    z2, z1 = norm.ppf(1 - alpha / 2), norm.ppf(1 - alpha)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         r = c / np.sqrt(va * vb)
         g1, g2, g3 = 1 / ((1 - r**2) * np.sqrt(va * vb)), -r / (2 * va * (1 - r**2)), -r / (2 * vb * (1 - r**2))
@@ -76,11 +79,24 @@ def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
         bias = np.clip(-0.25 * (na * (2 * va - na) / (va**2 * (va - na) ** 2) * var_a
                                 + nb * (2 * vb - nb) / (vb**2 * (vb - nb) ** 2) * var_b), -5, 0)
         A_eff = np.fmin(A * np.exp(-bias), 1.0)
+    return gu, uu, A_eff
+
+
+def _pivot_var(v0, ra, gu, uu):
+    """Delta-method variance of atanh(r_att) - atanh(ra) at ra = rho A (floored at a quarter of var(atanh r_att))."""
+    w = ra / (1 - ra**2)
+    return np.fmax(v0 - 2 * w * gu + w * w * uu, 0.25 * v0)
+
+
+def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
+    from scipy.stats import norm
+
+    gu, uu, A_eff = _pivot_moments(A)
+    z2, z1 = norm.ppf(1 - alpha / 2), norm.ppf(1 - alpha)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         z = np.arctanh(np.clip(r_att, -I.R_CLIP, I.R_CLIP))[..., None]
         ra = np.clip(RHO * A_eff[..., None], -I.R_CLIP, I.R_CLIP)
-        w = ra / (1 - ra**2)
-        v0 = (se_z**2)[..., None]
-        t = (z - np.arctanh(ra)) / np.sqrt(np.fmax(v0 - 2 * w * gu[..., None] + w * w * uu[..., None], 0.25 * v0))
+        t = (z - np.arctanh(ra)) / np.sqrt(_pivot_var((se_z**2)[..., None], ra, gu[..., None], uu[..., None]))
 
         def ends(acc):
             any_ = acc.any(-1)
@@ -95,6 +111,19 @@ def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
     base_lo, base_hi = _base_bounds(r_att, A, se_z, alpha)
     good = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
     return np.where(good, lo, base_lo), np.where(good, hi, base_hi)
+
+
+def plugin_bounds(r_att, A, se_z, alpha: float = 0.05):
+    """The current construction (Fisher interval of r_att, each end divided by the attenuation) with the pivot's
+    variance evaluated once, at the estimate (rho A = r_att), and Â's bias removed: no inversion over rho."""
+    gu, uu, A_eff = _pivot_moments(A)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        v = _pivot_var(se_z**2, np.clip(r_att, -I.R_CLIP, I.R_CLIP), gu, uu)
+        se = np.where(np.isfinite(v), np.sqrt(v), se_z)
+    return _base_bounds(r_att, A_eff, se, alpha)
+
+
+VARIANTS = {"pivot": pivot_bounds, "plugin": plugin_bounds}
 
 
 def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
@@ -121,6 +150,41 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
     return out
 
 
+DIAGNOSED_CELLS = (("smooth", 40, 64, 0.8), ("smooth", 40, 350, 0.8), ("smooth", 40, 350, 0.0),
+                   ("independent", 9, 128, 0.8), ("independent", 40, 350, 0.8))
+
+
+def cell_diagnosis(reps: int = 1000) -> list[dict]:
+    """Where the current interval's coverage departs from 95 %, on grid cells (same seeds as the grid): the
+    replicates' empirical SD of atanh(r_att) and of the pivot atanh(r_att) - atanh(rho A_hat), the pivot's mean
+    (0 if r_hat were unbiased on that scale), against the interval's se_z; and which side the misses fall on."""
+    from oodcorr.analysis.simulate import design_runs
+
+    out = []
+    for sc, n, k, rho in DIAGNOSED_CELLS:
+        kw = dict(ns.SCENARIOS[sc])
+        kw["id_items"] = kw["id_items"] or k
+        rng = np.random.default_rng(20 + 100000 * list(ns.SCENARIOS).index(sc) + 1000 * n + 10 * k + int(10 * rho))
+        cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high")}
+        for start in range(0, reps, 150):  # the grid's chunks, so the draws are the grid's
+            d = design_runs(min(150, reps - start), n, k, rho, rng=rng, **kw)
+            ser = [m.mean(-1, dtype=np.float64) for m in d["items"]]
+            V = [I.noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])]
+            res = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)
+            for c in cols:
+                cols[c].append(res[c])
+        f = {c: np.concatenate(v) for c, v in cols.items()}
+        ok = np.isfinite(f["ci_low"]) & np.isfinite(f["ci_high"])
+        z = np.arctanh(np.clip(f["r_hat"] * f["A"], -I.R_CLIP, I.R_CLIP))[ok]
+        pivot = z - np.arctanh(np.clip(rho * f["A"][ok], -I.R_CLIP, I.R_CLIP))
+        out.append({"scenario": sc, "checkpoints": n, "items": k, "rho": rho, "defined": int(ok.sum()),
+                    "sd_atanh_r_att": float(z.std()), "sd_pivot": float(pivot.std()),
+                    "mean_pivot": float(pivot.mean()), "median_se_z": float(np.median(f["se_z"][ok])),
+                    "miss_low": float((f["ci_low"][ok] > rho).mean()), "miss_high": float((f["ci_high"][ok] < rho).mean())})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def judge(cells: list) -> dict:
     """Band counts, and the cells outside it (or above 5 % false-distinguishable) by > 2 Monte Carlo SE."""
     cells = [c for c in cells if c["in_target"] is not None]
@@ -132,31 +196,49 @@ def judge(cells: list) -> dict:
             "above_by_2se": sum(c["coverage"] > ns.TARGET[1] + 2 * s for c, s in zip(cells, se)),
             "false_distinguishable_over_5pct_by_2se": sum(c["rho"] == 0 and c["rejects_zero"] > 0.05 + 2 * s
                                                           for c, s in zip(cells, se)),
-            "lowest": min(c["coverage"] for c in cells), "highest": max(c["coverage"] for c in cells)}
+            "lowest": min((c["coverage"] for c in cells), default=None),
+            "highest": max((c["coverage"] for c in cells), default=None)}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--variant", choices=list(VARIANTS), default="pivot")
     ap.add_argument("--scenarios", nargs="*", choices=list(ns.SCENARIOS), default=None)
     ap.add_argument("--baseline", default=str(Path(__file__).parent / "results" / "noise_simulation.json"),
                     help="the current interval's grid (bench/noise_simulation.py --reps 1000)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "interval_variants.json"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "interval_variants.json"),
+                    help="updated in place: the other variants' entries are kept")
+    ap.add_argument("--checks-only", action="store_true", help="recompute the two checks, no grid")
     args = ap.parse_args()
+    out = Path(args.out)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    if result.get("reps", args.reps) != args.reps:
+        sys.exit(f"{out}: has --reps {result['reps']} results; pass --out for --reps {args.reps}")
+    if args.checks_only:
+        result.update(small_sample_check=small_sample_check(), cell_diagnosis=cell_diagnosis(args.reps))
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        return
     _capture()
-    I.disattenuated_bounds = pivot_bounds
+    I.disattenuated_bounds = VARIANTS[args.variant]
     grid = ns.interval_grid(args.reps, scenarios=args.scenarios)
     base = json.loads(Path(args.baseline).read_text())["interval_grid"]
     keys = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]) for c in grid["cells"]}
-    result = {"reps": args.reps, "seconds": grid["seconds"],
-              "current": judge([c for c in base["cells"] if (c["scenario"], c["checkpoints"], c["items"], c["rho"]) in keys]),
-              "pivot_variant": judge(grid["cells"]),
-              "small_sample_check": small_sample_check(),
-              "pivot_variant_cells": [{k: c[k] for k in ("scenario", "checkpoints", "items", "rho", "coverage",
-                                                        "rejects_zero", "defined")} for c in grid["cells"]]}
-    for name in ("current", "pivot_variant"):
-        print(name, json.dumps(result[name]))
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    name = f"{args.variant}_variant"
+    result.update({"reps": args.reps, f"{name}_seconds": grid["seconds"],
+                   "current": judge([c for c in base["cells"]
+                                     if (c["scenario"], c["checkpoints"], c["items"], c["rho"]) in keys]),
+                   name: judge(grid["cells"]),
+                   f"{name}_cells": [{k: c[k] for k in ("scenario", "checkpoints", "items", "rho", "coverage",
+                                                       "rejects_zero", "defined")} for c in grid["cells"]]})
+    if "small_sample_check" not in result:
+        result["small_sample_check"] = small_sample_check()
+    if "cell_diagnosis" not in result:
+        I.disattenuated_bounds = _base_bounds  # the current interval
+        result["cell_diagnosis"] = cell_diagnosis(args.reps)
+    for key in ("current", name):
+        print(key, json.dumps(result[key]))
+    out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ def test_interval_variants_table_matches_its_results_file():
     res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
     text = (REPO / "docs" / "statistics.md").read_text().split("Counts over the same 240 cells:")[1]
     rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| (\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
-    assert len(rows) == 2
-    for name, row in zip(("current", "pivot_variant"), rows):
+    assert len(rows) == 3
+    for name, row in zip(("current", "pivot_variant", "plugin_variant"), rows):
         j = res[name]
         assert row == tuple(str(j[k]) for k in ("in_band", "cells", "above", "below", "above_by_2se", "below_by_2se",
                                                 "false_distinguishable_over_5pct_by_2se")) + (f"{j['lowest']:.3f}",)
@@ -44,3 +44,21 @@ def test_interval_variants_table_matches_its_results_file():
     over = [c["sd_interval"] / c["sd_empirical"] - 1 for c in checks if c["phi"] > 0]
     assert f"is {round(100 * min(over))}–{round(100 * max(over))} % above the" in " ".join(
         (REPO / "docs" / "statistics.md").read_text().split())
+
+
+def test_interval_cell_diagnosis_table_matches_its_results_file():
+    res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())["cell_diagnosis"]
+    text = (REPO / "docs" / "statistics.md").read_text().split("| misses below / above |")[1].split("\n\n")[0]
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([+-][\d.]+) "
+                      r"\| ([\d.]+) % / ([\d.]+) % \|$", text, re.M)
+    assert len(rows) == len(res) > 0
+    for row, c in zip(rows, res):
+        assert row == (c["scenario"], str(c["checkpoints"]), str(c["items"]), str(c["rho"]), f"{c['median_se_z']:.3f}",
+                       f"{c['sd_atanh_r_att']:.3f}", f"{c['sd_pivot']:.3f}", f"{c['mean_pivot']:+.3f}",
+                       f"{100 * c['miss_low']:.1f}", f"{100 * c['miss_high']:.1f}")
+    # the diagnosis draws are the grid's: its misses are the committed grid cell's coverage
+    grid = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in json.loads(
+        (REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]["cells"]}
+    for c in res:
+        g = grid[(c["scenario"], c["checkpoints"], c["items"], c["rho"])]
+        assert abs(1 - c["miss_low"] - c["miss_high"] - g["coverage"]) < 1e-9 and c["defined"] == g["defined"]
