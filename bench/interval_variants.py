@@ -150,27 +150,40 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
     return out
 
 
-DIAGNOSED_CELLS = (("smooth", 40, 64, 0.8), ("smooth", 40, 350, 0.8), ("smooth", 40, 350, 0.0),
+DIAGNOSED_CELLS = (("smooth", 40, 64, 0.8), ("smooth", 40, 64, 0.0), ("smooth", 40, 350, 0.8), ("smooth", 40, 350, 0.0),
                    ("independent", 9, 128, 0.8), ("independent", 40, 350, 0.8))
 
 
 def cell_diagnosis(reps: int = 1000) -> list[dict]:
     """Where the current interval's coverage departs from 95 %, on grid cells (same seeds as the grid): the
     replicates' empirical SD of atanh(r_att) and of the pivot atanh(r_att) - atanh(rho A_hat), the pivot's mean
-    (0 if r_hat were unbiased on that scale), against the interval's se_z; and which side the misses fall on."""
+    (0 if r_hat were unbiased on that scale), against the interval's se_z, also with the AR(1) phi fixed at the
+    simulated value instead of estimated; and which side the misses fall on."""
     from oodcorr.analysis.simulate import design_runs
+
+    fit_ar1 = I.fit_ar1
+
+    def fit_true_phi(e, M, V, phi_z=I.PHI_Z):  # the simulated phi; s2 from the lag-0 equation as in fit_ar1
+        phi = np.full(e.shape[:-1], true_phi)
+        return phi, ((e * e).sum(-1) - I._tr(M, V)) / I._tr(M, I.ar1_corr(phi, e.shape[-1]))
 
     out = []
     for sc, n, k, rho in DIAGNOSED_CELLS:
         kw = dict(ns.SCENARIOS[sc])
         kw["id_items"] = kw["id_items"] or k
         rng = np.random.default_rng(20 + 100000 * list(ns.SCENARIOS).index(sc) + 1000 * n + 10 * k + int(10 * rho))
-        cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high")}
+        true_phi = kw["phi"]
+        cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high", "se_z_true_phi")}
         for start in range(0, reps, 150):  # the grid's chunks, so the draws are the grid's
             d = design_runs(min(150, reps - start), n, k, rho, rng=rng, **kw)
             ser = [m.mean(-1, dtype=np.float64) for m in d["items"]]
             V = [I.noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])]
             res = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)
+            I.fit_ar1 = fit_true_phi
+            try:
+                res["se_z_true_phi"] = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)["se_z"]
+            finally:
+                I.fit_ar1 = fit_ar1
             for c in cols:
                 cols[c].append(res[c])
         f = {c: np.concatenate(v) for c, v in cols.items()}
@@ -180,6 +193,7 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
         out.append({"scenario": sc, "checkpoints": n, "items": k, "rho": rho, "defined": int(ok.sum()),
                     "sd_atanh_r_att": float(z.std()), "sd_pivot": float(pivot.std()),
                     "mean_pivot": float(pivot.mean()), "median_se_z": float(np.median(f["se_z"][ok])),
+                    "median_se_z_true_phi": float(np.nanmedian(f["se_z_true_phi"][ok])),
                     "miss_low": float((f["ci_low"][ok] > rho).mean()), "miss_high": float((f["ci_high"][ok] < rho).mean())})
         print(json.dumps(out[-1]), flush=True)
     return out
