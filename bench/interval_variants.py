@@ -158,8 +158,16 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
     """Where the current interval's coverage departs from 95 %, on grid cells (same seeds as the grid): the
     replicates' empirical SD of atanh(r_att) and of the pivot atanh(r_att) - atanh(rho A_hat), the pivot's mean
     (0 if r_hat were unbiased on that scale), against the interval's se_z, also with the AR(1) phi fixed at the
-    simulated value instead of estimated; and which side the misses fall on."""
+    simulated value instead of estimated; and which side the misses fall on. For the accuracy designs also the
+    SD of atanh of the OLS residual correlation over all replicates and over the defined ones (the interval is
+    reported only where both reliabilities reach RELIABILITY_MIN), and z_dof's se at the simulated parameters
+    (phi, signal variance tau^2, r; the item-noise covariance averaged over the cell's replicates), with and
+    without Fisher's small-sample term."""
+    import inspect
+
     from oodcorr.analysis.simulate import design_runs
+
+    tau = inspect.signature(design_runs).parameters["tau"].default
 
     fit_ar1 = I.fit_ar1
 
@@ -173,12 +181,15 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
         kw["id_items"] = kw["id_items"] or k
         rng = np.random.default_rng(20 + 100000 * list(ns.SCENARIOS).index(sc) + 1000 * n + 10 * k + int(10 * rho))
         true_phi = kw["phi"]
-        cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high", "se_z_true_phi")}
+        cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high", "se_z_true_phi", "z_obs", "V")}
         for start in range(0, reps, 150):  # the grid's chunks, so the draws are the grid's
             d = design_runs(min(150, reps - start), n, k, rho, rng=rng, **kw)
             ser = [m.mean(-1, dtype=np.float64) for m in d["items"]]
             V = [I.noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])]
             res = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)
+            e = [np.einsum("rij,rj->ri", I.residual_maker(ser[0]), y) for y in ser[1:]]
+            res["z_obs"] = np.arctanh((e[0] * e[1]).sum(-1) / np.sqrt((e[0] ** 2).sum(-1) * (e[1] ** 2).sum(-1)))
+            res["V"] = np.stack(V[1:], 1)
             I.fit_ar1 = fit_true_phi
             try:
                 res["se_z_true_phi"] = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)["se_z"]
@@ -190,7 +201,16 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
         ok = np.isfinite(f["ci_low"]) & np.isfinite(f["ci_high"])
         z = np.arctanh(np.clip(f["r_hat"] * f["A"], -I.R_CLIP, I.R_CLIP))[ok]
         pivot = z - np.arctanh(np.clip(rho * f["A"][ok], -I.R_CLIP, I.R_CLIP))
-        out.append({"scenario": sc, "checkpoints": n, "items": k, "rho": rho, "defined": int(ok.sum()),
+        truth = {}
+        if kw.get("metric", "accuracy") == "accuracy":
+            Vm = f["V"].mean(0)
+            M = I.residual_maker(1 - np.exp(-4 * np.linspace(0, 1, n)))  # the ID curve's shape (simulate)
+            R = I.ar1_corr(true_phi, n)
+            dof = I.z_dof(M, tau**2 * R + Vm[0], tau**2 * R + Vm[1], rho * tau**2 * R)
+            truth = {"sd_atanh_r_obs_all": float(f["z_obs"].std()), "sd_atanh_r_obs_defined": float(f["z_obs"][ok].std()),
+                     "se_z_at_truth": float(1 / np.sqrt(dof)),
+                     "se_z_at_truth_without_small_sample_term": float(1 / np.sqrt(dof + 2))}
+        out.append({"scenario": sc, "checkpoints": n, "items": k, "rho": rho, "defined": int(ok.sum()), **truth,
                     "sd_atanh_r_att": float(z.std()), "sd_pivot": float(pivot.std()),
                     "mean_pivot": float(pivot.mean()), "median_se_z": float(np.median(f["se_z"][ok])),
                     "median_se_z_true_phi": float(np.nanmedian(f["se_z_true_phi"][ok])),

@@ -47,14 +47,19 @@ def test_interval_variants_table_matches_its_results_file():
 
 
 def test_interval_cell_diagnosis_table_matches_its_results_file():
-    res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())["cell_diagnosis"]
-    text = (REPO / "docs" / "statistics.md").read_text().split("| misses below / above |")[1].split("\n\n")[0]
-    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([+-][\d.]+) "
-                      r"\| ([\d.]+) % / ([\d.]+) % \|$", text, re.M)
+    results = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
+    res = results["cell_diagnosis"]
+    doc = (REPO / "docs" / "statistics.md").read_text()
+    text = doc.split("| misses below / above |")[1].split("\n\n")[0]
+    num = r"([+-]?[\d.]+)"
+    rows = re.findall(rf"^\| (\w+) \| (\d+) \| (\d+) \| {num} \| {num} \| {num} \| {num} \({num}\) \| {num} / {num} "
+                      rf"\| {num} \| {num} \| {num} % / {num} % \|$", text, re.M)
     assert len(rows) == len(res) > 0
     for row, c in zip(rows, res):
         assert row == (c["scenario"], str(c["checkpoints"]), str(c["items"]), str(c["rho"]), f"{c['median_se_z']:.3f}",
-                       f"{c['median_se_z_true_phi']:.3f}", f"{c['sd_atanh_r_att']:.3f}", f"{c['sd_pivot']:.3f}", f"{c['mean_pivot']:+.3f}",
+                       f"{c['median_se_z_true_phi']:.3f}", f"{c['se_z_at_truth']:.3f}",
+                       f"{c['se_z_at_truth_without_small_sample_term']:.3f}", f"{c['sd_atanh_r_obs_all']:.3f}",
+                       f"{c['sd_atanh_r_obs_defined']:.3f}", f"{c['sd_pivot']:.3f}", f"{c['mean_pivot']:+.3f}",
                        f"{100 * c['miss_low']:.1f}", f"{100 * c['miss_high']:.1f}")
     # the diagnosis draws are the grid's: its misses are the committed grid cell's coverage
     grid = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in json.loads(
@@ -62,8 +67,13 @@ def test_interval_cell_diagnosis_table_matches_its_results_file():
     for c in res:
         g = grid[(c["scenario"], c["checkpoints"], c["items"], c["rho"])]
         assert abs(1 - c["miss_low"] - c["miss_high"] - g["coverage"]) < 1e-9 and c["defined"] == g["defined"]
-    # the sentence's "17 % smaller" is the smooth 64-item cells' spread at r = 0.8 against r = 0
+    # the prose: the defined replicates' spread at r = 0.8 against r = 0 (64 items), and the standard error at the
+    # true parameters against the spread over all replicates (the smooth cells)
     d = {(c["scenario"], c["items"], c["rho"]): c for c in res}
-    drop = 1 - d[("smooth", 64, 0.8)]["sd_atanh_r_att"] / d[("smooth", 64, 0.0)]["sd_atanh_r_att"]
-    assert f"is {round(100 * drop)} % smaller at r = 0.8 than at r = 0" in " ".join(
-        (REPO / "docs" / "statistics.md").read_text().split())
+    drop = 1 - d[("smooth", 64, 0.8)]["sd_atanh_r_obs_defined"] / d[("smooth", 64, 0.0)]["sd_atanh_r_obs_defined"]
+    over = [c["se_z_at_truth"] / c["sd_atanh_r_obs_all"] - 1 for c in res if c["scenario"] == "smooth"]
+    words = " ".join(doc.split())
+    assert f"{round(100 * drop)} % smaller at r = 0.8 than at r = 0" in words
+    assert f"the standard error is {round(100 * min(over))}–{round(100 * max(over))} % above the spread" in words
+    share = d[("smooth", 64, 0.8)]["defined"] / results["reps"]
+    assert f"reach 0.5 ({round(100 * share)} % of these replicates)" in words
