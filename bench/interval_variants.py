@@ -165,6 +165,7 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
     without Fisher's small-sample term."""
     import inspect
 
+    from oodcorr.analysis.partial import _corr_cols, residualise_linear
     from oodcorr.analysis.simulate import design_runs
 
     tau = inspect.signature(design_runs).parameters["tau"].default
@@ -177,18 +178,11 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
 
     out = []
     for sc, n, k, rho in DIAGNOSED_CELLS:
-        kw = dict(ns.SCENARIOS[sc])
-        kw["id_items"] = kw["id_items"] or k
-        rng = np.random.default_rng(20 + 100000 * list(ns.SCENARIOS).index(sc) + 1000 * n + 10 * k + int(10 * rho))
-        true_phi = kw["phi"]
+        true_phi = ns.SCENARIOS[sc]["phi"]
         cols = {c: [] for c in ("r_hat", "A", "se_z", "ci_low", "ci_high", "se_z_true_phi", "z_obs", "V")}
-        for start in range(0, reps, 150):  # the grid's chunks, so the draws are the grid's
-            d = design_runs(min(150, reps - start), n, k, rho, rng=rng, **kw)
-            ser = [m.mean(-1, dtype=np.float64) for m in d["items"]]
-            V = [I.noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])]
+        for ser, V in ns.cell_draws(sc, n, k, rho, reps, ns.cell_seed(sc, n, k, rho)):  # the grid's draws
             res = I.partial_interval(*ser, *V, reliability_min=ns.RELIABILITY_MIN)
-            e = [np.einsum("rij,rj->ri", I.residual_maker(ser[0]), y) for y in ser[1:]]
-            res["z_obs"] = np.arctanh((e[0] * e[1]).sum(-1) / np.sqrt((e[0] ** 2).sum(-1) * (e[1] ** 2).sum(-1)))
+            res["z_obs"] = np.arctanh(_corr_cols(residualise_linear(ser[0], np.stack(ser[1:], -1)))[:, 0, 1])
             res["V"] = np.stack(V[1:], 1)
             I.fit_ar1 = fit_true_phi
             try:
@@ -202,7 +196,7 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
         z = np.arctanh(np.clip(f["r_hat"] * f["A"], -I.R_CLIP, I.R_CLIP))[ok]
         pivot = z - np.arctanh(np.clip(rho * f["A"][ok], -I.R_CLIP, I.R_CLIP))
         truth = {}
-        if kw.get("metric", "accuracy") == "accuracy":
+        if ns.SCENARIOS[sc].get("metric", "accuracy") == "accuracy":
             Vm = f["V"].mean(0)
             M = I.residual_maker(1 - np.exp(-4 * np.linspace(0, 1, n)))  # the ID curve's shape (simulate)
             R = I.ar1_corr(true_phi, n)

@@ -269,21 +269,34 @@ TARGET = (0.93, 0.97)
 RELIABILITY_MIN = 0.5
 
 
-def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150) -> dict:
-    """One cell of the interval grid (module notes, part 0)."""
-    from oodcorr.analysis.interval import noise_cov, partial_interval
-    from oodcorr.analysis.noise import disattenuated_ci
-    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
+def cell_seed(scenario: str, n: int, k: int, rho: float, seed: int = 20) -> int:
+    """The random seed of one grid cell (interval_grid's seed + the cell's coordinates)."""
+    return seed + 100000 * list(SCENARIOS).index(scenario) + 1000 * n + 10 * k + int(10 * rho)
+
+
+def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150):
+    """A grid cell's simulated runs, `chunk` replicates at a time: yields (series [ID, A, B] (c, n), their
+    item-noise covariances (c, n, n)); the same seed and chunk give the same draws."""
+    from oodcorr.analysis.interval import noise_cov
     from oodcorr.analysis.simulate import design_runs
 
     kw = dict(SCENARIOS[scenario])
     kw["id_items"] = kw["id_items"] or k
     rng = np.random.default_rng(seed)
-    cols = {c: [] for c in ("lo", "hi", "old_lo", "old_hi", "r_hat", "n_eff", "reason")}
     for start in range(0, reps, chunk):
         d = design_runs(min(chunk, reps - start), n, k, rho, rng=rng, **kw)
-        ser = [m.mean(-1, dtype=np.float64) for m in d["items"]]
-        V = [noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])]
+        yield ([m.mean(-1, dtype=np.float64) for m in d["items"]],
+               [noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])])
+
+
+def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150) -> dict:
+    """One cell of the interval grid (module notes, part 0)."""
+    from oodcorr.analysis.interval import partial_interval
+    from oodcorr.analysis.noise import disattenuated_ci
+    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
+
+    cols = {c: [] for c in ("lo", "hi", "old_lo", "old_hi", "r_hat", "n_eff", "reason")}
+    for ser, V in cell_draws(scenario, n, k, rho, reps, seed, chunk):
         res = partial_interval(*ser, *V, reliability_min=RELIABILITY_MIN)
         cols["lo"].append(res["ci_low"]), cols["hi"].append(res["ci_high"])
         cols["r_hat"].append(res["r_hat"]), cols["n_eff"].append(res["n_eff"]), cols["reason"].append(res["reason"])
@@ -324,11 +337,10 @@ def interval_grid(reps: int, quick: bool = False, seed: int = 20, scenarios=None
     rows = []
     t0 = time.perf_counter()
     for sc in scen:
-        si = list(SCENARIOS).index(sc)
         for n in ns:
             for k in ks:
                 for rho in RHOS:
-                    row = grid_cell(sc, n, k, rho, reps, seed + 100000 * si + 1000 * n + 10 * k + int(10 * rho))
+                    row = grid_cell(sc, n, k, rho, reps, cell_seed(sc, n, k, rho, seed))
                     rows.append(row)
                     cov = "  -  " if row["coverage"] is None else f"{row['coverage']:.3f}"
                     fd = "" if rho else f" false-distinguishable {row['rejects_zero']:.3f}" if row["defined"] else ""
