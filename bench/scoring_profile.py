@@ -49,10 +49,10 @@ def main():
 
     torch.set_num_threads(a.threads)
     from oodcorr.evaluate.scoring import CPU_TOKEN_BUDGET, score
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.models import SMOLLM2
-    from oodcorr.precision import native_bf16_cpu
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.models import SMOLLM2
+    from oodcorr.modeling.precision import native_bf16_cpu
+    from oodcorr.modeling.prompts import Prompter
 
     data = load_testsets(a.n, 0)
     out = {"native_bf16": native_bf16_cpu(), "threads": a.threads, "n": a.n, "evaluate_token_budget": CPU_TOKEN_BUDGET}

@@ -1,5 +1,5 @@
 """CPU thread policy: evaluation throughput (SmolLM2-135M, examples/s) with torch's default threads vs the
-same with one core kept busy by another process, vs 1 thread and vs oodcorr's policy (oodcorr.threads).
+same with one core kept busy by another process, vs 1 thread and vs oodcorr's policy (oodcorr.modeling.threads).
 Ratios are against the default on an idle machine, all in one process; writes bench/results/threads.json.
 
     PYTHONPATH=src .venv/bin/python bench/threads.py [--n 32] [--model smollm2-135m]
@@ -38,10 +38,10 @@ def main() -> None:
 
     import torch
 
-    from oodcorr import threads
+    from oodcorr.modeling import threads
     from oodcorr.evaluate.scoring import score
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, Prompter
 
     default_threads = torch.get_num_threads()
     model, tok, _ = load_base_model(args.model, quantization="none", dtype="float32", device="cpu")

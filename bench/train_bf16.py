@@ -71,7 +71,7 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--out", default=str(HERE / "results" / "train_bf16.json"))
     a = ap.parse_args()
-    from oodcorr.precision import native_bf16_cpu
+    from oodcorr.modeling.precision import native_bf16_cpu
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "DVC_NO_ANALYTICS": "1"}
     env.pop("OODCORR_THREADS", None)

@@ -23,9 +23,9 @@ def answer_bias(project: Path) -> pd.DataFrame:
     from oodcorr.analysis.answer_bias import diagnose
     from oodcorr.analysis.loading import build_runs, load_metrics, metrics_files
     from oodcorr.analysis.noise_tables import load_items
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.metrics import BIAS_FREE_METRIC
-    from oodcorr.project import Project
+    from oodcorr.settings.project import Project
 
     params = load_params(project / "params.yaml")
     df = load_metrics(metrics_files(params, Project.from_params(params)))

@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         print(text if args.text else url)
         print(args.out)
         return 0
-    from oodcorr.ui_links import links
+    from oodcorr.tracking.ui_links import links
 
     port = args.port or free_port()
     base = args.base or f"http://127.0.0.1:{port}"

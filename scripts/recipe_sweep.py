@@ -48,7 +48,7 @@ CONFIGS = {
 
 
 def project(scratch: Path, n_eval: int) -> dict:
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.study import load_preset
 
     tree = load_preset("real")
@@ -72,9 +72,9 @@ def project(scratch: Path, n_eval: int) -> dict:
 def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, int]:
     import numpy as np
 
-    from oodcorr import model_loading
+    from oodcorr.modeling import model_loading
     from oodcorr.prepared import load_prepared, prepared_dir
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.prompts import Prompter
     from oodcorr.evaluate.scoring import score
 
     rows = load_prepared(prepared_dir(params), "mnli_real")
@@ -91,7 +91,7 @@ def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, in
 
 
 def run_config(name: str, scratch: Path, n_eval: int) -> dict:
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     model, o = CONFIGS[name]

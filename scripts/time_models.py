@@ -40,8 +40,8 @@ def main():
     a = ap.parse_args()
     import torch
 
-    from oodcorr import model_loading, models
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling import model_loading, models
+    from oodcorr.modeling.prompts import Prompter
     from oodcorr.train.loop import batch_loss
 
     prem, hyp = prompts(a.batch * (a.steps + 1))

@@ -62,7 +62,7 @@ def test_malformed_prepared_jsonl(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("what", ["empty-folder", "file", "truncated"])
 def test_not_a_model(tmp_path, monkeypatch, what):
-    from oodcorr.models import model_path
+    from oodcorr.modeling.models import model_path
 
     p = make_project(tmp_path, {"a": {}})
     target = tmp_path / "mymodel"

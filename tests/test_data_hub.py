@@ -6,7 +6,9 @@ import time
 import pytest
 
 from oodcorr.data.loaders import load_hub, load_testset, to_binary
-from oodcorr.registry import resolve
+from oodcorr.data.settings import PrepareSettings
+from oodcorr.settings.project import Project
+from oodcorr.settings.registry import resolve
 from oodcorr.errors import UserError
 
 datasets = pytest.importorskip("datasets")
@@ -61,7 +63,7 @@ def test_offline_fails_immediately(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t = time.time()
     with pytest.raises(UserError) as e:
-        load_testset(resolve({}, "mnli"), {})
+        load_testset(resolve({}, "mnli"), Project(), PrepareSettings())
     assert time.time() - t < 2
     msg = str(e.value)
     assert "offline" in msg and "data.testsets.mnli" in msg and "path" in msg and "\n" not in msg

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oodcorr.config import load_params
+from oodcorr.settings.config import load_params
 from oodcorr.data.prepare import prepare
 from oodcorr.prepared import load_prepared, read_manifest
 from oodcorr.data.loaders import subsample
 from oodcorr.data.prepare import build
-from oodcorr.registry import resolve
+from oodcorr.settings.registry import resolve
 from oodcorr.errors import UserError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shared_nli_params.yaml"

@@ -104,7 +104,7 @@ def test_prepare_offline_with_real_preset(tmp_path, committed, monkeypatch):
 
 @pytest.mark.parametrize("preset", ["real", "cpu"])
 def test_real_presets_are_consistent(preset):
-    from oodcorr.config import check_references
+    from oodcorr.settings.config import check_references
     from oodcorr.study import load_preset
 
     tree = load_preset(preset)
@@ -113,7 +113,7 @@ def test_real_presets_are_consistent(preset):
     assert len({r["seed"] for r in tree["runs"].values()}) >= 2
     assert {r["id_testset"] for r in tree["runs"].values()} == {"mnli_real"}
     assert len(tree["evaluate"]["testsets"]) == 8 and tree["evaluate"]["testsets"][0] == "mnli_real"
-    from oodcorr.registry import resolve
+    from oodcorr.settings.registry import resolve
 
     for name in tree["evaluate"]["testsets"] + [r["train_set"] for r in tree["runs"].values()]:
         spec = resolve(tree, name)

@@ -3,7 +3,7 @@
 import pytest
 
 from oodcorr.data.prepare import build
-from oodcorr.registry import SYNTHETIC
+from oodcorr.settings.registry import SYNTHETIC
 from oodcorr.data.synthetic import (NEGATIONS, OOD_PEOPLE, OOD_PLACES, OOD_VERBS, PEOPLE, PLACES, VERBS,
                                     content_words, generate)
 

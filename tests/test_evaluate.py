@@ -46,7 +46,7 @@ def write_testset(root: Path, name: str, rows: list[dict]) -> None:
 def make_checkpoint(root: Path, run: str, step: int, model="tiny-olmo2") -> Path:
     import torch
 
-    from oodcorr.model_loading import add_lora, load_base_model
+    from oodcorr.modeling.model_loading import add_lora, load_base_model
 
     base, _, info = load_base_model(model, quantization="none", dtype="float32")
     peft_model = add_lora(base, {"r": 4, "alpha": 8, "dropout": 0.0})
@@ -83,8 +83,8 @@ def reference_scores(model_name, ckpt: Path, rows, max_length=48, batch=3):
     import torch
     from peft import PeftModel
 
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.prompts import Prompter, pad_batch
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.prompts import Prompter, pad_batch
 
     base, tok, _ = load_base_model(model_name, quantization="none", dtype="float32")
     model = PeftModel.from_pretrained(base, str(ckpt)).eval()
@@ -102,7 +102,7 @@ def reference_scores(model_name, ckpt: Path, rows, max_length=48, batch=3):
 
 
 def _params(path):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
 
     return load_params(path)
 
@@ -112,8 +112,8 @@ def test_fast_scorer_equals_straightforward(tmp_path, model):
     import numpy as np
     from peft import PeftModel
 
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.prompts import Prompter
     from oodcorr.evaluate.scoring import score
 
     ck = make_checkpoint(tmp_path, "r", 3, model)

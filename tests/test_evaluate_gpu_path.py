@@ -13,7 +13,7 @@ from test_evaluate import _rows, make_checkpoint, reference_scores
 
 
 def _seqs(tok, rows):
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.prompts import Prompter
 
     return Prompter(tok, max_length=48).encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
 
@@ -25,8 +25,8 @@ def test_merged_adapters_score_like_unmerged_and_restore_weights(tmp_path):
 
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import score
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.prompts import Prompter
 
     cks = {s: make_checkpoint(tmp_path, "r", s) for s in (3, 7)}
     rows = _rows("x", 9, seed=1)
@@ -67,8 +67,8 @@ def test_simulated_oom_backs_off_and_scores_the_same(monkeypatch):
     import numpy as np
 
     import oodcorr.evaluate.scoring as scoring
-    from oodcorr.model_loading import load_base_model
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_base_model
+    from oodcorr.modeling.prompts import Prompter
 
     model, tok, _ = load_base_model("tiny-opt", quantization="none", dtype="float32")
     seqs = _seqs(tok, _rows("y", 20, seed=4))
@@ -84,7 +84,7 @@ def test_simulated_oom_backs_off_and_scores_the_same(monkeypatch):
 
 
 def test_eval_quantization_on_cpu():
-    from oodcorr.model_loading import eval_quantization
+    from oodcorr.modeling.model_loading import eval_quantization
 
     assert eval_quantization("auto", "tiny-opt") == "none"
     assert eval_quantization("nf4", "tiny-opt") == "nf4"
@@ -94,7 +94,7 @@ def test_gradient_checkpointing_and_optimizer_choices():
     import torch
 
     from oodcorr.errors import UserError
-    from oodcorr.run_settings import RunSettings, resolve_gradient_checkpointing
+    from oodcorr.settings.run_settings import RunSettings, resolve_gradient_checkpointing
     from oodcorr.train.loop import make_optimizer
 
     assert resolve_gradient_checkpointing("auto", "cuda:1") is True

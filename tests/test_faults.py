@@ -182,7 +182,7 @@ def test_csv_with_bom_is_read_and_non_utf8_is_named_by_line(tmp_path, monkeypatc
 # ---------------------------------------------------------------------------------------- train
 
 def _train(tmp_path, runs=None, **train):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     p = make_project(tmp_path, runs or {"a": {}}, {"max_steps": 8, **train})
@@ -234,7 +234,7 @@ def test_non_finite_loss_stops_training_naming_step_and_lr(tmp_path, monkeypatch
 def test_credentials_in_a_tracking_uri_are_masked_everywhere(tmp_path, monkeypatch, capfd):
     import socket
 
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     with socket.socket() as s:
@@ -255,7 +255,7 @@ def test_credentials_in_a_tracking_uri_are_masked_everywhere(tmp_path, monkeypat
 def test_sync_after_a_preset_switch_keeps_runs_in_their_own_experiment(tmp_path, monkeypatch):
     import mlflow
 
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset")  # mlflow.set_tracking_uri exports it: no earlier test's

@@ -63,7 +63,7 @@ def test_cpu_smoke_writes_every_field(tmp_path):
 def test_random_model_is_the_claimed_architecture(shape):
     import torch
 
-    from oodcorr.model_loading import meta_model
+    from oodcorr.modeling.model_loading import meta_model
 
     gc = _gpu_check()
     config = gc.shape_config(shape, smoke=True)

@@ -1,5 +1,5 @@
 """oodcorr.io: outputs honour the umask, temporaries of dead processes are cleaned at the next start (live
-ones are kept), appends survive a partial last line; oodcorr.threads: the CPU thread policy."""
+ones are kept), appends survive a partial last line; oodcorr.modeling.threads: the CPU thread policy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from oodcorr import io, threads
+from oodcorr import io
+from oodcorr.modeling import threads
 from oodcorr.errors import UserError
 
 

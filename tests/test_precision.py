@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from oodcorr import precision
+from oodcorr.modeling import precision
 
 
 @pytest.fixture
@@ -92,10 +92,10 @@ def test_bad_dtype_is_one_line(cpu_only):
 
 
 def _settings(tmp_path, **evaluate):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.cache import resolve_settings
     from oodcorr.evaluate.settings import EvaluateSettings
-    from oodcorr.run_settings import RunSettings
+    from oodcorr.settings.run_settings import RunSettings
 
     declared = {"idt": {"path": "raw/idt.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}}
     params = {"study": {"name": "t"}, "data": {"out": "data/prepared", "testsets": declared},

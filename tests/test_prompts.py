@@ -7,13 +7,13 @@ from oodcorr.errors import UserError
 
 @pytest.fixture(scope="module")
 def tok():
-    from oodcorr.model_loading import load_tokenizer
+    from oodcorr.modeling.model_loading import load_tokenizer
 
     return load_tokenizer("tiny-olmo2")
 
 
 def test_encode_and_pad(tok):
-    from oodcorr.prompts import Prompter, pad_batch
+    from oodcorr.modeling.prompts import Prompter, pad_batch
 
     pr = Prompter(tok)
     assert tok.padding_side == "right" and tok.pad_token_id is not None
@@ -27,7 +27,7 @@ def test_encode_and_pad(tok):
 
 
 def test_truncation_keeps_the_question(tok):
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.prompts import Prompter
 
     pr = Prompter(tok, max_length=12)
     (seq,) = pr.encode(["word " * 50], ["short"])
@@ -42,7 +42,7 @@ def test_truncation_keeps_the_question(tok):
     ({"verbalizer": {"entailment": " Yes"}}, "missing non_entailment"),
 ])
 def test_bad_prompts(tok, kwargs, message):
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.prompts import Prompter
 
     with pytest.raises(UserError, match=message.replace("{", r"\{").replace("}", r"\}")):
         Prompter(tok, **kwargs)

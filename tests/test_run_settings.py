@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from oodcorr.errors import UserError
-from oodcorr.project import Project
-from oodcorr.run_settings import LoraSettings, RunSettings
+from oodcorr.settings.project import Project
+from oodcorr.settings.run_settings import LoraSettings, RunSettings
 
 
 def _params(run: dict, train: dict | None = None) -> dict:
@@ -61,7 +61,7 @@ def test_project_resolves_paths_tracking_and_threads_once():
     assert Project.of(p) is p
     from oodcorr.prepared import prepared_dir
     from oodcorr.rundir import run_dir
-    from oodcorr.tracking import experiment_name
+    from oodcorr.tracking.store import experiment_name
 
     assert prepared_dir(p) == Path("/proj/prep") and run_dir(p, "r") == Path("/proj/runs/r")
     assert experiment_name(p) == "oodcorr/s"

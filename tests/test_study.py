@@ -45,7 +45,7 @@ def test_paper_preset_expands_grid_with_readable_keys():
 
 
 def test_real_presets_carry_the_measured_recipe_per_model_family():
-    from oodcorr.run_settings import RunSettings
+    from oodcorr.settings.run_settings import RunSettings
 
     for name in ("real", "cpu"):
         tree = load_preset(name)
@@ -155,7 +155,7 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
 
 
 def test_scientific_notation_reads_as_float_like_dvc(tmp_path):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
 
     params = tmp_path / "params.yaml"
     params.write_text("train:\n  lr: 1e-4\n  weight_decay: 1.5E-2\n")

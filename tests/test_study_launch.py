@@ -13,7 +13,7 @@ import yaml
 
 from study_helpers import BIN, REPO, make_project, mlflow_runs, sh, tiny_params
 
-from oodcorr.config import validate
+from oodcorr.settings.config import validate
 from oodcorr.errors import UserError
 from oodcorr.launch import core
 from oodcorr.launch.job import RunJob, StageFailed
@@ -304,7 +304,7 @@ def test_local_launch_commits_runs_and_refuses_runs_whose_inputs_changed(tmp_pat
     assert "nothing to launch" in sh(oodcorr + ["launch", "--executor", "local"], root).stdout
 
     # one run's params change: only it is relaunched; its code changes while it "runs": not committed
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
 
     text = (root / "params.yaml").read_text()
     (root / "params.yaml").write_text(text.replace("seed: 1", "seed: 2"))

@@ -13,7 +13,7 @@ from test_train_helpers import make_project
 
 @pytest.mark.slow
 def test_train_and_evaluate_without_mlflow(tmp_path, monkeypatch):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
     from oodcorr.train.stage import train_run
 
@@ -35,8 +35,8 @@ def test_train_and_evaluate_without_mlflow(tmp_path, monkeypatch):
 
 
 def test_tracking_value_checked():
-    from oodcorr import tracking
-    from oodcorr.config import validate
+    from oodcorr.tracking import store as tracking
+    from oodcorr.settings.config import validate
     from oodcorr.errors import UserError
 
     assert tracking.enabled({}) and tracking.enabled({"study": {"tracking": "mlflow"}})

@@ -30,7 +30,7 @@ def closed_port() -> int:
 def test_kill_during_store_creation_then_rerun_works(tmp_path):
     db = tmp_path / "mlruns" / "mlflow.db"
     uri = f"sqlite:///{db}"
-    code = f"from oodcorr import tracking; tracking.ensure_store({uri!r}); print('ok')"
+    code = f"from oodcorr.tracking import store as tracking; tracking.ensure_store({uri!r}); print('ok')"
     proc = subprocess.Popen([sys.executable, "-c", code], env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -53,7 +53,7 @@ def test_kill_during_store_creation_then_rerun_works(tmp_path):
     for store in (db, legacy):
         out = subprocess.run([sys.executable, "-c", f"""
 import mlflow
-from oodcorr import tracking
+from oodcorr.tracking import store as tracking
 tracking.ensure_store('sqlite:///{store}')
 c = mlflow.MlflowClient('sqlite:///{store}')
 e = c.create_experiment('x')

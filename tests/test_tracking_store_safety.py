@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from oodcorr import tracking
+from oodcorr.tracking import store as tracking
 from oodcorr.errors import UserError
 
 

@@ -18,7 +18,7 @@ def project(tmp_path, mlflow_uri, monkeypatch):
 
 
 def _train(params_path, run):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     return train_run(load_params(params_path), run)
@@ -78,8 +78,8 @@ def test_loss_decreases_and_checkpoints(project, mlflow_uri):
     assert acfg["base_model_name_or_path"] == "tiny-olmo2"
     assert acfg["target_modules"] == sorted(acfg["target_modules"])  # not set order (PYTHONHASHSEED)
     assert "/" not in json.dumps(saved["model_info"]) + json.dumps(meta)  # no machine path anywhere
-    from oodcorr.config import load_params
-    from oodcorr.mirror import mlflow_run_id
+    from oodcorr.settings.config import load_params
+    from oodcorr.tracking.mirror import mlflow_run_id
 
     assert mlflow_run_id(load_params(p), "a") == rec["mlflow_run_id"]
 

@@ -60,14 +60,15 @@ def test_dry_run_writes_nothing(project):
 
 
 def test_dry_run_counts_match_real_model(project):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.sizing import dry_run_info
-    from oodcorr.run_settings import RunSettings
+    from oodcorr.settings.run_settings import RunSettings
     from oodcorr.train.model import prepare_model
 
     params = load_params(make_project(project, {"x": {}}))
-    info = dry_run_info(params, "x")
-    model = prepare_model(RunSettings.from_params(params, "x"))[0]
+    run = RunSettings.from_params(params, "x")
+    info = dry_run_info(run)
+    model = prepare_model(run)[0]
     assert info["params_trainable"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert info["params_total"] == sum(p.numel() for n, p in model.base_model.model.named_parameters()
                                        if "lora_" not in n)

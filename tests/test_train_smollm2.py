@@ -11,7 +11,7 @@ def test_smollm2_few_steps(tmp_path, mlflow_uri, monkeypatch):
     import mlflow
     import torch
 
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     p = make_project(tmp_path, {"s": {"model": "smollm2-135m", "shots": 8, "max_steps": 4, "lr": 1e-3,

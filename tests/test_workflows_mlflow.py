@@ -4,11 +4,11 @@ names fit a chart title."""
 
 import mlflow
 
-from oodcorr import tracking
+from oodcorr.tracking import store as tracking
 from oodcorr.analysis.mlflow_log import report_note
 from oodcorr.metrics import METRICS
-from oodcorr.registry import BUILTINS
-from oodcorr.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets
+from oodcorr.settings.registry import BUILTINS
+from oodcorr.tracking.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets
 from oodcorr.study import load_preset
 
 

@@ -19,8 +19,8 @@ COMMANDS = {
     "analyze": "oodcorr.analysis.stage:analyze_cmd",
     "plan": "oodcorr.analysis.plan:plan_cmd",
     "study": "oodcorr.study:study",
-    "ui": "oodcorr.tracking_commands:ui_cmd",
-    "sync": "oodcorr.tracking_commands:sync_cmd",
+    "ui": "oodcorr.tracking.commands:ui_cmd",
+    "sync": "oodcorr.tracking.commands:sync_cmd",
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oodcorr import io
 from oodcorr.errors import UserError
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 
 MANIFEST = "manifest.json"
 

@@ -1,6 +1,6 @@
 """The study as a whole: presets (`oodcorr study use quickstart|paper`), cross-reference checks of
 params.yaml (runs -> models/testsets) before any stage runs, and the launch commands (oodcorr.launch).
-The MLflow UI and sync commands live with tracking (oodcorr.tracking_commands)."""
+The MLflow UI and sync commands live with tracking (oodcorr.tracking.commands)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.config import check_references, load_params, read_yaml, validate
+from oodcorr.settings.config import check_references, load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -107,8 +107,8 @@ def check_study(params: dict) -> None:
     from oodcorr.data.settings import PrepareSettings
     from oodcorr.evaluate.settings import EvaluateSettings
     from oodcorr.launch.core import settings as launch_settings
-    from oodcorr.registry import resolve
-    from oodcorr.run_settings import RunSettings
+    from oodcorr.settings.registry import resolve
+    from oodcorr.settings.run_settings import RunSettings
 
     if not params.get("runs"):
         raise UserError("params: runs: missing; add runs (or `oodcorr study use <preset>`)")
@@ -154,7 +154,7 @@ def _preset_help() -> str:
 def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, force, restore):
     import difflib
 
-    from oodcorr import params_edit
+    from oodcorr.settings import params_edit
 
     target = Path(params_file)
     if restore:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
 
 REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")

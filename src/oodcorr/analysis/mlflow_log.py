@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 
 
 def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracking_uri: str | None,
@@ -20,7 +20,7 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
     ids = training_run_ids if training_run_ids is not None else sorted(set(find_ids(runs).values()))
     uri = tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db"
     try:  # best effort: the results folder is the truth, MLflow a mirror
-        from oodcorr import tracking
+        from oodcorr.tracking import store as tracking
 
         tracking.bound_http_waits()
         tracking.ensure_store(uri)
@@ -29,7 +29,7 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
     except UserError:
         raise
     except Exception as e:
-        from oodcorr.tracking import mask_secrets
+        from oodcorr.tracking.store import mask_secrets
 
         detail = " ".join(str(e).split("\n")[0].split())[:160]
         click.echo(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(e).__name__}: {detail}); the analysis "
@@ -57,7 +57,7 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
-    from oodcorr.tracking import metric_leaves
+    from oodcorr.tracking.store import metric_leaves
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
@@ -99,7 +99,7 @@ def report_note(run_id: str) -> str:
 
 def study_tracking(project: Project) -> tuple[str, str]:
     """(tracking_uri, experiment) of the study, with the experiment created where training would."""
-    from oodcorr import mirror, tracking
+    from oodcorr.tracking import mirror, store as tracking
 
     mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     try:

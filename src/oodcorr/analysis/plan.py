@@ -190,7 +190,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
     """Examples per testset and checkpoints per run (and seeds) needed for a target CI half-width on
     partial r and reliability of the residual trajectories, with the compute that implies; with --detect-r,
     the checkpoints per testset size that give the target power to detect that partial r."""
-    from oodcorr.config import find_project_root
+    from oodcorr.settings.config import find_project_root
 
     if seeds < 1 or testsets < 1 or runs < 1:
         raise UserError("plan: --seeds, --testsets and --runs must be >= 1")

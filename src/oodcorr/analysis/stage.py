@@ -39,8 +39,8 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     from oodcorr.analysis.mlflow_log import study_tracking
     from oodcorr.analysis.pipeline import run_analysis
     from oodcorr.analysis.settings import AnalyzeSettings
-    from oodcorr.config import PARAMS_FILE, find_project_root, load_params
-    from oodcorr.project import Project
+    from oodcorr.settings.config import PARAMS_FILE, find_project_root, load_params
+    from oodcorr.settings.project import Project
 
     if params_file:
         params = load_params(params_file)

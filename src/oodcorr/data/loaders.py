@@ -15,21 +15,22 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from oodcorr.project import Project
+from oodcorr.data.settings import PrepareSettings
 from oodcorr.errors import UserError
 from oodcorr.hub import offline
-from oodcorr.registry import ENT, NON
+from oodcorr.settings.project import Project
+from oodcorr.settings.registry import ENT, NON
 
 FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
 # ---------------------------------------------------------------- local files
-def read_local(spec: dict, params: dict) -> tuple[list[dict], list[int], str]:
+def read_local(spec: dict, project: Project) -> tuple[list[dict], list[int], str]:
     """Rows (dicts keyed by column), their 1-based file line numbers, and the file path as text.
 
     TSV is read without quote handling (MNLI/SNLI text contains bare quotes); CSV with it.
     """
-    path = Project.of(params).path(spec["path"])
+    path = project.path(spec["path"])
     shown = str(spec["path"])
     if not path.is_file():
         raise UserError(f"testset {spec['name']}: file not found: {path}")
@@ -230,17 +231,15 @@ def label_counts(rows: list[dict]) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- one testset, any source
-def load_testset(spec: dict, params: dict) -> list[dict]:
-    """Rows of one resolved registry entry (before subsampling), through `to_binary`."""
+def load_testset(spec: dict, project: Project, settings: PrepareSettings) -> list[dict]:
+    """Rows of one resolved registry entry (before subsampling), through `to_binary`: local paths resolve
+    against `project`, synthetic rows use `settings.seed`."""
     if spec["kind"] == "local":
-        rows, lines, shown = read_local(spec, params)
+        rows, lines, shown = read_local(spec, project)
         return to_binary(rows, spec, origin=shown, lines=lines)
     if spec["kind"] == "synthetic":
         from oodcorr.data.synthetic import generate
 
-        from oodcorr.data.settings import PrepareSettings
-
-        seed = PrepareSettings.from_params(params).seed
-        return to_binary(generate(spec["synthetic"], spec.get("size") or 400, seed), spec,
+        return to_binary(generate(spec["synthetic"], spec.get("size") or 400, settings.seed), spec,
                          origin=f"synthetic:{spec['synthetic']}")
     return to_binary(load_hub(spec), spec, origin=f"hub:{spec['hub']}")

@@ -14,10 +14,11 @@ from oodcorr.data.loaders import label_counts, load_testset, subsample
 from oodcorr.data.settings import PrepareSettings
 from oodcorr.errors import UserError
 from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets
-from oodcorr.registry import describe_source, resolve
+from oodcorr.settings.project import Project
+from oodcorr.settings.registry import describe_source, resolve
 
 
-def referenced_names(params: dict) -> list[str]:
+def referenced_names(params: dict, settings: PrepareSettings | None = None) -> list[str]:
     """Every testset the study uses: the runs' train_set / id_testset and evaluate.testsets, plus any
     extra names in the optional `data.prepare` (prepared though nothing evaluates them). A testset is thus
     declared in one place (data.testsets, or a built-in) and prepared because something uses it."""
@@ -27,15 +28,18 @@ def referenced_names(params: dict) -> list[str]:
             if (run or {}).get(key):
                 names.append(run[key])
     names += scored_testsets(params)
-    names += list(PrepareSettings.from_params(params).prepare)
+    names += list((settings or PrepareSettings.from_params(params)).prepare)
     return list(dict.fromkeys(names))
 
 
-def build(params: dict, name: str) -> tuple[list[dict], dict]:
-    """Rows of one testset (mapped + subsampled) and its manifest entry without the sha256."""
+def build(params: dict, name: str, data: PrepareSettings | None = None,
+          project: Project | None = None) -> tuple[list[dict], dict]:
+    """Rows of one testset (mapped + subsampled) and its manifest entry without the sha256. `params` is read
+    for the registry only; `data` and `project` are resolved from it when the caller has not (prepare has)."""
+    data = data or PrepareSettings.from_params(params)
+    project = project or Project.from_params(params)
     spec = resolve(params, name)
-    rows = load_testset(spec, params)
-    data = PrepareSettings.from_params(params)
+    rows = load_testset(spec, project, data)
     # data.testsets.<name>.max_examples, else the built-in's (the *_real training pools keep all rows), else data's
     n = spec["max_examples"] if "max_examples" in spec else data.max_examples
     rows = subsample(rows, n, data.seed, name)
@@ -46,12 +50,13 @@ def build(params: dict, name: str) -> tuple[list[dict], dict]:
 def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | None = None) -> dict:
     """Prepare `names` (default: `referenced_names(params)`) into `out_dir`; return the manifest."""
     full = not names
-    names = list(dict.fromkeys(names or referenced_names(params)))
+    data, project = PrepareSettings.from_params(params), Project.from_params(params)  # resolved once
+    names = list(dict.fromkeys(names or referenced_names(params, data)))
     if not names:
         raise UserError("nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
                         "add them to params.yaml, or pass --only NAME")
-    built = {name: build(params, name) for name in names}  # raises before anything is written
-    out = prepared_dir(params, out_dir)
+    built = {name: build(params, name, data, project) for name in names}  # raises before anything is written
+    out = prepared_dir(project, out_dir)
     io.clean_stale_temps(out, legacy_age=io.LEGACY_TMP_AGE_S)  # left by a killed earlier prepare
     manifest = read_manifest_file(out) or {"testsets": {}}
     for name, (rows, entry) in built.items():

@@ -11,7 +11,7 @@ from oodcorr.errors import UserError
 def _params(path: str | None) -> dict:
     """params.yaml (explicit path must exist); without one, an empty project rooted at the cwd,
     so the built-in and synthetic testsets work before any params file is written."""
-    from oodcorr.config import PARAMS_FILE, find_project_root, load_params
+    from oodcorr.settings.config import PARAMS_FILE, find_project_root, load_params
 
     if path:
         return load_params(path)
@@ -57,7 +57,7 @@ def prepare_cmd(params_file, out_dir, only):
 def testsets(params_file):
     """List known testsets: built-ins, synthetic suite and those declared in params."""
     from oodcorr.prepared import prepared_dir, read_manifest
-    from oodcorr.registry import describe_source, known_names, label_scheme, resolve
+    from oodcorr.settings.registry import describe_source, known_names, label_scheme, resolve
 
     params = _params(params_file)
     try:

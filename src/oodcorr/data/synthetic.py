@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from oodcorr.registry import SYNTHETIC, SYNTHETIC_KINDS
+from oodcorr.settings.registry import SYNTHETIC, SYNTHETIC_KINDS
 
 ENT, NON = "entailment", "non_entailment"
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from oodcorr import io
 from oodcorr.evaluate.settings import EvaluateSettings
-from oodcorr.prompts import LABELS
-from oodcorr.run_settings import RunSettings
+from oodcorr.modeling.prompts import LABELS
+from oodcorr.settings.run_settings import RunSettings
 
 
 def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     """Everything that changes a score besides the checkpoint and the testset (part of each cache key).
     `trained` is the run's settings, so evaluation scores with the training defaults."""
-    from oodcorr.model_loading import eval_quantization
-    from oodcorr.models import check_available, local_revision
-    from oodcorr.precision import resolve_dtype
+    from oodcorr.modeling.model_loading import eval_quantization
+    from oodcorr.modeling.models import check_available, local_revision
+    from oodcorr.modeling.precision import resolve_dtype
 
     path = check_available(trained.model, trained.revision)
     dtype = str(resolve_dtype(ev.dtype or trained.dtype)).replace("torch.", "")

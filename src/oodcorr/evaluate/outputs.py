@@ -8,8 +8,8 @@ from pathlib import Path
 from oodcorr import io
 from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.metrics import METRICS
-from oodcorr.project import Project
-from oodcorr.run_settings import RunSettings
+from oodcorr.settings.project import Project
+from oodcorr.settings.run_settings import RunSettings
 
 
 LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
@@ -98,7 +98,8 @@ def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[
     """The eval/* metrics (one per testset [x slice] x checkpoint step) and the predictions archive: written
     to the run's local tracking record, then mirrored into the training run's MLflow record (steps already
     there are skipped; a store that is down costs one warning and is replayed later by `oodcorr sync`)."""
-    from oodcorr import io, mirror, run_records
+    from oodcorr import io
+    from oodcorr.tracking import mirror, run_records
 
     train = io.read_jsonl_tolerant(mirror.record_dir(project, run) / "train.jsonl")
     records = run_records.eval_records(rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))

@@ -78,8 +78,8 @@ class _Scorer:
     """One base model per process; adapters swapped per checkpoint (Adapters: merged unless the base is 4-bit)."""
 
     def __init__(self, settings: dict, device: str | None):
-        from oodcorr.model_loading import load_base_model
-        from oodcorr.prompts import Prompter
+        from oodcorr.modeling.model_loading import load_base_model
+        from oodcorr.modeling.prompts import Prompter
 
         self.settings, self.device = settings, device
         self.base, self.tok, self.info = load_base_model(

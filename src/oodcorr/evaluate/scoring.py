@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from oodcorr.prompts import LABELS
+from oodcorr.modeling.prompts import LABELS
 
 POSITIVE = "non_entailment"  # the positive class of f1_non_entailment (the paper's OOD failure mode)
 # Tokens per batch with batch_size "auto" on CPU: small enough that a layer's activations stay in cache
@@ -101,7 +101,7 @@ def score(model, seqs: list[list[int]], verbalizer_ids: list[int], pad_id: int, 
     import numpy as np
     import torch
 
-    from oodcorr.prompts import pad_batch
+    from oodcorr.modeling.prompts import pad_batch
 
     device = next(model.parameters()).device
     fixed = None if batch_size in (None, "auto") else int(batch_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oodcorr.config import MIN_MAX_LENGTH
+from oodcorr.settings.config import MIN_MAX_LENGTH
 from oodcorr.errors import UserError
 from oodcorr.prepared import scored_testsets
 

@@ -14,7 +14,7 @@ import os
 import click
 
 from oodcorr import distributed, io
-from oodcorr.config import load_params
+from oodcorr.settings.config import load_params
 from oodcorr.errors import UserError
 from oodcorr.evaluate.cache import cache_key, cache_usable, resolve_settings
 from oodcorr.evaluate.checkpoints import list_checkpoints
@@ -23,8 +23,8 @@ from oodcorr.evaluate.scorer import score_pairs
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
 from oodcorr.rundir import eval_dir as rundir_eval_dir
-from oodcorr.project import Project
-from oodcorr.run_settings import RunSettings
+from oodcorr.settings.project import Project
+from oodcorr.settings.run_settings import RunSettings
 
 
 def testset_names(ev: EvaluateSettings, trained: RunSettings, only: list[str] | None = None) -> list[str]:
@@ -57,23 +57,25 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
 
     trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
+    ev = EvaluateSettings.from_params(params)  # evaluate's section, checked before anything is touched
     with locks.for_rank0(locks.lock_path(project.root, f"evaluate-{run}"),
                          f"run {run} is being evaluated by another process"):
-        return _evaluate_run(params, run, trained, project, testsets, quiet)
+        return _evaluate_run(run, trained, ev, project, testsets, quiet)
 
 
-def _evaluate_run(params: dict, run: str, trained: RunSettings, project: Project, testsets: list[str] | None,
+def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project: Project, testsets: list[str] | None,
                   quiet: bool) -> dict:
+    """evaluate_run's work, from the settings it resolved once (no params: every value is in `trained`, `ev` or
+    `project`)."""
     from oodcorr.prepared import load_prepared, prepared_dir, read_manifest
 
     if quiet:
         _silence()
-    ev = EvaluateSettings.from_params(params)
-    from oodcorr import tracking
+    from oodcorr.tracking import store as tracking
 
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
-        from oodcorr import mirror
+        from oodcorr.tracking import mirror
 
         mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     names = testset_names(ev, trained, testsets)
@@ -112,7 +114,7 @@ def _evaluate_run(params: dict, run: str, trained: RunSettings, project: Project
 
     mine = pending[rank::world]
     if mine:
-        from oodcorr import threads
+        from oodcorr.modeling import threads
 
         threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/threads.py)
     scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])

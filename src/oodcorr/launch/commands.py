@@ -16,7 +16,7 @@ _PARAMS = click.option("--params", "params_file", default=None, type=click.Path(
 
 
 def _load(params_file):
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
 
     return load_params(params_file)
 
@@ -82,7 +82,7 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
     if not ex.detached and not wait:
         detached = " or ".join(n for n, c in EXECUTORS.items() if c.detached)
         raise UserError(f"--no-wait needs --executor {detached} ({ex.name} runs are child processes of this command)")
-    from oodcorr import tracking
+    from oodcorr.tracking import store as tracking
 
     tracking.setup(params)  # create the store and experiment once, before jobs log to it concurrently
     records.supersede(records.open_records(root, cfg), set(stale))

@@ -15,7 +15,7 @@ import datetime as _dt
 import time
 from pathlib import Path
 
-from oodcorr.config import LAUNCH_DEFAULTS
+from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.errors import UserError
 from oodcorr.io import write_json, write_text
 from oodcorr.launch.common import echo

@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from oodcorr.config import LAUNCH_DEFAULTS
+from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.errors import UserError
-from oodcorr.names import check_run_key
+from oodcorr.settings.names import check_run_key
 from oodcorr.io import write_json
 from oodcorr.launch.executors import executor
 

@@ -7,9 +7,9 @@ import contextlib
 import math
 import os
 
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 from oodcorr.rundir import checkpoint_dirs
-from oodcorr.run_settings import RunSettings
+from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
 from oodcorr.train.plan import rng_state, set_rng_state
@@ -23,7 +23,7 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
     import torch
     import torch.nn.functional as F
 
-    from oodcorr.prompts import pad_batch
+    from oodcorr.modeling.prompts import pad_batch
 
     device = next(p for p in model.parameters() if p.device.type != "meta").device
     ids, mask, last = pad_batch(seqs, pad_id)

@@ -1,5 +1,5 @@
 """The training run's tracking record: params and tags once, train/loss and train/lr per step, appended to
-runs/<run>/tracking/train.jsonl first (oodcorr.mirror), then mirrored into MLflow on each checkpoint and
+runs/<run>/tracking/train.jsonl first (oodcorr.tracking.mirror), then mirrored into MLflow on each checkpoint and
 at the end (best effort: a store that is down costs one warning, `oodcorr sync` replays it later)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import hashlib
 import json
 import time
 
-from oodcorr import mirror
-from oodcorr.project import Project
-from oodcorr.run_settings import RunSettings
+from oodcorr.tracking import mirror
+from oodcorr.settings.project import Project
+from oodcorr.settings.run_settings import RunSettings
 
 
 class MetricLog:
@@ -37,7 +37,7 @@ def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
 
 def start_record(project: Project, run: RunSettings, info: dict, identity: str) -> str | None:
     """Begin (or continue) the run's local record and mirror it; the MLflow run id, or None if unreachable."""
-    from oodcorr import tracking
+    from oodcorr.tracking import store as tracking
 
     root = project.resolved_root
     tags = {"oodcorr.run_key": run.run, "oodcorr.kind": "train", "oodcorr.model": run.model,

@@ -3,15 +3,15 @@ LoRA / QLoRA (or made fully trainable), with its tokenizer and prompter."""
 
 from __future__ import annotations
 
-from oodcorr.run_settings import RunSettings
+from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.plan import seed_all
 
 
 def preflight(run: RunSettings) -> None:
     """Fail in seconds, before loading weights: model reachable, verbaliser one token, LoRA targets exist."""
-    from oodcorr.model_loading import load_tokenizer, lora_targets
-    from oodcorr.models import check_available
-    from oodcorr.prompts import Prompter
+    from oodcorr.modeling.model_loading import load_tokenizer, lora_targets
+    from oodcorr.modeling.models import check_available
+    from oodcorr.modeling.prompts import Prompter
     from oodcorr.train.sizing import meta_model
 
     path = check_available(run.model, run.revision)
@@ -24,9 +24,9 @@ def prepare_model(run: RunSettings, device: str | None = None):
     """Base model + tokenizer + prompter, wrapped for LoRA/QLoRA or made fully trainable."""
     import torch
 
-    from oodcorr.model_loading import add_lora, load_base_model
-    from oodcorr.prompts import Prompter
-    from oodcorr.run_settings import resolve_gradient_checkpointing
+    from oodcorr.modeling.model_loading import add_lora, load_base_model
+    from oodcorr.modeling.prompts import Prompter
+    from oodcorr.settings.run_settings import resolve_gradient_checkpointing
 
     seed_all(run.seed)
     quant = "none" if run.finetune == "full" and run.quantization == "auto" else run.quantization

@@ -3,8 +3,8 @@ peak GPU-memory estimate for QLoRA / LoRA / full fine-tuning, from the model con
 
 from __future__ import annotations
 
-from oodcorr.model_loading import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
-from oodcorr.run_settings import OPTIMIZERS, RunSettings
+from oodcorr.modeling.model_loading import meta_model  # noqa: F401  (re-exported: preflight and the tests size models with it)
+from oodcorr.settings.run_settings import OPTIMIZERS, RunSettings
 from oodcorr.train.plan import checkpoint_schedule, plan_steps
 
 GB = 1024**3
@@ -105,19 +105,18 @@ def model_estimate(model, targets: list[str], lora_r: int, batch_size: int, seq_
     return counts, mem
 
 
-def dry_run_info(params: dict, run_key: str) -> dict:
-    """Sizes, steps, checkpoint steps and a peak-memory estimate, from the config only (meta device)."""
-    from oodcorr.model_loading import lora_targets
-    from oodcorr.models import model_config
+def dry_run_info(run: RunSettings) -> dict:
+    """Sizes, steps, checkpoint steps and a peak-memory estimate, from the run's settings only (meta device)."""
+    from oodcorr.modeling.model_loading import lora_targets
+    from oodcorr.modeling.models import model_config
 
-    run = RunSettings.from_params(params, run_key)
     model = meta_model(model_config(run.model, run.revision))
     targets = lora_targets(model, run.lora.target_modules)
     steps = len(plan_steps(run.shots, run.batch_size, run.grad_accum, run.epochs, run.max_steps, 0))
     counts, mem = model_estimate(model, targets, run.lora.r, run.batch_size, run.max_length,
                                  run.gradient_checkpointing, run.optimizer)
     trainable = counts["lora"] if run.finetune == "lora" else counts["total"]
-    return {"run": run_key, "model": run.model, "params_total": counts["total"], "params_trainable": trainable,
+    return {"run": run.run, "model": run.model, "params_total": counts["total"], "params_trainable": trainable,
             "lora_targets": targets, "steps": steps, "optim": run.optimizer,
             "gradient_checkpointing": run.gradient_checkpointing in (True, "auto"),  # auto: on for CUDA
             "checkpoint_steps": checkpoint_schedule(steps, run.checkpoints.every, run.checkpoints.log_spaced),

@@ -14,9 +14,9 @@ import shutil
 import click
 
 from oodcorr import rundir
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 from oodcorr.rundir import checkpoint_dirs, read_run_json
-from oodcorr.run_settings import RunSettings
+from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import drop_state, has_state, missing_checkpoints
 from oodcorr.train.loop import train_loop
 from oodcorr.train.mlflow_log import finish_record, run_identity, start_record
@@ -53,16 +53,18 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     with locks.for_rank0(locks.lock_path(project.root, f"train-{run_key}"),
                          f"run {run_key} is being trained by another process"):
-        return _train_run(params, run_key, run, project, quiet)
+        return _train_run(run_key, run, project, quiet)
 
 
-def _train_run(params: dict, run_key: str, run: RunSettings, project: Project, quiet: bool | None) -> dict:
-    from oodcorr import distributed, io, mirror
+def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None) -> dict:
+    """train_run's work, from the settings it resolved once (no params: every value is in `run` or `project`)."""
+    from oodcorr import distributed, io
+    from oodcorr.tracking import mirror
     from oodcorr.io import write_json
-    from oodcorr.prompts import check_pattern
+    from oodcorr.modeling.prompts import check_pattern
 
     config = run.as_dict()  # as run.json records it
-    from oodcorr import threads
+    from oodcorr.modeling import threads
 
     threads.resolve(project)  # a bad OODCORR_THREADS / study.threads fails here, before any work
     quiet = run.quiet if quiet is None else quiet
@@ -74,7 +76,7 @@ def _train_run(params: dict, run_key: str, run: RunSettings, project: Project, q
     digest = examples_digest(examples)
     same = (previous is not None and identity(previous.get("config")) == identity(config)
             and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
-    from oodcorr import tracking
+    from oodcorr.tracking import store as tracking
 
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
@@ -150,13 +152,13 @@ def _train_run(params: dict, run_key: str, run: RunSettings, project: Project, q
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_cmd(run_key, params_file, dry_run, quiet):
     """Few-shot (Q)LoRA training of one run; resumes after a kill, no-op when finished."""
-    from oodcorr.config import load_params
+    from oodcorr.settings.config import load_params
 
     params = load_params(params_file)
     if dry_run:
         from oodcorr.train.sizing import dry_run_info, print_dry_run
 
-        print_dry_run(dry_run_info(params, run_key))
+        print_dry_run(dry_run_info(RunSettings.from_params(params, run_key)))
         return
     record = train_run(params, run_key, quiet=True if quiet else None)
     where = (f"mlflow run {record['mlflow_run_id']}" if record.get("mlflow_run_id")

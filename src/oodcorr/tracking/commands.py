@@ -1,5 +1,5 @@
 """`oodcorr ui` (the project's MLflow store in the MLflow UI on 127.0.0.1) and `oodcorr sync` (local
-tracking records replayed into MLflow): the user-facing side of oodcorr.tracking and oodcorr.mirror."""
+tracking records replayed into MLflow): the user-facing side of oodcorr.tracking.store and oodcorr.tracking.mirror."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from oodcorr.config import load_params
+from oodcorr.settings.config import load_params
 from oodcorr.errors import UserError
 
 
@@ -19,7 +19,7 @@ from oodcorr.errors import UserError
 def ui_cmd(port, params_file):
     """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
     study's runs table and chart view."""
-    from oodcorr import tracking
+    from oodcorr.tracking import store as tracking
 
     params = load_params(params_file)
     if not 1 <= port <= 65535:
@@ -41,7 +41,7 @@ def ui_cmd(port, params_file):
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
     click.echo(tracking.mask_secrets(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)"), err=True)
-    from oodcorr.ui_links import experiment_id, links
+    from oodcorr.tracking.ui_links import experiment_id, links
 
     name = tracking.experiment_name(params)
     exp = experiment_id(uri, name)
@@ -62,11 +62,11 @@ def ui_cmd(port, params_file):
 def sync_cmd(runs, params_file):
     """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps. A run
     without records (a clone after `dvc pull`) gets them rebuilt from its outputs first."""
-    from oodcorr.mirror import TRACK_DIR, record_dir, sync
-    from oodcorr.tracking import mask_secrets, tracking_uri
+    from oodcorr.tracking.mirror import TRACK_DIR, record_dir, sync
+    from oodcorr.tracking.store import mask_secrets, tracking_uri
 
     params = load_params(params_file)
-    from oodcorr.run_records import rebuild
+    from oodcorr.tracking.run_records import rebuild
 
     rebuilt = [r for r in (runs or params.get("runs") or {}) if rebuild(params, r)]  # e.g. after `dvc pull`
     if rebuilt:

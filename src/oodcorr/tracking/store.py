@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
 # A classic ML experiment: MLflow 3's UI then opens it on the runs table and its charts, not the GenAI
@@ -98,7 +98,7 @@ def ensure_store(uri: str) -> None:
             with io.atomic_path(db) as tmp:
                 _build_schema(tmp)
         else:  # a project copied or moved with its store: its artifacts go into its own folder from now on
-            from oodcorr.store_relocation import relocate
+            from oodcorr.tracking.store_relocation import relocate
 
             relocate(db, BUSY_TIMEOUT_S)
         _READY.add(str(db))

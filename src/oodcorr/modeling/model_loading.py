@@ -1,6 +1,6 @@
 """Loading a causal LM for training or scoring: dtype and quantisation policy, tokenizer, attention
 implementation, the base model (optionally NF4), its meta-device copy for sizing, and (Q)LoRA wrapping.
-Which folder a model name means (aliases, GGUF conversion, availability checks) is oodcorr.models.
+Which folder a model name means (aliases, GGUF conversion, availability checks) is oodcorr.modeling.models.
 
 Every model goes through `load_base_model`, so the quickstart, the tests and the paper's setup share
 one code path; only the name changes.
@@ -9,9 +9,9 @@ one code path; only the name changes.
 from __future__ import annotations
 
 from oodcorr.errors import UserError
-from oodcorr.models import check_available, local_revision, model_config, model_path
-from oodcorr.precision import resolve_dtype
-from oodcorr.run_settings import LoraSettings
+from oodcorr.modeling.models import check_available, local_revision, model_config, model_path
+from oodcorr.modeling.precision import resolve_dtype
+from oodcorr.settings.run_settings import LoraSettings
 
 LORA_TARGETS = {
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj"],

@@ -1,6 +1,6 @@
 """Which model a name means: built-in aliases (embedded SmolLM2 and Gemma-3-270M converted once from their
 GGUF packages, tiny random OPT/OLMo2 for tests, the paper's hub models), the cached folder they live in, and
-cheap offline-safe checks that a model can be loaded. Loading itself is oodcorr.model_loading."""
+cheap offline-safe checks that a model can be loaded. Loading itself is oodcorr.modeling.model_loading."""
 
 from __future__ import annotations
 

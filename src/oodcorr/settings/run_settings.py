@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from oodcorr.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, typename, deep_merge
+from oodcorr.settings.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, typename, deep_merge
 from oodcorr.errors import UserError, closest
-from oodcorr.names import check_run_key
-from oodcorr.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
+from oodcorr.settings.names import check_run_key
+from oodcorr.modeling.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
 
 # Not recorded when unset (so runs trained before it existed keep their identity): optim, default adamw.
 OPTIMIZERS = ("adamw", "paged_adamw_8bit")

@@ -13,7 +13,7 @@ def experiment_id(uri: str, name: str) -> str | None:
     """The id of experiment `name` in a sqlite store, read with sqlite3 (no MLflow import); None if absent."""
     import sqlite3
 
-    from oodcorr.tracking import sqlite_file
+    from oodcorr.tracking.store import sqlite_file
 
     db = sqlite_file(uri)
     if db is None or not db.exists():

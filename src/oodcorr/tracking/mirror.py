@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 
-from oodcorr import io, rundir, tracking
-from oodcorr.project import Project
+from oodcorr import io, rundir
+from oodcorr.tracking import store as tracking
+from oodcorr.settings.project import Project
 
 TRACK_DIR = rundir.TRACKING
 PENDING = "PENDING"

@@ -14,7 +14,7 @@ import os
 import time
 
 from oodcorr.errors import UserError
-from oodcorr.project import Project
+from oodcorr.settings.project import Project
 
 ENV = "OODCORR_THREADS"
 

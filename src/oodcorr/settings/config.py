@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
-from oodcorr.names import HUB_ID_RE, check_run_key
+from oodcorr.settings.names import HUB_ID_RE, check_run_key
 
 PARAMS_FILE = "params.yaml"
 
@@ -283,11 +283,11 @@ MAX_TEXT = 10_000  # characters of a pattern / verbaliser word: a prompt templat
 def check_values(tree: dict) -> None:
     """Value checks of what every stage reads (types are checked by `validate`; a run's values by
     run_settings.RunSettings, each stage's section by its settings object): one line naming the key."""
-    from oodcorr.threads import parse as parse_threads
-    from oodcorr.tracking import enabled
+    from oodcorr.modeling.threads import parse as parse_threads
+    from oodcorr.settings.project import Project
 
     study = tree.get("study") or {}
-    enabled(tree)  # study.tracking: mlflow | none
+    Project.from_params(tree)  # study.tracking: mlflow | none
 
     parse_threads(study.get("threads"), "params: study.threads")
     if "runs" in tree and not tree["runs"]:
@@ -296,8 +296,8 @@ def check_values(tree: dict) -> None:
 
 def check_references(params: dict) -> None:
     """Every run names a known model and known testsets; evaluate.testsets are known (one line each)."""
-    from oodcorr.registry import known_names
-    from oodcorr.models import BUILTIN_MODELS
+    from oodcorr.settings.registry import known_names
+    from oodcorr.modeling.models import BUILTIN_MODELS
 
     testsets = known_names(params)
     for key, run in (params.get("runs") or {}).items():

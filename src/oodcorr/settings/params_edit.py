@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from oodcorr.config import read_yaml
+from oodcorr.settings.config import read_yaml
 from oodcorr.errors import UserError
 
 
