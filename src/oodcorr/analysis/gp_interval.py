@@ -1,0 +1,329 @@
+"""The noise-corrected interval (ci2) as a likelihood: two residual trajectories as a bivariate Gaussian process.
+
+Estimand: rho, the correlation of two testsets' noise-free residual trajectories (what is left of their
+population-level scores once the population-level ID score is regressed out), shared by every seed (training
+run) of a model. What is observed per seed and checkpoint t: the ID series x and the two OOD series a, b, each
+a mean over a finite, fixed testset, with item-noise covariances over checkpoints Vx, Va, Vb (estimated from the
+items themselves: interval.noise_cov).
+
+Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, x], m = n - 2 columns; the
+projection removes the intercept and any multiple of the observed x, so no ID slope is fitted to the data):
+
+    z_a = Q'a = Q'u + Q'e_a - beta_a Q'e_x,   z_b = Q'b = Q'v + Q'e_b - beta_b Q'e_x
+    (u, v): signals with covariance [[sa2, rho sa sb], [rho sa sb, sb2]] (x) R(ell)   (intrinsic coregionalisation)
+    e_j ~ N(0, V_j) item noise; beta_j the slope on the noise-free ID (errors in variables, moments)
+
+so cov(z_a) = sa2 K + Q'(Va + beta_a^2 Vx)Q, cov(z_a, z_b) = rho sa sb K + beta_a beta_b Q'VxQ, K = Q'R(ell)Q.
+The ID noise carried into both residuals by the slopes (the last term) is modelled with its full covariance,
+never as white noise. R(ell) is a stationary kernel over training progress t in [0, 1] (squared exponential by
+default); ell is searched down to a quarter of the checkpoint spacing, so independent checkpoints are not taken
+for smooth ones. sa2, sb2, ell and rho are shared by the seeds; each seed keeps its own x, slopes and noise.
+
+Interval: the profile likelihood of z = atanh(rho) on a grid (sa2, sb2, ell re-maximised at each point by Fisher
+scoring), {rho : 2 (max logL - logL(rho)) <= c}, c the chi-square(1) quantile with a small-sample
+(Bartlett-type) inflation c (1 + B / n_eff_total) where n_eff_total is the fitted model's effective number of
+independent checkpoints summed over seeds. The point estimate is the profile maximum. The reliabilities it
+reports are the fitted model's: the signal share of each residual trajectory's variance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import null_space
+
+Z_GRID = np.linspace(-3.0, 3.0, 19)  # atanh(rho) profile grid (|rho| <= 0.995)
+ELL_MIN_SPACING = 0.25  # shortest length-scale searched, in checkpoint spacings
+ELL_MAX = 3.0  # longest, in units of the training span
+ITERS = 30
+JITTER = 1e-9
+
+
+# ----------------------------------------------------------------------------- kernels (value, d/dlog ell)
+
+def _se(d, ell):
+    r2 = (d / ell) ** 2
+    k = np.exp(-0.5 * r2)
+    return k, k * r2
+
+
+def _matern32(d, ell):
+    r = math.sqrt(3.0) * d / ell
+    e = np.exp(-r)
+    return (1 + r) * e, r * r * e
+
+
+def _exp(d, ell):
+    r = d / ell
+    e = np.exp(-r)
+    return e, r * e
+
+
+KERNELS = {"se": _se, "matern32": _matern32, "exp": _exp}
+
+
+# ----------------------------------------------------------------------------- per-seed data
+
+def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = "se"):
+    """The ID control's latent trajectory: x = trend + GP(s2, ell) + noise (covariance Vx, known), the trend linear
+    in t. Returns (posterior mean of the noise-free series, its posterior covariance), s2 and ell by restricted
+    maximum likelihood on a small grid of ell (coarse is enough: only the smoother's error is carried on)."""
+    n = len(x)
+    if not np.trace(Vx) > 0:  # an exact control: nothing to smooth, nothing leaks
+        return x.astype(float), np.zeros((n, n))
+    F = np.column_stack([np.ones(n), t])
+    W = null_space(F.T)  # REML: contrasts free of the trend
+    d = np.abs(np.subtract.outer(t, t))
+    WVW = W.T @ Vx @ W
+    L = np.linalg.cholesky(WVW + 1e-10 * np.trace(WVW) / len(WVW) * np.eye(len(WVW)))
+    wx = np.linalg.solve(L, W.T @ x)  # whitened by the noise: S = L (s2 B + I) L'
+    s2s = np.geomspace(1e-3, 1e4, 71) * np.trace(WVW) / len(WVW)  # signal variance, from noise-sized up
+    best = None
+    for ell in np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16):
+        Li_R = np.linalg.solve(L, W.T @ KERNELS[kernel](d, ell)[0] @ W)
+        lam, U = np.linalg.eigh(np.linalg.solve(L, Li_R.T))  # L^-1 WRW L^-T
+        lam = np.clip(lam, 0, None)
+        q = (U.T @ wx) ** 2
+        ll = -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
+        i = int(np.argmax(ll))
+        if best is None or ll[i] > best[0]:
+            best = (float(ll[i]), float(s2s[i]), float(ell))
+    _, s2, ell = best
+    K = s2 * KERNELS[kernel](d, ell)[0]
+    # GP posterior with a flat prior on the trend coefficients (universal kriging)
+    Sy = K + Vx + 1e-12 * np.eye(n)
+    Si = np.linalg.inv(Sy)
+    A = F.T @ Si @ F
+    coef = np.linalg.solve(A, F.T @ Si @ x)
+    resid = x - F @ coef
+    mean = F @ coef + K @ Si @ resid
+    # posterior covariance of the noise-free series (trend uncertainty included)
+    Rm = F.T - F.T @ Si @ K  # (2, n)
+    P = K - K @ Si @ K + Rm.T @ np.linalg.solve(A, Rm)
+    return mean, 0.5 * (P + P.T)
+
+
+def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
+    x, ya, yb = (np.asarray(seed[k], float) for k in ("x", "ya", "yb"))
+    Vx, Va, Vb = (np.asarray(seed[k], float) for k in ("Vx", "Va", "Vb"))
+    n = len(x)
+    t = np.asarray(seed.get("t", np.linspace(0.0, 1.0, n)), float)
+    J = np.eye(n) - 1.0 / n
+    xc0 = x - x.mean()
+    sxx0 = float(xc0 @ xc0)
+    rel_id = (sxx0 - float(np.trace(J @ Vx))) / sxx0 if sxx0 > 0 else math.nan
+    if id_control == "latent":  # regress on the smoothed ID series; its error is what leaks into the residuals
+        xs, P = smooth_id(x, Vx, t)
+    else:  # the observed ID series, its item noise as the leak
+        xs, P = x, Vx
+    Q = null_space(np.column_stack([np.ones(n), xs]).T)  # (n, n-2) when xs is not constant
+    xc = xs - xs.mean()
+    sxx = float(xc @ xc)
+    ba = float(xc @ (ya - ya.mean())) / sxx
+    bb = float(xc @ (yb - yb.mean())) / sxx
+    QPQ = Q.T @ P @ Q
+    return {"n": n, "m": Q.shape[1], "Q": Q, "d": np.abs(np.subtract.outer(t, t)),
+            "spacing": float(np.median(np.diff(np.sort(t)))) if n > 1 else 1.0,
+            "z": np.concatenate([Q.T @ ya, Q.T @ yb]),
+            "Na": Q.T @ Va @ Q + ba * ba * QPQ, "Nb": Q.T @ Vb @ Q + bb * bb * QPQ, "C": ba * bb * QPQ,
+            "rel_id": rel_id, "beta_a": ba, "beta_b": bb}
+
+
+# ----------------------------------------------------------------------------- the likelihood, batched
+
+def _kernel_mats(s: dict, ell: np.ndarray, kernel: str):
+    """K = Q'R(ell)Q and dK/dlog ell, batched over ell (G,) -> (G, m, m)."""
+    k, dk = KERNELS[kernel](s["d"][None], ell[:, None, None])
+    Q = s["Q"]
+    return Q.T @ k @ Q, Q.T @ dk @ Q
+
+
+def _assemble(s, theta, rho, K, dK, want_derivs=True):
+    """Sigma (G, 2m, 2m) and its derivatives w.r.t. (log sa2, log sb2, log ell) for a batch of parameters."""
+    sa2, sb2 = np.exp(theta[:, 0]), np.exp(theta[:, 1])
+    sa, sb = np.sqrt(sa2), np.sqrt(sb2)
+    cab = rho * sa * sb
+    m = s["m"]
+    G = theta.shape[0]
+    S = np.empty((G, 2 * m, 2 * m))
+    S[:, :m, :m] = sa2[:, None, None] * K + s["Na"]
+    S[:, m:, m:] = sb2[:, None, None] * K + s["Nb"]
+    S[:, :m, m:] = cab[:, None, None] * K + s["C"]
+    S[:, m:, :m] = np.swapaxes(S[:, :m, m:], 1, 2)
+    if not want_derivs:
+        return S, None
+    D = np.zeros((3, G, 2 * m, 2 * m))
+    half = 0.5 * cab[:, None, None] * K
+    D[0, :, :m, :m] = sa2[:, None, None] * K
+    D[0, :, :m, m:] = half
+    D[0, :, m:, :m] = half
+    D[1, :, m:, m:] = sb2[:, None, None] * K
+    D[1, :, :m, m:] = half
+    D[1, :, m:, :m] = half
+    D[2, :, :m, :m] = sa2[:, None, None] * dK
+    D[2, :, m:, m:] = sb2[:, None, None] * dK
+    D[2, :, :m, m:] = cab[:, None, None] * dK
+    D[2, :, m:, :m] = cab[:, None, None] * dK
+    return S, D
+
+
+def _loglik_and_score(seeds, theta, rho, kernel, want_derivs=True):
+    """Sum over seeds of the Gaussian log-likelihood, its gradient and expected information in theta."""
+    G = theta.shape[0]
+    ll = np.zeros(G)
+    g = np.zeros((G, 3))
+    info = np.zeros((G, 3, 3))
+    ell = np.exp(theta[:, 2])
+    for s in seeds:
+        K, dK = _kernel_mats(s, ell, kernel)
+        S, D = _assemble(s, theta, rho, K, dK, want_derivs)
+        S = S + JITTER * np.trace(S, axis1=1, axis2=2)[:, None, None] / S.shape[1] * np.eye(S.shape[1])
+        L = np.linalg.cholesky(S)
+        logdet = 2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(-1)
+        Si = np.linalg.inv(S)
+        a = Si @ s["z"]
+        ll += -0.5 * (logdet + np.einsum("gi,i->g", a, s["z"]) + len(s["z"]) * math.log(2 * math.pi))
+        if want_derivs:
+            SiD = Si[None] @ D  # (3, G, 2m, 2m)
+            Da = D @ a[None, :, :, None]  # (3, G, 2m, 1)
+            g += 0.5 * (np.einsum("gi,pgi->gp", a, Da[..., 0]) - np.trace(SiD, axis1=2, axis2=3).T)
+            SiDt = np.swapaxes(SiD, 2, 3)
+            for p in range(3):
+                for q in range(p, 3):
+                    v = 0.5 * (SiD[p] * SiDt[q]).sum((1, 2))
+                    info[:, p, q] += v
+                    if q != p:
+                        info[:, q, p] += v
+    return ll, g, info
+
+
+def _fit_profile(seeds, rho, theta0, bounds, kernel, iters=ITERS):
+    """Maximise the log-likelihood over theta = (log sa2, log sb2, log ell) at each fixed rho (G,): Fisher
+    scoring with per-point step halving; points stop once their step is below 1e-3 (on the log scale)."""
+    theta = np.clip(theta0.copy(), bounds[0], bounds[1])
+    G = len(rho)
+    step = np.ones(G)
+    ll, g, info = _loglik_and_score(seeds, theta, rho, kernel)
+    active = np.ones(G, bool)
+    for _ in range(iters):
+        idx = np.flatnonzero(active)
+        if not len(idx):
+            break
+        delta = np.linalg.solve(info[idx] + 1e-6 * np.eye(3), g[idx][..., None])[..., 0]
+        delta *= np.minimum(1.0, 2.0 / np.maximum(np.abs(delta).max(-1), 1e-12))[:, None]  # <= e^2 per step
+        move = step[idx, None] * delta
+        cand = np.clip(theta[idx] + move, bounds[0], bounds[1])
+        ll_c, g_c, info_c = _loglik_and_score(seeds, cand, rho[idx], kernel)
+        better = ll_c >= ll[idx] - 1e-10
+        b = idx[better]
+        theta[b], ll[b], g[b], info[b] = cand[better], ll_c[better], g_c[better], info_c[better]
+        step[idx] = np.where(better, np.minimum(1.0, step[idx] * 2), step[idx] / 4)
+        active[idx] = ~((np.abs(move).max(-1) < 1e-3) & better) & (step[idx] >= 1e-4)
+    return theta, ll
+
+
+def n_eff_of(s: dict, ell: float, kernel: str) -> float:
+    """Effective number of independent checkpoints of one seed's residual trajectory under the fitted kernel:
+    (tr K)^2 / tr(K^2) in the residual space, + 2 for the intercept and slope (n for independent checkpoints)."""
+    K, _ = _kernel_mats(s, np.array([ell]), kernel)
+    K = K[0]
+    return float(np.trace(K) ** 2 / np.sum(K * K)) + 2.0
+
+
+def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = "se", id_control: str = "latent") -> dict:
+    """Profile-likelihood interval for rho shared by `seeds` (module notes). seeds: dicts with x, ya, yb (n,), Vx,
+    Va, Vb (n, n) and optionally t (n,) in [0, 1]. Returns floats r_hat, ci_low, ci_high, rel_a, rel_b, rel_id,
+    n_eff (summed over seeds), ell, n_seeds, and reason ("" where the interval is defined)."""
+    out = {"r_hat": math.nan, "ci_low": math.nan, "ci_high": math.nan, "rel_a": math.nan, "rel_b": math.nan,
+           "rel_id": math.nan, "n_eff": math.nan, "ell": math.nan, "sa2": math.nan, "sb2": math.nan,
+           "n_seeds": len(seeds), "reason": "", "terms": []}
+    terms = []
+    for seed in seeds:
+        x = np.asarray(seed["x"], float)
+        if len(x) < 5 or not np.isfinite(x).all() or np.ptp(x) == 0:
+            continue
+        if not all(np.isfinite(np.asarray(seed[k], float)).all() for k in ("ya", "yb", "Va", "Vb", "Vx")):
+            continue
+        terms.append(_seed_terms(seed, id_control))
+    if not terms:
+        out["reason"] = "few_checkpoints"
+        return out
+    out["n_seeds"] = len(terms)
+    out["rel_id"] = float(np.nanmedian([s["rel_id"] for s in terms]))
+    za = np.concatenate([s["z"][: s["m"]] for s in terms])
+    zb = np.concatenate([s["z"][s["m"]:] for s in terms])
+    va, vb = float(np.mean(za**2)), float(np.mean(zb**2))
+    if not (va > 0 and vb > 0):
+        out["reason"] = "constant"
+        return out
+    spacing = min(s["spacing"] for s in terms)
+    lo = np.array([math.log(va * 1e-6), math.log(vb * 1e-6), math.log(ELL_MIN_SPACING * spacing)])
+    hi = np.array([math.log(va * 10), math.log(vb * 10), math.log(ELL_MAX)])
+    # start: half of each residual's variance as signal, ell = 2 spacings and 0.2 of the span
+    starts = [np.array([math.log(va / 2), math.log(vb / 2), math.log(l0)]) for l0 in (2 * spacing, 0.2)]
+    rho0 = np.zeros(len(starts))
+    th0, ll0 = _fit_profile(terms, rho0, np.stack(starts), (lo, hi), kernel)
+    theta_start = th0[int(np.argmax(ll0))]
+    rho = np.tanh(Z_GRID)
+    theta, ll = _fit_profile(terms, rho, np.repeat(theta_start[None], len(rho), 0), (lo, hi), kernel)
+    # points below both neighbours are stuck in a poorer optimum: refit them from the best point's parameters
+    dip = np.flatnonzero((ll[1:-1] < np.minimum(ll[:-2], ll[2:]) - 1e-6)) + 1
+    if len(dip):
+        best = int(np.argmax(ll))
+        th2, ll2 = _fit_profile(terms, rho[dip], np.repeat(theta[best][None], len(dip), 0), (lo, hi), kernel)
+        up = ll2 > ll[dip]
+        theta[dip[up]], ll[dip[up]] = th2[up], ll2[up]
+    best = int(np.argmax(ll))
+    # point estimate: parabola through the maximum and its neighbours (on atanh rho)
+    zhat = Z_GRID[best]
+    if 0 < best < len(Z_GRID) - 1:
+        y0, y1, y2 = ll[best - 1], ll[best], ll[best + 1]
+        den = y0 - 2 * y1 + y2
+        if den < 0:
+            zhat += 0.5 * (y0 - y2) / den * (Z_GRID[1] - Z_GRID[0])
+    sa2, sb2, ell = np.exp(theta[best])
+    neff = float(sum(n_eff_of(s, ell, kernel) for s in terms))
+    k_stats = [(_kernel_mats(s, np.array([ell]), kernel)[0][0], s) for s in terms]
+    sig_a = sum(sa2 * np.trace(K) for K, s in k_stats)
+    sig_b = sum(sb2 * np.trace(K) for K, s in k_stats)
+    noi_a = sum(np.trace(s["Na"]) for K, s in k_stats)
+    noi_b = sum(np.trace(s["Nb"]) for K, s in k_stats)
+    cut = lr_cut(neff - 2 * len(terms) - 1, alpha)
+    inside = 2 * (ll.max() - ll) <= cut
+    lo_z, hi_z = _crossing(Z_GRID, ll, cut, best)
+    out.update(r_hat=float(np.tanh(zhat)), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)),
+               rel_a=float(sig_a / (sig_a + noi_a)), rel_b=float(sig_b / (sig_b + noi_b)), n_eff=neff,
+               ell=float(ell), sa2=float(sa2), sb2=float(sb2))
+    out["terms"] = terms  # for planning (seeds_for_power); not a table column
+    if not inside.any():  # cannot happen (the maximum is inside) unless the profile is not finite
+        out["reason"] = "no_fit"
+    return out
+
+
+def lr_cut(df: float, alpha: float = 0.05) -> float:
+    """The profile-likelihood cut for a correlation carried by `df` effective degrees of freedom (the residual
+    space's effective dimension summed over seeds, minus rho's own): the likelihood-ratio value at which a
+    correlation of that many independent pairs would be rejected by the exact t-test, (df + 2) log(1 +
+    F_(1-alpha)(1, df) / df); chi-square(1) as df grows."""
+    from scipy.stats import f
+
+    df = max(float(df), 0.5)
+    return float((df + 2) * math.log1p(f.ppf(1 - alpha, 1, df) / df))
+
+
+def _crossing(z, ll, cut, best):
+    """Where 2 (max - ll) crosses `cut` left and right of the maximum, linear between grid points; the grid's
+    end (|rho| = 1) where it never does."""
+    dev = 2 * (ll.max() - ll) - cut
+    lo = -np.inf
+    for i in range(best, 0, -1):
+        if dev[i - 1] > 0 >= dev[i]:
+            lo = z[i - 1] + (z[i] - z[i - 1]) * dev[i - 1] / (dev[i - 1] - dev[i])
+            break
+    hi = np.inf
+    for i in range(best, len(z) - 1):
+        if dev[i + 1] > 0 >= dev[i]:
+            hi = z[i] + (z[i + 1] - z[i]) * (-dev[i]) / (dev[i + 1] - dev[i])
+            break
+    return lo, hi

@@ -1,0 +1,132 @@
+"""The likelihood interval (analysis.gp_interval) against independent computations: scipy's multivariate normal
+for the likelihood, finite differences for its score, pingouin's partial correlation for the independent-
+checkpoint limit, and the ID smoother against the truth it is meant to recover."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from oodcorr.analysis import gp_design as D
+from oodcorr.analysis import gp_interval as G
+
+
+def _seed(rng, n=20, rho=0.5, ell=0.2, noise=0.01, id_noise=0.01, sig=0.3):
+    t = np.linspace(0, 1, n)
+    R = np.exp(-0.5 * (np.subtract.outer(t, t) / ell) ** 2) + 1e-9 * np.eye(n)
+    L = np.linalg.cholesky(R)
+    w1, w2 = L @ rng.standard_normal(n), L @ rng.standard_normal(n)
+    x_true = 1.5 * (1 - np.exp(-t / 0.3))
+    a = 0.7 * x_true + sig * w1 + math.sqrt(noise) * rng.standard_normal(n)
+    b = 0.8 * x_true + sig * (rho * w1 + math.sqrt(1 - rho**2) * w2) + math.sqrt(noise) * rng.standard_normal(n)
+    x = x_true + math.sqrt(id_noise) * rng.standard_normal(n)
+    return {"x": x, "ya": a, "yb": b, "Vx": id_noise * np.eye(n), "Va": noise * np.eye(n),
+            "Vb": noise * np.eye(n), "t": t}, x_true
+
+
+def test_loglik_equals_scipy_multivariate_normal_with_the_coregionalised_covariance():
+    rng = np.random.default_rng(0)
+    seed, _ = _seed(rng)
+    s = G._seed_terms(seed)
+    sa2, sb2, ell, rho = 0.05, 0.08, 0.17, 0.4
+    ll, _, _ = G._loglik_and_score([s], np.array([[math.log(sa2), math.log(sb2), math.log(ell)]]), np.array([rho]),
+                                   "se")
+    # independent: the ICM covariance B (x) R built with np.kron, projected, plus the noise blocks
+    t = seed["t"]
+    R = np.exp(-0.5 * (np.subtract.outer(t, t) / ell) ** 2)
+    B = np.array([[sa2, rho * math.sqrt(sa2 * sb2)], [rho * math.sqrt(sa2 * sb2), sb2]])
+    Q2 = np.kron(np.eye(2), s["Q"])
+    N = np.block([[s["Na"], s["C"]], [s["C"], s["Nb"]]])
+    cov = Q2.T @ np.kron(B, R) @ Q2 + N
+    want = multivariate_normal(np.zeros(len(cov)), cov).logpdf(s["z"])
+    assert ll[0] == pytest.approx(want, rel=1e-7)
+
+
+def test_score_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    s = G._seed_terms(_seed(rng)[0])
+    theta = np.array([[math.log(0.05), math.log(0.08), math.log(0.17)]])
+    rho = np.array([0.3])
+    _, g, info = G._loglik_and_score([s], theta, rho, "se")
+    h = 1e-5
+    for p in range(3):
+        up, dn = theta.copy(), theta.copy()
+        up[0, p] += h
+        dn[0, p] -= h
+        fd = (G._loglik_and_score([s], up, rho, "se", False)[0] - G._loglik_and_score([s], dn, rho, "se", False)[0]) / (2 * h)
+        assert g[0, p] == pytest.approx(fd[0], rel=1e-4, abs=1e-6)
+    assert np.all(np.linalg.eigvalsh(info[0]) > 0)
+
+
+def test_independent_checkpoints_without_noise_agree_with_pingouins_partial_correlation():
+    pg = pytest.importorskip("pingouin")
+    import pandas as pd
+
+    rng = np.random.default_rng(2)
+    n = 80
+    t = np.linspace(0, 1, n)
+    x = 1.5 * (1 - np.exp(-t / 0.3))
+    u = rng.standard_normal(n)
+    v = 0.6 * u + 0.8 * rng.standard_normal(n)
+    a, b = 0.7 * x + 0.3 * u, 0.8 * x + 0.3 * v
+    z = np.zeros((n, n))
+    res = G.gp_interval([{"x": x, "ya": a, "yb": b, "Vx": z, "Va": 1e-8 * np.eye(n), "Vb": 1e-8 * np.eye(n),
+                          "t": t}])
+    ref = pg.partial_corr(pd.DataFrame({"a": a, "b": b, "x": x}), x="a", y="b", covar="x")
+    lo, hi = ref["CI95"].iloc[0]
+    assert res["r_hat"] == pytest.approx(float(ref["r"].iloc[0]), abs=0.03)
+    assert res["ci_low"] == pytest.approx(lo, abs=0.06) and res["ci_high"] == pytest.approx(hi, abs=0.06)
+    assert res["ell"] < 1.5 / (n - 1)  # independent checkpoints are not taken for a smooth trajectory
+    assert res["n_eff"] == pytest.approx(n, rel=0.1)
+
+
+def test_the_id_smoother_recovers_the_noise_free_curve_and_leaves_an_exact_control_alone():
+    rng = np.random.default_rng(3)
+    errs_raw, errs_smooth = [], []
+    for _ in range(20):
+        seed, x_true = _seed(rng, n=30, id_noise=0.02)
+        xs, P = G.smooth_id(seed["x"], seed["Vx"], seed["t"])
+        errs_raw.append(np.mean((seed["x"] - x_true) ** 2))
+        errs_smooth.append(np.mean((xs - x_true) ** 2))
+        assert np.all(np.linalg.eigvalsh(P) > -1e-10)
+    assert np.mean(errs_smooth) < 0.5 * np.mean(errs_raw)
+    x = np.linspace(0, 1, 10) ** 2
+    xs, P = G.smooth_id(x, np.zeros((10, 10)), np.linspace(0, 1, 10))
+    assert np.array_equal(xs, x) and not P.any()
+
+
+def test_pooled_seeds_narrow_the_interval_and_a_lone_smooth_seed_says_why_in_words():
+    from oodcorr.analysis.pair_ci2 import interval
+
+    rng = np.random.default_rng(4)
+    runs = []
+    for _ in range(4):
+        seed, _ = _seed(rng, n=20, rho=0.6, noise=0.004, id_noise=0.004)
+        runs.append({"t": seed["t"], "id": "mnli", "series": {"mnli": seed["x"], "a": seed["ya"], "b": seed["yb"]},
+                     "V": {"mnli": seed["Vx"], "a": seed["Va"], "b": seed["Vb"]}})
+    one = interval(runs[:1], "a", "b", 0.05)
+    four = interval(runs, "a", "b", 0.05)
+    assert np.isfinite([one["ci_low"], one["ci_high"], four["ci_low"], four["ci_high"]]).all()
+    assert four["ci_high"] - four["ci_low"] < one["ci_high"] - one["ci_low"]
+    assert four["n_eff"] > 3 * one["n_eff"] * 0.8  # effective sample sizes add over seeds
+    assert "effectively independent checkpoints over 1 seed" in one["why"]
+    assert "oodcorr plan" in one["why"]
+
+
+def test_design_power_rises_with_seeds_and_seeds_for_power_is_the_first_to_reach_it():
+    s = D.design_terms(20, 0.005, 0.005)
+    p = [D.design_power([s], 0.05, 0.05, 0.2, 0.5, copies=k) for k in (1, 4, 16)]
+    assert p[0] < p[1] < p[2]
+    k = D.seeds_for_power([s], 0.05, 0.05, 0.2, 0.5)
+    assert D.design_power([s], 0.05, 0.05, 0.2, 0.5, copies=k) >= 0.8
+    assert D.design_power([s], 0.05, 0.05, 0.2, 0.5, copies=k - 1) < 0.8
+
+
+def test_lr_cut_tends_to_chi_square_and_grows_for_few_effective_checkpoints():
+    from scipy.stats import chi2
+
+    assert G.lr_cut(1e5) == pytest.approx(chi2.ppf(0.95, 1), rel=1e-3)
+    assert G.lr_cut(3) > G.lr_cut(10) > G.lr_cut(100) > chi2.ppf(0.95, 1)
