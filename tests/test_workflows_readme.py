@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from oodcorr.study import load_preset
-from study_helpers import REPO, as_this_repo, make_project, sh, tiny_params
+from study_helpers import REPO, as_this_repo, make_project, quickstart_text, sh, tiny_params
 
 
 def readme_section(section: str) -> str:
@@ -133,41 +133,47 @@ def test_a_label_outside_the_map_names_file_and_line(tmp_path):
 
 
 def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
-    """README "Presets": the block as written on a project whose params.yaml declares the user's testset (with
-    comments): the paper slice keeps it, `dvc repro --dry --force` lists every stage, `study use quickstart`
-    gives the quickstart plus the user's testset, `study use --restore` the file as it was."""
-    params_text = (REPO / "params.yaml").read_text().replace(
+    """README "Presets": the block as written, in order, on a project whose params.yaml declares the user's
+    testset (with comments) and a comment of the user's elsewhere: the paper slice keeps both, `dvc repro --dry
+    --force` lists every stage, `study use --restore` gives back the file exactly as it was, with one backup (the
+    paper slice) beside it; `study use quickstart` from the paper gives the quickstart plus the user's testset."""
+    params_text = quickstart_text().replace(
         "  prepare: []", "  testsets:\n    my_set:                       # from the lab\n"
         "      path: data/raw/my_set.csv   # tsv | csv | jsonl\n      premise: sentence1\n      hypothesis: sentence2\n"
         "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n  prepare: []")
     params_text = params_text.replace("rte_real]", "rte_real, my_set]")
+    params_text = params_text.replace("analyze:\n", "# analysis settings agreed with the lab\nanalyze:\n")
     assert params_text.count("my_set") == 3  # declared, its file, evaluated
     root = make_project(tmp_path / "study", yaml.safe_load(params_text))
     (root / "params.yaml").write_text(params_text)
     steps = commands(readme_block("Presets: paper, cpu, synthetic", "bash"))
-    assert steps[-2:] == ["oodcorr study use quickstart", "oodcorr study use --restore"]
+    assert steps[-1] == "oodcorr study use --restore"
     diff = sh(["bash", "-c", steps[0]], root).stdout
     assert "+  name: paper" in diff and (root / "params.yaml").read_text() == params_text
     sh(["bash", "-c", steps[1]], root)
-    paper = yaml.safe_load((root / "params.yaml").read_text())
+    paper_text = (root / "params.yaml").read_text()
+    paper = yaml.safe_load(paper_text)
     assert paper["study"]["name"] == "paper" and list(paper["runs"]) == ["olmo2-7b_mnli_64_s0", "olmo2-7b_snli_64_s0"]
     assert "my_set" in paper["data"]["testsets"] and paper["evaluate"]["testsets"][-1] == "my_set"
-    assert "# from the lab" in (root / "params.yaml").read_text()
+    assert "# from the lab" in paper_text and "# analysis settings agreed with the lab" in paper_text
     dry = sh(["bash", "-c", steps[2]], root)
     for stage in ("prepare", "train@olmo2-7b_mnli_64_s0", "evaluate@olmo2-7b_snli_64_s0", "analyze"):
         assert f"Running stage '{stage}'" in dry.stdout, dry.stdout[-2000:]
     assert "Errno" not in dry.stdout + dry.stderr
-    sh(["bash", "-c", steps[3]], root)  # back
-    back = yaml.safe_load((root / "params.yaml").read_text())
+    sh(["bash", "-c", steps[3]], root)  # back: the file as it was, the paper slice as the one backup
+    assert (root / "params.yaml").read_text() == params_text
+    assert sorted(p.name for p in root.glob("params.yaml*")) == ["params.yaml", "params.yaml.bak"]
+    assert (root / "params.yaml.bak").read_text() == paper_text
+    sh(["bash", "-c", steps[1]], root)  # paper again, then the other way back: the quickstart preset
+    sh(["oodcorr", "study", "use", "quickstart"], root)
+    back_text = (root / "params.yaml").read_text()
+    back = yaml.safe_load(back_text)
     expected = load_preset("quickstart")
     expected["data"]["testsets"] = {"my_set": yaml.safe_load(params_text)["data"]["testsets"]["my_set"]}
     expected["evaluate"]["testsets"].append("my_set")
     assert back == expected
-    assert "# from the lab" in (root / "params.yaml").read_text()
-    assert "# per testset, stratified and seeded" in (root / "params.yaml").read_text()  # the preset's comments
-    sh(["bash", "-c", steps[1]], root)  # paper again, then the other way back: the last backup
-    sh(["bash", "-c", steps[4]], root)
-    assert yaml.safe_load((root / "params.yaml").read_text()) == back
+    assert "# from the lab" in back_text and "# analysis settings agreed with the lab" in back_text
+    assert "# per testset, stratified and seeded" in back_text  # the preset's comments
 
 
 PAPER_NAMES = ["mnli_train", "mnli", "snli", "scitail", "rte", "hans", "anli", "wnli", "paws"]

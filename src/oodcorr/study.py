@@ -135,9 +135,9 @@ for _command in _LAUNCH_COMMANDS:
 
 def _preset_help() -> str:
     return ("Write PRESET into params.yaml; presets: " + ", ".join(presets()) + ". Your own testsets (declared "
-            "under data.testsets, with their comments and their place in evaluate.testsets) carry over; the old "
-            "file is kept as params.yaml.<timestamp>.bak, and --restore brings the newest backup back. --diff shows "
-            "the change first.")
+            "under data.testsets, with their place in evaluate.testsets) and your comments carry over; the old "
+            "file is kept as params.yaml.bak (one backup, replaced by the next switch), and --restore swaps it back. "
+            "--diff shows the change first.")
 
 
 @study.command("use", help=_preset_help(), short_help="Switch params.yaml to a preset (or --restore a backup).")
@@ -150,7 +150,8 @@ def _preset_help() -> str:
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print what would change in params.yaml; write nothing.")
 @click.option("--force", is_flag=True, help="Write the preset as it is, without carrying your testsets over.")
-@click.option("--restore", is_flag=True, help="Bring the newest params.yaml.<timestamp>.bak back (no PRESET).")
+@click.option("--restore", is_flag=True, help="Bring params.yaml.bak back; the file it replaces becomes the backup "
+              "(no PRESET).")
 def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, force, restore):
     import difflib
 
@@ -161,7 +162,7 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
         if preset:
             raise UserError(f"--restore takes no PRESET (got {preset!r}): it brings the newest backup back")
         back, saved = params_edit.restore(target)
-        kept = f"; the file it replaced is kept as {saved.name}" if saved else ""
+        kept = f"; the file it replaced is now {back.name}" if saved else ""
         click.echo(f"{target}: restored from {back.name}{kept}; now run `dvc repro`")
         return
     if not preset:
@@ -169,10 +170,13 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
     tree = load_preset(preset, models=split_option("--models", models), shots=split_option("--shots", shots, int),
                        seeds=split_option("--seeds", seeds, int), train_sets=split_option("--train-sets", train_sets))
     old = target.read_text() if target.exists() else ""
-    every = [(read_yaml((PRESETS_DIR / f"{p}.yaml").read_text()).get("data") or {}).get("testsets") or {}
-             for p in presets()]
+    texts = [(PRESETS_DIR / f"{p}.yaml").read_text() for p in presets()]
+    every = [(read_yaml(text).get("data") or {}).get("testsets") or {} for text in texts]
     text, tree, mine = params_edit.switch(old, (PRESETS_DIR / f"{preset}.yaml").read_text(), tree, every,
                                           keep=not force)
+    lost = 0
+    if not force and old.strip():
+        text, lost = params_edit.keep_comments(old, text, texts)
     validate(tree)
     check_references(tree)
     check_study(tree)
@@ -185,10 +189,11 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
 
     backup = None
     if old and old != text:
-        backup = params_edit.backup_name(target)
+        backup = params_edit.backup_path(target)
         shutil.copyfile(target, backup)
     write_text(target, text)
     carried = f"; kept your testsets {', '.join(mine)}" if mine else ""
+    carried += f"; {lost} of your comments were on keys the preset changes or lacks" if lost else ""
     kept = f" (previous file kept as {backup.name}; `oodcorr study use --restore` brings it back)" if backup else ""
     click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{carried}{kept}; now run "
                f"`dvc repro` (or `dvc exp run`)")

@@ -27,7 +27,7 @@ def headline(summary: dict, curves, method: str) -> dict:
     ood_accuracy), and for the first requested method the share of pairs significant after BH
     (`significant`), the share model-dependent, the number of consistent_null pairs, the share of pairs
     distinguishable from testset noise and the median reliability of the residual trajectories (when the noise
-    analysis ran)."""
+    analysis ran; null where it is none or undefined)."""
     out = {"n_runs": summary.get("n_runs")}
     if curves is not None and len(curves):
         last = curves[curves["step"] == curves.groupby("run")["step"].transform("max")]
@@ -45,5 +45,7 @@ def headline(summary: dict, curves, method: str) -> dict:
     if noise:  # testset noise (analysis/noise.py): how much of the result is signal
         out["distinguishable"] = _num(noise.get("share_distinguishable"))
         rel = _num(noise.get("median_reliability"))
-        out["reliability"] = None if rel is None else max(rel, 0.0)  # its own scale: 0 = none (no signal)
+        # its own scale, 0..1; at or below 0 the halves share no signal: the report's "none", here missing (null,
+        # which `dvc metrics show` prints as "-"), never a number that reads as a measured 0
+        out["reliability"] = rel if rel is not None and rel > 0 else None
     return out

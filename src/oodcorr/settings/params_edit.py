@@ -3,14 +3,16 @@
 The new params.yaml is the preset's own text read as round-trip YAML (ruamel.yaml, which DVC itself depends
 on), so the preset's comments stay, with its `grid` expanded into `runs` in place. The user's own work in the
 old file carries over: every testset declared under `data.testsets` that no preset declares (with the comments
-written inside it), and those testsets' places in `evaluate.testsets`. Everything else comes from the preset;
-the old file is kept as a backup (`params.yaml.<timestamp>.bak`) and `restore` brings the newest back.
+written inside it), those testsets' places in `evaluate.testsets`, and the user's comments anywhere else (a
+comment no preset file holds) beside the same key, where the new file has that key. Everything else comes from
+the preset; the old file is kept as one backup (`params.yaml.bak`, replaced by the next switch) and `restore`
+swaps it back.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import io as _io
+import re
 import shutil
 from pathlib import Path
 
@@ -20,24 +22,9 @@ from oodcorr.settings.config import read_yaml
 from oodcorr.errors import UserError
 
 
-def backup_name(target: Path) -> Path:
-    """params.yaml -> params.yaml.<UTC timestamp>.bak (never overwrites an earlier backup)."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    path, n = target.with_name(f"{target.name}.{stamp}.bak"), 1
-    while path.exists():
-        n += 1
-        path = target.with_name(f"{target.name}.{stamp}-{n}.bak")
-    return path
-
-
-def backups(target: Path) -> list[Path]:
-    """The backups of `target`, oldest first (by the timestamp in the name, then the counter)."""
-    def key(p: Path):
-        stamp = p.name[len(target.name) + 1:-len(".bak")]
-        base, _, n = stamp.partition("-")
-        return base, int(n) if n.isdigit() else 1
-
-    return sorted(target.parent.glob(f"{target.name}.*.bak"), key=key)
+def backup_path(target: Path) -> Path:
+    """params.yaml -> params.yaml.bak: the one backup, the file the last switch replaced."""
+    return target.with_name(f"{target.name}.bak")
 
 
 def _rt():
@@ -108,18 +95,104 @@ def switch(old_text: str, preset_text: str, tree: dict, preset_testsets: list[di
     return text, read_yaml(text), mine
 
 
-def restore(target: Path) -> tuple[Path, Path | None]:
-    """Bring the newest backup of `target` back; the current file becomes a backup first (when it differs).
-    Returns (the backup restored, the new backup of the current file or None)."""
-    found = backups(target)
-    if not found:
-        raise UserError(f"{target}: no backup to restore (no {target.name}.<timestamp>.bak next to it)")
-    newest = found[-1]
-    saved = None
-    if target.exists() and target.read_bytes() != newest.read_bytes():
-        saved = backup_name(target)
-        shutil.copyfile(target, saved)
+def restore(target: Path) -> tuple[Path, bool]:
+    """Swap `target` and its backup: the backup comes back, the file it replaces becomes the backup (so a second
+    restore undoes the first). Returns (the backup path, whether the replaced file was kept in it)."""
+    back = backup_path(target)
+    if not back.exists():
+        raise UserError(f"{target}: no backup to restore (no {back.name} next to it; `oodcorr study use` writes one)")
+    text = back.read_text()
+    kept = target.exists() and target.read_bytes() != back.read_bytes()
+    if kept:
+        shutil.copyfile(target, back)
     from oodcorr.io import write_text
 
-    write_text(target, newest.read_text())
-    return newest, saved
+    write_text(target, text)
+    return back, kept
+
+
+# The user's comments outside the carried testsets: found by line in the old text (a comment line no preset file
+# holds), put back beside the same key path in the new text.
+_KEY = re.compile(r"""^(\s*)(?:- )?(?:"([^"]+)"|'([^']+)'|([^\s#'"{[][^:#]*?)):(?:\s|$)""")
+
+
+def _paths(lines: list[str]) -> list[str | None]:
+    """The key path of each line of block-style YAML (`data.testsets.my_set`), None for a line with no key."""
+    stack: list[tuple[int, str]] = []
+    out = []
+    for line in lines:
+        m = _KEY.match(line)
+        if not m or line.lstrip().startswith("#"):
+            out.append(None)
+            continue
+        indent, key = len(m.group(1)), next(g for g in m.groups()[1:] if g is not None).strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, key))
+        out.append(".".join(k for _, k in stack))
+    return out
+
+
+def _comment_of(line: str) -> str | None:
+    """The end-of-line comment of a YAML line (`# ...`), outside quotes; None if it has none."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[i:].rstrip() if line[:i].strip() else None
+    return None
+
+
+def _code(line: str) -> str:
+    """The line without its end-of-line comment."""
+    comment = _comment_of(line)
+    return line[:line.index(comment)].rstrip() if comment else line.rstrip()
+
+
+def keep_comments(old_text: str, new_text: str, preset_texts: list[str]) -> tuple[str, int]:
+    """`new_text` with the user's comments of `old_text` put back: full-line comments before the key they preceded,
+    end-of-line comments on the key's line where its value is unchanged. A comment any preset file holds is the
+    preset's (the new text has its own); one the new text already holds (inside a carried testset) is not repeated.
+    Returns (the text, the number of the user's comments that had no place: their key is gone or its value
+    changed; the backup keeps them)."""
+    presets = {part.strip() for text in preset_texts for line in text.splitlines()
+               for part in (line, _comment_of(line) or "")}
+    old, new = old_text.splitlines(), new_text.splitlines()
+    have = {line.strip() for line in new} | {c.strip() for c in map(_comment_of, new) if c}
+    old_paths, new_paths = _paths(old), _paths(new)
+    where = {p: i for i, p in enumerate(new_paths) if p is not None}
+    before: dict[int, list[str]] = {}
+    eol: dict[int, str] = {}  # line -> the spacing and the comment
+    block, lost = [], 0
+    for line, path in zip(old, old_paths):
+        text = line.strip()
+        if text.startswith("#"):
+            if text not in presets and text not in have:
+                block.append(text)
+            continue
+        if path is None:
+            continue
+        i = where.get(path, -1)
+        if block:
+            if i >= 0:
+                before.setdefault(i, []).extend(block)
+            else:
+                lost += len(block)
+            block = []
+        comment = _comment_of(line)
+        if comment and comment.strip() not in presets and comment.strip() not in have:
+            value = line[:line.index(comment)].rstrip()
+            if i >= 0 and _code(new[i]) == value:
+                eol[i] = line[len(value):line.index(comment)] + comment
+            else:
+                lost += 1
+    out = []
+    for i, line in enumerate(new):
+        indent = line[:len(line) - len(line.lstrip())]
+        out += [indent + c for c in before.get(i, [])]
+        out.append(_code(line) + eol[i] if i in eol else line)  # the user's comment beside their value
+    out += block  # comments after the last key stay at the end
+    return "\n".join(out) + ("\n" if new_text.endswith("\n") else ""), lost
