@@ -11,8 +11,9 @@ noise of variance v / I per checkpoint (v = per-item noise variance; for accurac
 S and v come from a pilot's predictions (median over run x OOD testset series of the split-half
 reliability, or the `quantile` share of series that must reach the target) or from stated assumptions
 (accuracy level p -> v = p(1 - p), residual SD -> S; or a reliability at a known item count).
-Compute: examples = items x checkpoints x testsets per run; hours at a measured examples/s
-(bench/results/eval_throughput.json by default).
+Compute: examples = items x checkpoints x testsets per run; hours at --examples-per-s, else at the throughput
+measured for the study's model (bench/results/eval_throughput.json) when every model the hours are for (--model,
+else params.yaml's runs) is that model; otherwise the hours are unknown and the plan says so.
 
 Power mode (--detect-r r1): checkpoints x items to detect a noise-free partial |r| >= r1 against 0 with the
 noise-corrected interval, seeds pooled, autocorrelated trajectories included (power.py). A pilot needs
@@ -141,14 +142,32 @@ def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = BASELINE_MET
             "phi": float(np.median([r["phi"] for r in rows])), "skipped_constant": skipped}
 
 
-def measured_throughput(root: Path) -> tuple[float | None, str]:
+def measured_throughput(root: Path, models=()) -> tuple[float | None, str]:
+    """(examples/s, where it was measured) for `models`, or (None, why not): the measurement is one model's on one
+    machine, so it stands for nothing else (a 7B model is not SmolLM2)."""
     path = root / "bench" / "results" / "eval_throughput.json"
     try:
         data = json.loads(path.read_text())
         eps = float(data["fast"]["examples_per_s"])
-        return eps, f"{path} ({data.get('model')}, {data.get('device')}, {data.get('dtype')})"
     except (OSError, KeyError, ValueError, TypeError):
-        return None, ""
+        return None, "no measured throughput found"
+    measured = f"{data.get('model')} on {data.get('device')}, {data.get('dtype')}"
+    others = sorted({str(m) for m in models} - {str(data.get("model"))})
+    if not models or others:
+        what = f"for {', '.join(others)}" if others else "for an unnamed model (--model)"
+        return None, f"unknown {what}: the one measured throughput is {measured} ({path})"
+    return eps, f"{path} ({measured})"
+
+
+def study_models(root: Path) -> list[str]:
+    """The models of the project's params.yaml runs ([] without a readable one)."""
+    from oodcorr.settings.config import PARAMS_FILE, load_params
+
+    try:
+        params = load_params(root / PARAMS_FILE) if (root / PARAMS_FILE).exists() else {}
+    except UserError:
+        return []
+    return sorted({str(r.get("model")) for r in (params.get("runs") or {}).values() if isinstance(r, dict)})
 
 
 @click.command("plan")
@@ -170,7 +189,10 @@ def measured_throughput(root: Path) -> tuple[float | None, str]:
 @click.option("--testsets", type=int, default=8, show_default=True, help="Testsets evaluated per checkpoint (ID included).")
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs (models x setups x seeds) in the study.")
 @click.option("--examples-per-s", type=float, default=None,
-              help="Evaluation throughput (default: bench/results/eval_throughput.json).")
+              help="Evaluation throughput (default: the one measured in bench/results/eval_throughput.json, used only "
+                   "for the model it was measured with).")
+@click.option("--model", "models", multiple=True,
+              help="Model the hours are for (repeatable; default: the models of params.yaml's runs).")
 @click.option("--quantile", type=float, default=0.5, show_default=True,
               help="With --pilot: share of the pilot's series that must reach the target reliability.")
 @click.option("--detect-r", "detect_r", type=float, default=None,
@@ -185,8 +207,8 @@ def measured_throughput(root: Path) -> tuple[float | None, str]:
               help="Power mode: also plan for pairs with this rel_a * rel_b.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_width, target_rel, seeds, r0,
-             testsets, runs, examples_per_s, quantile, detect_r, target_power, phi, item_counts, reliability_product,
-             as_json):
+             testsets, runs, examples_per_s, models, quantile, detect_r, target_power, phi, item_counts,
+             reliability_product, as_json):
     """Examples per testset and checkpoints per run (and seeds) needed for a target CI half-width on
     partial r and reliability of the residual trajectories, with the compute that implies; with --detect-r,
     the checkpoints per testset size that give the target power to detect that partial r."""
@@ -240,9 +262,12 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
         return
     where = ""
     if examples_per_s is None:
-        examples_per_s, where = measured_throughput(find_project_root())
+        root = find_project_root()
+        examples_per_s, where = measured_throughput(root, models or study_models(root))
     out = plan_design(S, v, half_width, target_rel, seeds, r0, AnalyzeSettings.alpha, testsets, runs, examples_per_s)
     out["source"] = source
+    if examples_per_s is None:
+        out["hours_total"], out["hours_note"] = None, where
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -256,4 +281,4 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
         click.echo(f"  time                 : {out['hours_total']:.1f} h at {examples_per_s:.3g} examples/s"
                    + (f" (measured: {where})" if where else ""))
     else:
-        click.echo("  time                 : pass --examples-per-s (no measured throughput found)")
+        click.echo(f"  time                 : {where}; pass --examples-per-s")
