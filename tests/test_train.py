@@ -164,3 +164,42 @@ def test_full_finetune_and_nf4_runs(project):
     assert rec["model_info"]["quantization"] == "nf4"
     a0, a3 = adapter(project / "runs" / "q", 0), adapter(project / "runs" / "q", 3)
     assert all(not torch.equal(a0[k], a3[k]) for k in a0 if "lora_B" in k)
+
+
+def test_a_deleted_checkpoint_is_rebuilt_from_the_nearest_kept_state(project, mlflow_uri, capfd):
+    """A finished run whose checkpoint-6 is deleted trains again from checkpoint-3's kept state to step 6 only
+    (one interval): every checkpoint file equals the original, the later ones are not rewritten; without kept
+    states it falls back to step 0 and still equals the original."""
+    import shutil
+
+    p = make_project(project, {"d": {"max_steps": 12, "checkpoints": {"every": 3}}})
+    _train(p, "d")
+    run_dir = project / "runs" / "d"
+    ck = run_dir / "checkpoints"
+
+    def files():
+        return {str(f.relative_to(ck)): f.read_bytes() for f in sorted(ck.rglob("*")) if f.is_file()}
+
+    original = files()
+    assert not [f for f in original if "training_state" in f]  # states live outside the DVC output
+    assert sorted(d.name for d in (run_dir / "resume").iterdir()) == [f"checkpoint-{s}" for s in (0, 12, 3, 6, 9)]
+    later = {s: (ck / f"checkpoint-{s}" / "adapter_model.safetensors").stat().st_mtime_ns for s in (0, 3, 9, 12)}
+    capfd.readouterr()
+
+    shutil.rmtree(ck / "checkpoint-6")
+    rec = _train(p, "d")
+    err = capfd.readouterr().err
+    assert "checkpoint-6 missing or incomplete" in err and "from checkpoint-3 to step 6" in err, err
+    assert files() == original and rec["finished"]
+    assert later == {s: (ck / f"checkpoint-{s}" / "adapter_model.safetensors").stat().st_mtime_ns for s in later}
+    losses = [r["step"] for r in map(json.loads, (run_dir / "tracking" / "train.jsonl").read_text().splitlines())
+              if r.get("key") == "train/loss"]
+    assert sorted(losses) == sorted(list(range(1, 13)) + [4, 5, 6])  # only steps 4-6 trained again
+    client = _client(mlflow_uri)
+    assert sorted(m.step for m in client.get_metric_history(rec["mlflow_run_id"], "train/loss")) == list(range(1, 13))
+
+    shutil.rmtree(run_dir / "resume")  # e.g. a clone after `dvc pull`: no kept state, from step 0 up to step 6
+    shutil.rmtree(ck / "checkpoint-6")
+    _train(p, "d")
+    assert "from step 0 (no earlier training state kept) to step 6" in capfd.readouterr().err
+    assert files() == original

@@ -8,15 +8,96 @@ training_state.json. A legacy training_state.pt is read with torch.load(weights_
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
+from oodcorr.io import sha256_file
 from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
 
 STATE_FILE = "training_state.json"          # written last: its presence marks a resumable checkpoint
 STATE_TENSORS = "training_state.safetensors"
 LEGACY_STATE = "training_state.pt"
 STATE_FILES = (STATE_FILE, STATE_TENSORS, LEGACY_STATE)
+
+
+RESUME_DIR = "resume"  # runs/<run>/resume/checkpoint-<step>/: the training state of every older checkpoint
+RESUME_INFO = "checkpoint.json"  # {"step", "weights_sha256"}: which weights the state belongs to
+
+
+def resume_dir(ckpt_dir: Path) -> Path:
+    """Where the training states of a run's older checkpoints are kept (next to checkpoints/, listed in
+    .dvcignore: never part of the checkpoints' DVC hash), so a deleted checkpoint is rebuilt from the nearest
+    earlier one instead of from step 0."""
+    return ckpt_dir.parent / RESUME_DIR
+
+
+def weights_sha256(d: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(d.glob("*.safetensors")):
+        if f.name != STATE_TENSORS:
+            h.update(f.name.encode() + bytes.fromhex(sha256_file(f)))
+    return h.hexdigest()
+
+
+def stash_state(ckpt_dir: Path, step: int) -> None:
+    """Move checkpoint-<step>'s training state into resume/checkpoint-<step> (with its weights' hash)."""
+    from oodcorr.io import atomic_dir, write_json
+
+    src = ckpt_dir / f"checkpoint-{step}"
+    if not (src / STATE_FILE).exists():
+        drop_state(src)
+        return
+    with atomic_dir(resume_dir(ckpt_dir) / f"checkpoint-{step}") as tmp:
+        write_json(tmp / RESUME_INFO, {"step": step, "weights_sha256": weights_sha256(src)})
+        for name in (STATE_TENSORS, STATE_FILE):
+            os.replace(src / name, tmp / name)
+    drop_state(src)
+
+
+def restore_state(ckpt_dir: Path, step: int) -> bool:
+    """Put the kept training state of checkpoint-<step> back into its folder when it belongs to the weights
+    there (same hash), so training resumes from that checkpoint; False when there is none that fits."""
+    import shutil
+
+    from oodcorr.io import atomic_path
+
+    kept, d = resume_dir(ckpt_dir) / f"checkpoint-{step}", ckpt_dir / f"checkpoint-{step}"
+    try:
+        info = json.loads((kept / RESUME_INFO).read_text())
+    except (OSError, ValueError):
+        return False
+    if not d.is_dir() or not (kept / STATE_TENSORS).is_file() or info.get("weights_sha256") != weights_sha256(d):
+        return False
+    for name in (STATE_TENSORS, STATE_FILE):  # STATE_FILE last: its presence marks a resumable checkpoint
+        with atomic_path(d / name) as tmp:
+            shutil.copyfile(kept / name, tmp)
+    return True
+
+
+def keeps_states(run) -> bool:
+    """LoRA / QLoRA runs keep every checkpoint's training state (about twice the adapter's size); a full
+    fine-tune only the newest (twice the model per checkpoint would be too much)."""
+    return run.finetune == "lora"
+
+
+def put_away_state(ckpt_dir: Path, step: int, run) -> None:
+    """checkpoint-<step>'s training state out of the checkpoint folder (a DVC output): kept in resume/ or deleted."""
+    d = ckpt_dir / f"checkpoint-{step}"
+    if has_state(d):
+        stash_state(ckpt_dir, step) if keeps_states(run) else drop_state(d)
+
+
+def resume_point(ckpt_dir: Path, steps, missing: list[int], run) -> int:
+    """Before rebuilding the `missing` checkpoints: every training state goes out of the checkpoint folders,
+    then the nearest checkpoint before the first missing one whose weights are intact and whose kept state
+    belongs to them gets it back (training resumes there). Its step, or -1 (train from step 0)."""
+    for s in checkpoint_dirs(ckpt_dir):
+        put_away_state(ckpt_dir, s, run)
+    earlier = [s for s in sorted(int(x) for x in steps) if s < missing[0]]
+    return next((s for s in reversed(earlier) if restore_state(ckpt_dir, s)), -1)
 
 
 def has_state(d: Path) -> bool:
@@ -113,8 +194,9 @@ def missing_checkpoints(ckpt_dir: Path, steps, upto: int) -> list[int]:
     return out
 
 
-def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None) -> Path:
-    """Atomically write checkpoint-<step>; the training state lives only in the newest checkpoint."""
+def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None, run=None) -> Path:
+    """Atomically write checkpoint-<step>; the training state lives in the newest checkpoint, older ones' are
+    put away (put_away_state)."""
     from oodcorr.io import atomic_dir, honour_umask_tree, write_json
 
     target = ckpt_dir / f"checkpoint-{step}"
@@ -138,7 +220,7 @@ def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | 
     if state is not None:
         for s, d in checkpoint_dirs(ckpt_dir).items():
             if s != step:
-                drop_state(d)
+                put_away_state(ckpt_dir, s, run)
     return target
 
 

@@ -66,8 +66,9 @@ def autocast_for(device: str | None):
 
 
 def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, project: Project, quiet,
-          rank: int = 0, world: int = 1) -> None:
-    """The optimisation loop. With `world` > 1 each process takes every world-th example of a micro-batch
+               rank: int = 0, world: int = 1, stop_at: int | None = None) -> None:
+    """The optimisation loop, from the newest checkpoint with a training state (else step 0) to `stop_at`
+    (default: the last step). With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
     import torch
 
@@ -95,14 +96,14 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
         sched.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
     elif rank == 0:
-        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0))
+        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0), run)
     autocast = autocast_for(info["device"])
     metrics = MetricLog(project, run.run) if rank == 0 else None
     since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {run.run}", unit="step")
     model.train()
-    for step in range(start + 1, total + 1):
+    for step in range(start + 1, (total if stop_at is None else stop_at) + 1):
         opt.zero_grad(set_to_none=True)
         micro = plan[step - 1]
         n = sum(len(mb) for mb in micro)
@@ -140,7 +141,7 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
             if step in schedule:
                 metrics.flush()
                 # the loss history travels with the checkpoint (DVC), so a clone can rebuild its MLflow run
-                save_checkpoint(model, ckpt_dir, step, {**meta, "train_log": since}, _state(opt, sched, step))
+                save_checkpoint(model, ckpt_dir, step, {**meta, "train_log": since}, _state(opt, sched, step), run)
                 since = []
             if step == kill_at:
                 metrics.flush()

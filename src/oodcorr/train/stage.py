@@ -17,7 +17,7 @@ from oodcorr import rundir
 from oodcorr.settings.project import Project
 from oodcorr.rundir import checkpoint_dirs, read_run_json
 from oodcorr.settings.run_settings import RunSettings
-from oodcorr.train.checkpoints import drop_state, has_state, missing_checkpoints
+from oodcorr.train.checkpoints import has_state, missing_checkpoints, put_away_state, resume_dir, resume_point
 from oodcorr.train.loop import train_loop
 from oodcorr.train.mlflow_log import finish_record, run_identity, start_record
 from oodcorr.train.model import preflight, prepare_model
@@ -81,23 +81,19 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
         mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
-    rebuild = False
+    missing, stop_at = [], None
     if same:  # every checkpoint run.json lists (up to where training got) must be there, else rebuild
         have = checkpoint_dirs(ckpt_dir)
         upto = previous["total_steps"] if previous.get("finished") else max(
             (s for s, d in have.items() if has_state(d)), default=-1)
-        missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto)
-        if missing and upto >= 0:
-            names = ", ".join(f"checkpoint-{m}" for m in missing)
-            click.echo(f"train {run_key}: {names} missing or incomplete (run.json lists it); training the run "
-                       "again from step 0 to rebuild it (each checkpoint is replaced as it is rewritten)", err=True)
-            rebuild = True
-    if rebuild:
-        previous = dict(previous, finished=False)
+        missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto) if upto >= 0 else []
+        if missing:  # a finished run keeps its later checkpoints: training stops at the last missing one
+            stop_at = missing[-1] if previous.get("finished") else None
+            previous = dict(previous, finished=False)
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
         click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
         # a kill right after run.json said finished: finish what the end of training does (idempotent)
-        drop_state(ckpt_dir / f"checkpoint-{previous['total_steps']}")
+        put_away_state(ckpt_dir, previous["total_steps"], run)
         recs = io.read_jsonl_tolerant(mirror.record_dir(project, run_key) / "train.jsonl")
         if recs and not any(r.get("type") == "status" for r in recs):
             finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
@@ -118,11 +114,16 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
 
     record = None
     if rank == 0:
-        if not same and ckpt_dir.exists():
-            shutil.rmtree(ckpt_dir)
-        if rebuild:  # from step 0: no resume from the newest checkpoint's state
-            for d in checkpoint_dirs(ckpt_dir).values():
-                drop_state(d)
+        if not same:
+            for old in (ckpt_dir, resume_dir(ckpt_dir)):
+                if old.exists():
+                    shutil.rmtree(old)
+        if missing:
+            start = resume_point(ckpt_dir, previous["checkpoint_steps"], missing, run)
+            click.echo(f"train {run_key}: {', '.join(f'checkpoint-{m}' for m in missing)} missing or incomplete "
+                       f"(run.json lists it); training again from "
+                       f"{f'checkpoint-{start}' if start >= 0 else 'step 0 (no earlier training state kept)'} "
+                       f"to step {stop_at if stop_at is not None else total} to rebuild it", err=True)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
         tracking_identity = run_identity(identity(config), digest)
         start_record(project, run, info, tracking_identity)
@@ -133,13 +134,13 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
         write_json(run_dir / "run.json", record)
     distributed.barrier()
     train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, project, quiet or rank > 0,
-          rank, world)
+               rank, world, stop_at)
     distributed.barrier()
     if rank > 0:
         return json.loads((run_dir / "run.json").read_text())
     record["finished"] = True
     write_json(run_dir / "run.json", record)
-    drop_state(ckpt_dir / f"checkpoint-{total}")  # finished: nothing to resume
+    put_away_state(ckpt_dir, total if stop_at is None else stop_at, run)  # finished: no resume from the newest
     run_id = finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
     return {**record, "mlflow_run_id": run_id}
 
