@@ -236,6 +236,8 @@ def os_error_line(e: BaseException) -> str | None:
     if code in _NO_WRITE:
         return (f"{shown}cannot write here ({e.strerror or text}); make the folder writable for this user "
                 "(or choose another location) and rerun")
+    if code == 36:  # ENAMETOOLONG
+        return f"{str(where)[:120] + '...: ' if where else ''}name too long for the file system; use a shorter name"
     if code in (20, 21):  # ENOTDIR, EISDIR
         return f"{shown}{e.strerror or text}: a file stands where a folder is expected (or the reverse); move it away"
     return None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from oodcorr import io
 from oodcorr.errors import UserError
+from oodcorr.settings.names import check_name, inside
 from oodcorr.settings.project import Project
 
 MANIFEST = "manifest.json"
@@ -34,6 +35,12 @@ def scored_testsets(params: dict | None) -> tuple[str, ...]:
     return tuple(listed or ())
 
 
+def testset_file(out_dir: str | Path, name: str) -> Path:
+    """<out_dir>/<name>.jsonl for a checked testset name, contained in `out_dir`: the one place a testset
+    name becomes a path (prepare writes and removes it, train and evaluate read it)."""
+    return inside(out_dir, check_name(name, "testset", "testset name"), ".jsonl")
+
+
 def read_manifest_file(out: Path) -> dict | None:
     path = Path(out) / MANIFEST
     if not path.exists():
@@ -45,6 +52,8 @@ def read_manifest_file(out: Path) -> dict | None:
                         "`oodcorr data prepare`") from None
     if not isinstance(data, dict) or not isinstance(data.get("testsets"), dict):
         raise UserError(f"{path}: not an oodcorr manifest (no 'testsets' mapping)")
+    for name in data["testsets"]:  # a key becomes a file name (and prepare's cleanup removes stale ones)
+        check_name(name, "testset", f"{path}: testsets")
     return data
 
 
@@ -56,7 +65,7 @@ def read_manifest(out_dir: str | Path) -> dict:
 def load_prepared(out_dir: str | Path, name: str) -> list[dict]:
     """Rows of a prepared testset; UserError telling how to prepare it when it is missing."""
     out = Path(out_dir)
-    path = out / f"{name}.jsonl"
+    path = testset_file(out, name)
     if name not in read_manifest(out)["testsets"] or not path.exists():
         raise UserError(f"testset {name} was not prepared; run `oodcorr data prepare` (or dvc repro prepare)")
     rows = []

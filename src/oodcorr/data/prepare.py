@@ -13,7 +13,7 @@ from oodcorr import io
 from oodcorr.data.loaders import label_counts, load_testset, subsample
 from oodcorr.data.settings import PrepareSettings
 from oodcorr.errors import UserError
-from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets
+from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets, testset_file
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import describe_source, resolve
 
@@ -47,6 +47,14 @@ def build(params: dict, name: str, data: PrepareSettings | None = None,
                   "split": spec.get("split"), "description": spec.get("description", "")}
 
 
+def remove_own(path: Path, entry) -> None:
+    """Remove a testset file prepare wrote earlier: only when the manifest recorded it and its content is still
+    what was recorded (a file changed or put there by someone else is left alone, and leaves the manifest)."""
+    recorded = entry.get("sha256") if isinstance(entry, dict) else None
+    if path.is_file() and not path.is_symlink() and recorded and io.sha256_file(path) == recorded:
+        path.unlink()
+
+
 def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | None = None) -> dict:
     """Prepare `names` (default: `referenced_names(params)`) into `out_dir`; return the manifest."""
     full = not names
@@ -60,14 +68,14 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
     io.clean_stale_temps(out, legacy_age=io.LEGACY_TMP_AGE_S)  # left by a killed earlier prepare
     manifest = read_manifest_file(out) or {"testsets": {}}
     for name, (rows, entry) in built.items():
-        path = out / f"{name}.jsonl"
+        path = testset_file(out, name)
         io.write_jsonl(path, rows)
         entry["sha256"] = io.sha256_file(path)
         manifest["testsets"][name] = {k: entry[k] for k in ("rows", "label_counts", "sha256", "source",
                                                              "split", "description")}
     if full:  # the whole study: data/prepared holds exactly what params.yaml uses (DVC keeps it: persist)
         for stale in sorted(set(manifest["testsets"]) - set(names)):
-            (out / f"{stale}.jsonl").unlink(missing_ok=True)
-    manifest["testsets"] = {k: v for k, v in manifest["testsets"].items() if (out / f"{k}.jsonl").exists()}
+            remove_own(testset_file(out, stale), manifest["testsets"].pop(stale))
+    manifest["testsets"] = {k: v for k, v in manifest["testsets"].items() if testset_file(out, k).exists()}
     io.write_json(out / MANIFEST, manifest)
     return manifest

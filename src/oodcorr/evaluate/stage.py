@@ -67,7 +67,7 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
                   quiet: bool) -> dict:
     """evaluate_run's work, from the settings it resolved once (no params: every value is in `trained`, `ev` or
     `project`)."""
-    from oodcorr.prepared import load_prepared, prepared_dir, read_manifest
+    from oodcorr.prepared import load_prepared, prepared_dir, read_manifest, testset_file
 
     if quiet:
         _silence()
@@ -81,7 +81,7 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
     names = testset_names(ev, trained, testsets)
     pdir = prepared_dir(project)
     manifest = read_manifest(pdir)["testsets"]
-    missing = [n for n in names if n not in manifest or not (pdir / f"{n}.jsonl").exists()]
+    missing = [n for n in names if n not in manifest or not testset_file(pdir, n).exists()]
     if missing:
         raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; run "
                         "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
@@ -103,7 +103,7 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
                             "and rerun")
     io.clean_stale_temps(eval_dir, cache_dir)  # left by a killed evaluate (only dead processes' temps)
     # the content as it is now (a testset edited after `prepare` must not reuse its old scores)
-    sha = {n: io.sha256_file(pdir / f"{n}.jsonl") for n in names}
+    sha = {n: io.sha256_file(testset_file(pdir, n)) for n in names}
     pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
     pending = [p for p in pairs if not cache_usable(cache_dir / f"{p[2]}.parquet")]
     rank, world = distributed.init()

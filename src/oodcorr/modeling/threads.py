@@ -17,6 +17,7 @@ from oodcorr.errors import UserError
 from oodcorr.settings.project import Project
 
 ENV = "OODCORR_THREADS"
+MAX_THREADS = 1024  # more is never a CPU's core count, and torch's thread pool aborts on absurd counts
 
 
 def _cpu_times() -> tuple[int, int] | None:
@@ -73,8 +74,8 @@ def parse(value, where: str) -> int | None:
         n = int(value) if not isinstance(value, (bool, float)) else 0
     except (TypeError, ValueError):
         n = 0
-    if n < 1 or str(value).strip() != str(n):
-        raise UserError(f"{where}: expected a positive integer or 'auto', got {value!r}")
+    if n < 1 or n > MAX_THREADS or str(value).strip() != str(n):
+        raise UserError(f"{where}: expected a positive integer or 'auto' (at most {MAX_THREADS}), got {value!r}")
     return n
 
 

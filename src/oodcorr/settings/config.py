@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
-from oodcorr.settings.names import HUB_ID_RE, check_run_key
+from oodcorr.settings.names import HUB_ID_RE, check_name, check_run_key
 
 PARAMS_FILE = "params.yaml"
 
@@ -214,6 +214,8 @@ def validate(tree: Any, schema: Any = SCHEMA, where: str = "") -> None:
         for key, sub in tree.items():
             if where == "runs":
                 check_run_key(key)
+            elif where == "data.testsets":
+                check_name(key, "testset", "params: data.testsets")
             validate(sub, schema[1], f"{where}.{key}" if where else str(key))
         return
     if isinstance(schema, dict):
@@ -259,6 +261,12 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
         raise UserError(f"{path}:{line}: not UTF-8 (byte {raw[e.start]:#04x}); save the file as UTF-8") from None
     try:
         tree = read_yaml(text) or {}
+        if isinstance(tree, dict) and validate_schema:
+            validate(tree)
+        tree = copy.deepcopy(tree)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply (more levels of lists or mappings than Python can read); "
+                        "params.yaml needs a few levels only") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         loc = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -267,10 +275,8 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
         raise UserError(f"{path}: expected a mapping of sections (study, data, train, runs, ...), "
                         f"got {type(tree).__name__}")
     if validate_schema:
-        validate(tree)
         check_values(tree)
         check_references(tree)
-    tree = copy.deepcopy(tree)
     tree["_path"] = str(path.resolve())
     tree["_root"] = str(path.resolve().parent)
     return tree
@@ -284,10 +290,16 @@ def check_values(tree: dict) -> None:
     """Value checks of what every stage reads (types are checked by `validate`; a run's values by
     run_settings.RunSettings, each stage's section by its settings object): one line naming the key."""
     from oodcorr.modeling.threads import parse as parse_threads
+    from oodcorr.settings.names import check_inside_project
     from oodcorr.settings.project import Project
+    from oodcorr.settings.tracking_uri import check_tracking_uri
 
     study = tree.get("study") or {}
     Project.from_params(tree)  # study.tracking: mlflow | none
+    check_tracking_uri(study.get("tracking_uri"))
+    for section in ("data", "analyze"):  # the folders these stages replace: inside the project
+        if (tree.get(section) or {}).get("out") is not None:
+            check_inside_project(tree[section]["out"], f"params: {section}.out")
 
     parse_threads(study.get("threads"), "params: study.threads")
     if "runs" in tree and not tree["runs"]:
