@@ -13,6 +13,7 @@ import click
 
 from oodcorr.settings.config import check_references, load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
+from oodcorr.settings.names import check_name, inside
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -46,7 +47,7 @@ def expand_grid(grid: dict) -> dict:
 
 def load_preset(name: str, **overrides) -> dict:
     """A preset as a params tree; a `grid` section is expanded into `runs` (overrides: models, shots, ...)."""
-    path = PRESETS_DIR / f"{name}.yaml"
+    path = inside(PRESETS_DIR, check_name(name, "preset", "study use"), ".yaml")
     if not path.exists():
         raise UserError(f"unknown preset {name!r}{closest(name, presets())}; presets: {', '.join(presets())}")
     tree = read_yaml(path.read_text())
@@ -91,19 +92,21 @@ def split_option(option: str, text: str | None, kind=str) -> list | None:
     return out
 
 
-def check_params(path=None) -> dict:
+def check_params(path=None, data: bool = False) -> dict:
     params = load_params(path)
     check_references(params)
-    check_study(params)
+    check_study(params, data=data)
     return params
 
 
-def check_study(params: dict) -> None:
+def check_study(params: dict, data: bool = False) -> None:
     """Everything a stage would refuse in params.yaml, checked at once and before any stage runs (dvc.yaml's
     `check` stage runs this first, so a rejected params file leaves every output as it was): the runs'
-    resolved settings, every testset the study uses, evaluate and analyze settings, the launch settings."""
+    resolved settings, every testset the study uses, evaluate and analyze settings, the launch settings; with
+    `data`, every local and synthetic testset built in memory as prepare builds it (columns, labels, slices,
+    sizes), so what prepare would reject is rejected here (hub testsets need the network: prepare loads them)."""
     from oodcorr.analysis.settings import AnalyzeSettings
-    from oodcorr.data.prepare import referenced_names
+    from oodcorr.data.prepare import build, referenced_names
     from oodcorr.data.settings import PrepareSettings
     from oodcorr.evaluate.settings import EvaluateSettings
     from oodcorr.launch.core import settings as launch_settings
@@ -116,9 +119,10 @@ def check_study(params: dict) -> None:
         RunSettings.from_params(params, key)
     PrepareSettings.from_params(params)
     for name in referenced_names(params):
-        resolve(params, name)
+        if resolve(params, name)["kind"] != "hub" and data:
+            build(params, name)
     EvaluateSettings.from_params(params)
-    AnalyzeSettings.from_params(params)
+    AnalyzeSettings.from_params(params).check_against(params)
     launch_settings(params)
 
 
@@ -205,8 +209,16 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
 @click.option("--stamp", type=click.Path(dir_okay=False), default=None,
               help="Write this file when the check passes (dvc.yaml's check stage: every stage depends on it).")
 def check_cmd(params_file, stamp):
-    """Validate params.yaml (types, values, unknown keys, runs -> models/testsets) without running anything."""
-    params = check_params(params_file)
+    """Validate params.yaml (types, values, unknown keys, runs -> models/testsets, the local and synthetic
+    testsets' rows) without running or writing anything but --stamp."""
+    try:
+        params = check_params(params_file, data=True)
+    except UserError as e:  # under `dvc repro`: the .dvc files DVC rewrote for rejected data put back
+        from oodcorr.settings.config import find_project_root
+        from oodcorr.data.dvc_sources import note
+
+        raise UserError(f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}") \
+            from None
     if stamp:
         from oodcorr.io import write_text
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from oodcorr.analysis import answer_bias, series
 from oodcorr.analysis.consistency import SETUP
 from oodcorr.analysis.settings import AnalyzeSettings
-from oodcorr.errors import UserError, closest
 from oodcorr.metrics import BASELINE_METRIC
 
 
@@ -154,11 +153,9 @@ def scatter_pair(runs, partials, requested, method):
     """The pair drawn in the residual scatter grid: as requested, else the strongest mean |partial r|."""
     names = sorted({n for d in runs.values() for n in d["Y"].columns})
     if requested:
-        if len(requested) != 2:
-            raise UserError(f"analyze.scatter_pair: expected two testset names, got {requested!r}")
-        for name in requested:
-            if name not in names:
-                raise UserError(f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(name, names)}")
+        from oodcorr.analysis.settings import check_scatter_pair
+
+        check_scatter_pair(requested, names)
         return tuple(requested)
     sub = partials[(partials["method"] == method)].dropna(subset=["r"])
     if sub.empty:

@@ -48,8 +48,8 @@ class AnalyzeSettings:
         if isinstance(self.equivalence, bool) or not isinstance(self.equivalence, (int, float)) \
                 or not 0 < self.equivalence < 1:
             raise UserError(f"analyze.equivalence: must be a number in (0, 1), got {self.equivalence!r}")
-        if self.scatter_pair is not None and len(self.scatter_pair) != 2:
-            raise UserError(f"analyze.scatter_pair: expected two testset names, got {list(self.scatter_pair)!r}")
+        if self.scatter_pair is not None:
+            check_scatter_pair(self.scatter_pair, None)
         check_metric(self.metric)
         if self.noise not in NOISE_CHOICES:
             raise UserError(f"analyze.noise: expected auto, true or false, got {self.noise!r}")
@@ -61,6 +61,13 @@ class AnalyzeSettings:
     @property
     def noise_required(self) -> bool:
         return self.noise in (True, "true", "on")
+
+    def check_against(self, params: dict | None) -> "AnalyzeSettings":
+        """What can be checked against the study itself before any stage runs: the scatter pair names OOD
+        testsets of the study's runs (`oodcorr study check`; the analysis checks it again on the loaded runs)."""
+        if self.scatter_pair is not None and (params or {}).get("runs"):
+            check_scatter_pair(self.scatter_pair, study_ood_testsets(params))
+        return self
 
     @classmethod
     def from_params(cls, params: dict | None, **overrides) -> "AnalyzeSettings":
@@ -77,3 +84,22 @@ class AnalyzeSettings:
 
     def but(self, **changes) -> "AnalyzeSettings":
         return replace(self, **changes)
+
+
+def study_ood_testsets(params: dict) -> list[str]:
+    """Every testset some run of the study is scored on besides its own ID testset (the analysis' OOD series)."""
+    from oodcorr.prepared import scored_testsets
+
+    scored = scored_testsets(params)
+    ids = [(run or {}).get("id_testset") for run in (params.get("runs") or {}).values()]
+    return sorted({t for i in ids for t in (*scored, i) if t and t != i})
+
+
+def check_scatter_pair(pair, names) -> None:
+    """analyze.scatter_pair: two names, each an OOD testset of the study (`names`; None: not known yet)."""
+    if len(pair) != 2:
+        raise UserError(f"analyze.scatter_pair: expected two testset names, got {list(pair)!r}")
+    for name in pair if names is not None else ():
+        if name not in names:
+            raise UserError(f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(str(name), names)}; the "
+                            f"study's OOD testsets: {', '.join(names)}")

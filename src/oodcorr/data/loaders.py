@@ -32,8 +32,7 @@ def read_local(spec: dict, project: Project) -> tuple[list[dict], list[int], str
     """
     path = project.path(spec["path"])
     shown = str(spec["path"])
-    if not path.is_file():
-        raise UserError(f"testset {spec['name']}: file not found: {path}")
+    check_readable(path, f"testset {spec['name']}")
     fmt = spec.get("format") or FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UserError(f"testset {spec['name']}: cannot tell the format of {shown}; set format: tsv|csv|jsonl")
@@ -67,6 +66,37 @@ def read_local(spec: dict, project: Project) -> tuple[list[dict], list[int], str
             rows.append(dict(zip(header, rec)))
             lines.append(reader.line_num)
     return rows, lines, shown
+
+
+def path_kind(path: Path) -> str | None:
+    """What stands at `path` when it is not a regular file ('a folder', 'a named pipe (FIFO)', ...), with the
+    symlink it is, if any; None for a regular file (or a symlink to one)."""
+    import stat
+
+    link = f"a symlink to {os.readlink(path)}, which is " if path.is_symlink() else ""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"{link}missing" if link else None
+    except OSError as e:
+        return f"{link}not readable ({e.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return link + next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+def check_readable(path: Path, what: str) -> None:
+    """One line saying what `path` is when it cannot be read as a data file (missing, a folder, a FIFO, a
+    device, unreadable), never anything of its content."""
+    if not path.exists() and not path.is_symlink():
+        raise UserError(f"{what}: file not found: {path}")
+    kind = path_kind(path)
+    if kind is not None:
+        raise UserError(f"{what}: {path} is {kind}, not a data file; give the path of a tsv, csv or jsonl file")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{what}: {path}: not readable by this user (permission denied)")
 
 
 def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
@@ -156,8 +186,9 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
         fields += [s for s in slices if s != "@label"] + ([spec["id"]] if spec.get("id") else [])
         missing = [c for c in fields if c not in cols]
         if missing:
-            raise UserError(f"{origin}: testset {name}: no column {', '.join(map(repr, missing))} "
-                            f"(columns: {', '.join(map(str, rows[0]))})")
+            raise UserError(f"{origin}: testset {name}: no column {', '.join(map(repr, missing))} (the file "
+                            f"has {len(cols)} column{'s' * (len(cols) != 1)}); set premise, hypothesis, label "
+                            "(and slice, id, filter) to column names of the file")
     filt = {k: {_raw(x) for x in (v if isinstance(v, list) else [v])} for k, v in (spec.get("filter") or {}).items()}
     lmap = dict(spec["label_map"])
     neutral = NON if spec.get("neutral") == "merge" else "drop"

@@ -40,7 +40,12 @@ def prepare_cmd(params_file, out_dir, only):
 
     params = _params(params_file)
     only = [n.strip() for item in only for n in item.split(",") if n.strip()]
-    manifest = prepare(params, out_dir, only or None)  # None: the whole study (stale testsets removed)
+    try:
+        manifest = prepare(params, out_dir, only or None)  # None: the whole study (stale testsets removed)
+    except UserError as e:  # under `dvc repro`: the .dvc files DVC rewrote for the rejected data put back
+        from oodcorr.data.dvc_sources import note
+
+        raise UserError(f"{e}{note(params['_root'])}") from None
     names = only or referenced_names(params)
     out = prepared_dir(params, out_dir)
     for name in dict.fromkeys(names):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from oodcorr.settings.config import MIN_MAX_LENGTH
 from oodcorr.errors import UserError
 from oodcorr.prepared import scored_testsets
+from oodcorr.settings.run_settings import CHOICES
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class EvaluateSettings:
         bs = self.batch_size
         if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
             raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
+        if self.dtype is not None and self.dtype not in CHOICES["dtype"]:  # the same choices as a run's dtype
+            raise UserError(f"params: evaluate.dtype: expected one of {', '.join(CHOICES['dtype'])} (or unset: the "
+                            f"run's training dtype), got {self.dtype!r}")
         if self.max_length is not None and self.max_length < MIN_MAX_LENGTH:
             raise UserError(f"params: evaluate.max_length: must be >= {MIN_MAX_LENGTH} tokens, got {self.max_length}")
 
