@@ -9,8 +9,8 @@ from pathlib import Path
 
 from oodcorr.errors import UserError
 
-MANIFEST = ".oodcorr-outputs.json"  # {"files": {relative path: sha256}, "dirs": [...]}: what the analysis wrote
-LEGACY_JSON = ("summary.json", "metrics.json")  # an older version's outputs (no manifest), known by content
+MANIFEST = ".oodcorr-outputs.json"  # {"tool", "version", "written_by", "files": {path: sha256}, "dirs": [...]}
+WRITTEN_BY = "oodcorr analyze"  # the marker: a folder is the analysis' own only with a manifest saying this
 
 
 def _sha256(path: Path) -> str | None:
@@ -31,13 +31,18 @@ def _dvc_gitignore(path: Path, names: set[str]) -> bool:
     return all(not x or x.startswith("#") or (x.startswith("/") and x[1:] in names) for x in lines)
 
 
-def _legacy_output(path: Path) -> bool:
-    """summary.json / metrics.json of an older version (or a git checkout of a DVC project): ours by content."""
+def read_manifest(out_dir: Path) -> tuple[dict, set]:
+    """(files, dirs) the analysis recorded in `out_dir`'s manifest; empty unless the manifest is one oodcorr
+    wrote (its tool name, a version): a file's shape never makes it ours."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(doc, dict) and isinstance(doc.get("n_runs"), int)
+        manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("tool") != "oodcorr" or manifest.get("written_by") != WRITTEN_BY \
+                or not isinstance(manifest.get("version"), str):
+            return {}, set()
+        files, dirs = dict(manifest.get("files") or {}), set(manifest.get("dirs") or [])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return {}, set()
+    return files, dirs
 
 
 TOP_LEVEL = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "report.html",
@@ -46,20 +51,14 @@ TOP_LEVEL = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", 
 
 def check_out_dir(out_dir: Path) -> None:
     """`out_dir` is replaced as a whole, so it must hold nothing but what an earlier analysis wrote: every file
-    must be listed, with the same content, in the folder's manifest (written with the outputs), except a
-    DVC-written .gitignore (kept) and an older version's summary.json/metrics.json. A file, a folder with
-    anything else, or a place that cannot be written is refused with one line, before any work."""
-    import os
-
+    must be listed, with the same content, in the folder's manifest (written with the outputs: the tool's name and
+    version), except a DVC-written .gitignore (kept). A file, a folder with anything else, or a place that cannot
+    be written is refused with one line, before any work."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: is a file, not a folder")
     if out_dir.is_dir():
-        try:
-            manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-            files, dirs = dict(manifest.get("files") or {}), set(manifest.get("dirs") or [])
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError):
-            files, dirs = {}, set()
+        files, dirs = read_manifest(out_dir)
         foreign: list[str] = []
 
         def walk(folder: Path) -> None:
@@ -75,8 +74,7 @@ def check_out_dir(out_dir: Path) -> None:
                 elif rel in files:
                     if files[rel] != _sha256(entry):
                         foreign.append(f"{rel} (changed since)")
-                elif not ((rel == ".gitignore" and _dvc_gitignore(entry, TOP_LEVEL))
-                          or (rel in LEGACY_JSON and _legacy_output(entry))):
+                elif not (rel == ".gitignore" and _dvc_gitignore(entry, TOP_LEVEL)):
                     foreign.append(rel)
 
         walk(out_dir)
@@ -84,11 +82,24 @@ def check_out_dir(out_dir: Path) -> None:
             shown = ", ".join(foreign[:3]) + (f" (+{len(foreign) - 3} more)" if len(foreign) > 3 else "")
             raise UserError(f"--out {out_dir}: holds files oodcorr did not write ({shown}); the analysis replaces "
                             "this folder as a whole, so move them away or choose an empty or new folder")
-    parent = out_dir if out_dir.is_dir() else out_dir.parent
+    check_writable(out_dir)
+
+
+def check_writable(out_dir: Path) -> None:
+    """The results folder is written next to itself (a temporary folder renamed onto it): try that in the nearest
+    existing folder, so a read-only place, /proc or a name too long is one line before any work."""
+    import tempfile
+
+    parent = out_dir.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK) or (out_dir.is_dir() and not os.access(out_dir.parent, os.W_OK)):
-        raise UserError(f"--out {out_dir}: not writable ({parent} is read-only for this user)")
+    try:
+        if len(out_dir.name.encode()) > 200:
+            raise OSError(36, "File name too long")
+        tempfile.TemporaryDirectory(dir=parent, prefix=".oodcorr-probe-").cleanup()
+    except OSError as e:
+        raise UserError(f"--out {out_dir}: not writable ({parent}: {e.strerror or e}); choose another folder, "
+                        "e.g. one in your project") from None
 
 
 def write_manifest(folder: Path, out_dir: Path) -> None:
@@ -106,8 +117,10 @@ def write_manifest(folder: Path, out_dir: Path) -> None:
             dirs.append(rel)
         elif rel != ".gitignore":
             files[rel] = _sha256(p)
-    (folder / MANIFEST).write_text(json.dumps({"written_by": "oodcorr analyze", "files": files, "dirs": dirs},
-                                              indent=1) + "\n")
+    from oodcorr import __version__
+
+    (folder / MANIFEST).write_text(json.dumps({"tool": "oodcorr", "version": __version__, "written_by": WRITTEN_BY,
+                                               "files": files, "dirs": dirs}, indent=1) + "\n")
 
 
 def curves_table(runs: dict):
