@@ -132,6 +132,61 @@ def test_a_label_outside_the_map_names_file_and_line(tmp_path):
     assert not (tmp_path / "data" / "prepared").exists()
 
 
+def test_study_check_reads_the_readmes_testset_as_prepare_would(tmp_path):
+    """README "Add a testset" declares `slice: genre`: a file without that column passed `oodcorr study check` (the
+    pipeline's first stage) and then broke `prepare`; the check now builds local testsets as prepare does."""
+    params = one_run_params()
+    params["data"]["testsets"]["my_set"] = declared_testset()["my_set"]
+    params["evaluate"]["testsets"].append("my_set")
+    assert params["data"]["testsets"]["my_set"]["slice"] == "genre"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    nli_csv(tmp_path / "data" / "raw" / "my_set.csv", 8, seed=1, header=("sentence1", "sentence2", "gold", "kind"))
+    demo = "data/raw/synth_local_demo.csv"  # the synthetic preset's own local testset (data.prepare)
+    (tmp_path / demo).write_bytes((REPO / demo).read_bytes())
+    res = sh(["oodcorr", "study", "check"], tmp_path, check=False)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "error: data/raw/my_set.csv: testset my_set: no column 'genre' (the file has 4 columns); set premise, "
+        "hypothesis, label (and slice, id, filter) to column names of the file"], res.stderr
+    nli_csv(tmp_path / "data" / "raw" / "my_set.csv", 8, seed=1)  # with its genre column
+    assert sh(["oodcorr", "study", "check"], tmp_path).stdout.startswith("ok: ")
+    assert not (tmp_path / "data" / "prepared").exists()
+
+
+@pytest.mark.slow
+def test_a_rejected_data_file_leaves_data_dvc_as_committed(tmp_path):
+    """`dvc repro` saves an edited data/raw into data.dvc before any stage runs; when prepare then rejects the
+    edit (a label outside the map), data.dvc is put back as committed: git sees no change, the one error line
+    says so, and once the file is fixed `dvc repro` proceeds as usual."""
+    root = as_this_repo(make_project(tmp_path / "study", one_run_params()))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["data"]["testsets"]["my_set"] = declared_testset()["my_set"]
+    params["evaluate"]["testsets"].append("my_set")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    nli_csv(root / "data" / "raw" / "my_set.csv", 12, seed=2)
+    sh(["dvc", "add", "-q", "data/raw"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "my_set"], root)
+    sh(["dvc", "repro", "prepare"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "prepared"], root)
+    committed = (root / "data.dvc").read_bytes()
+    good = (root / "data" / "raw" / "my_set.csv").read_text()
+    lines = good.splitlines()
+    lines[3] = lines[3].rsplit(",", 2)[0] + ",maybe," + lines[3].rsplit(",", 1)[1]  # line 4: a label outside the map
+    (root / "data" / "raw" / "my_set.csv").write_text("\n".join(lines) + "\n")
+    res = sh(["dvc", "repro", "prepare"], root, check=False)
+    assert res.returncode != 0
+    errors = [x for x in res.stdout.splitlines() + res.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: data/raw/my_set.csv:4: testset my_set: label 'maybe'") \
+        and errors[0].endswith("; data.dvc put back as committed (DVC had recorded the rejected data; fix the file, "
+                               "then `dvc repro` again)"), res.stdout + res.stderr
+    assert (root / "data.dvc").read_bytes() == committed
+    assert sh(["git", "status", "--porcelain"], root).stdout.strip() == ""
+    (root / "data" / "raw" / "my_set.csv").write_text(good.replace("Ana", "Ann"))  # fixed (and edited)
+    sh(["dvc", "repro", "prepare"], root)
+    assert (root / "data.dvc").read_bytes() != committed  # the accepted edit is recorded as DVC does
+
+
 def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
     """README "Presets": the block as written, in order, on a project whose params.yaml declares the user's
     testset (with comments) and a comment of the user's elsewhere: the paper slice keeps both, `dvc repro --dry
