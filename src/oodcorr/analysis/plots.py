@@ -41,6 +41,25 @@ def stars(p, alpha: float = AnalyzeSettings.alpha) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*"
 
 
+def fit_title(ax, text: str, fontsize: float = 9) -> None:
+    """The axes' title, wrapped at spaces to the axes' width (a long run key or setup never runs off the figure)."""
+    import textwrap
+
+    fig = ax.get_figure()
+    width_pt = ax.get_position().width * fig.get_figwidth() * 72
+    chars = max(12, int(width_pt / (0.56 * fontsize)))
+    ax.set_title("\n".join(textwrap.fill(line, chars, break_on_hyphens=False) for line in text.split("\n")),
+                 fontsize=fontsize)
+
+
+def empty_panel(ax, why: str) -> None:
+    """Say in the panel why it has nothing drawn (instead of an empty frame)."""
+    import textwrap
+
+    ax.text(0.5, 0.5, textwrap.fill(why, 34), ha="center", va="center", fontsize=8, color="#444",
+            transform=ax.transAxes, bbox={"facecolor": "white", "edgecolor": "#bbb", "boxstyle": "round"})
+
+
 def _plt():
     import matplotlib
 
@@ -50,9 +69,11 @@ def _plt():
     return plt
 
 
-def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = BASELINE_METRIC):
+def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = BASELINE_METRIC,
+            empty: dict | None = None):
     """One model x setup x method: symmetric matrix of pooled r, annotated with r and stars; with a metric
-    other than accuracy a second panel shows accuracy's (columns r_accuracy, p_bh_accuracy) beside it."""
+    other than accuracy a second panel shows accuracy's (columns r_accuracy, p_bh_accuracy) beside it.
+    A panel with no r says why in its middle (`empty`: metric -> reason)."""
     plt = _plt()
     idx = {n: i for i, n in enumerate(names)}
     T = len(names)
@@ -76,8 +97,10 @@ def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = 
                 if ann[i][j]:
                     ax.text(j, i, ann[i][j], ha="center", va="center", fontsize=7,
                             color="white" if abs(M[i, j]) > 0.6 else "black")
+        if not np.isfinite(M).any():
+            empty_panel(ax, f"no partial r of {label}: {(empty or {}).get(label, 'every pair is flagged')}")
         fig.colorbar(im, ax=ax, shrink=0.8, label=f"partial r of {label} (seeds pooled)")
-        ax.set_title(f"{title}\n{label}" if len(panels) > 1 else title, fontsize=9)
+        fit_title(ax, f"{title}\n{label}" if len(panels) > 1 else title)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -115,7 +138,7 @@ def scatter_grid(runs: dict, pair, path, method="gam", label: str = BASELINE_MET
         ax.scatter(R[:, 0], R[:, 1], s=12, alpha=0.7, color="C2")
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.corrcoef(R[:, 0], R[:, 1])[0, 1] if len(x) > 2 else np.nan
-        ax.set_title(f"{run}: residual r = {r:+.2f} ({'gam' if use_gam else 'linear'})", fontsize=8)
+        fit_title(ax, f"{run}: residual r = {r:+.2f} ({'gam' if use_gam else 'linear'})", fontsize=8)
         ax.set_xlabel(f"{a} residual", fontsize=8)
         ax.set_ylabel(f"{b} residual", fontsize=8)
     fig.tight_layout()
@@ -142,7 +165,7 @@ def curves(run: str, d: dict, path, metric: str = BASELINE_METRIC):
             ax.set_xscale("symlog", linthresh=float(positive.min()))
         ax.set_xlabel("step")
         ax.set_ylabel(m)
-        ax.set_title(run, fontsize=9)
+        fit_title(ax, run)
         ax.legend(fontsize=6, ncol=2, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -165,6 +188,20 @@ def _why_empty(rows) -> str:
     if top == "constant:id":
         hint = " (the ID series never changed: there is no ID progress to regress out)"
     return f"no pair has a partial r: {top}{hint}"
+
+
+def _why_no_r(runs: dict, metric: str) -> str:
+    """Why a model's heatmap panel for `metric` has no r: its ID series never moved in any run, else the flags."""
+    ids = []
+    for d in runs.values():
+        series = (d.get("series") or {}).get(metric) or {}
+        x = series.get(d["meta"]["id_testset"]) if series else (d["x"] if metric == BASELINE_METRIC else None)
+        if x is not None:
+            ids.append(np.asarray(x, float))
+    if ids and all(np.nanmax(x) - np.nanmin(x) <= 1e-12 for x in ids if np.isfinite(x).any()):
+        return (f"the ID {metric} never changed (at {ids[0][np.isfinite(ids[0])][0]:.3f} in every checkpoint), so "
+                "there is no ID progress to regress out") if np.isfinite(ids[0]).any() else "no ID values"
+    return "every pair is flagged (pooled_seeds.csv, flag)"
 
 
 def curves_by_testset(runs: dict, path) -> bool:
@@ -234,7 +271,9 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
                 continue
             seeds = int(sub["n_seeds"].max()) if "n_seeds" in sub else 1
             title = f"{model} | {train_set} {shots}-shot | {method}" + (f" | {seeds} seeds pooled" if seeds > 1 else "")
-            heatmap(sub, names, title, out / name, alpha, metric)
+            mine = {run: d for run, d in runs.items() if d["meta"].get("model") == model}
+            heatmap(sub, names, title, out / name, alpha, metric,
+                    empty={m: _why_no_r(mine, m) for m in {metric, BASELINE_METRIC}})
             figs[name] = f"{title}: partial r of {metric}" + (" (left) and accuracy (right)"
                                                               if metric != BASELINE_METRIC else "")
     if len(runs) and curves_by_testset(runs, out / "curves_testsets.png"):
@@ -271,7 +310,7 @@ def reliability_heatmaps(fig_dir, reliability, reliability_min: float = AnalyzeS
             ax.text(j, i, reliability_label(v), ha="center", va="center", fontsize=7,
                     color="white" if not np.isfinite(v) or v < 0.6 else "black")
         fig.colorbar(im, ax=ax, fraction=0.04)
-        ax.set_title(f"reliability of residual trajectories ({metric}, {method})", fontsize=9)
+        fit_title(ax, f"reliability of residual trajectories ({metric}, {method})")
         fig.tight_layout()
         name = f"reliability_{safe(metric)}_{safe(method)}.png"
         fig.savefig(Path(fig_dir) / name, dpi=100)

@@ -15,12 +15,15 @@ from oodcorr.analysis.plots import reliability_label
 from oodcorr.metrics import BASELINE_METRIC
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}td.l{overflow-wrap:anywhere}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}.consistent_negative{background:#dde6f8}
 .model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}.insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}
-figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}"""
+figure{margin:1em 0}figcaption{font-size:12px;color:#555}pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}
+details{margin:.6em 0}summary{cursor:pointer;color:#245;font-size:14px}table.verdicts{font-size:13px}table.verdicts td{white-space:nowrap}table.verdicts td.l{white-space:normal}
+p.legend{font-size:12px;color:#444}figure.first img{max-height:46vh;width:auto}"""
 
 MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
+OPEN_ROWS = 12  # a table with more rows is collapsed (<details>) with its row count, so the page stays scannable
 
 
 def _fmt(v) -> str:
@@ -34,6 +37,18 @@ def _fmt(v) -> str:
 # Columns the page combines to stay within ~1,300 px (the CSVs keep every column): name -> source columns.
 COMBINED = {"pair": ("testset_a", "testset_b"), "CI": ("ci_low", "ci_high"), "ci2": ("ci2_low", "ci2_high"),
             "CI acc": ("ci_low_accuracy", "ci_high_accuracy"), "rel a / b": ("rel_a", "rel_b")}
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that a narrow column may wrap after '_' (a name such as insufficient_evidence), never mid-word."""
+    return text.replace("_", "_<wbr>")
+
+
+def _details(label: str, inner: str, rows: int) -> str:
+    """`inner` as is when short, else collapsed under `label (N rows)`."""
+    if rows <= OPEN_ROWS:
+        return inner
+    return f"<details><summary>{html.escape(label)} ({rows} rows)</summary>{inner}</details>"
 
 
 def _reason(row) -> str:
@@ -58,21 +73,22 @@ def _cell(row, col: str) -> str:
     value = row[col]
     if col == "r" and isinstance(value, float) and value != value:
         return f'<td class="l">—{_reason(row)}</td>'
-    return f'<td class="l">{_fmt(value)}</td>' if isinstance(value, str) else f"<td>{_fmt(value)}</td>"
+    return f'<td class="l">{_breakable(_fmt(value))}</td>' if isinstance(value, str) else f"<td>{_fmt(value)}</td>"
 
 
-def table(df, columns, css_col: str | None = None) -> str:
+def table(df, columns, css_col: str | None = None, label: str = "the table") -> str:
     """An HTML table of selected columns (first MAX_ROWS rows); `css_col` values become row classes.
-    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`."""
+    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`.
+    Longer than OPEN_ROWS rows, it is collapsed under `label`."""
     columns = [c for c in columns if c in df.columns or all(s in df.columns for s in COMBINED.get(c, ("-",)))]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th>{_breakable(html.escape(c))}</th>" for c in columns)
     body = []
     for _, row in df.head(MAX_ROWS).iterrows():
         cls = f' class="{html.escape(str(row[css_col]))}"' if css_col else ""
         cells = "".join(_cell(row, c) for c in columns)
         body.append(f"<tr{cls}>{cells}</tr>")
     more = f"<p>… {len(df) - MAX_ROWS} more rows in the CSV.</p>" if len(df) > MAX_ROWS else ""
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+    return _details(label, f"<table><tr>{head}</tr>{''.join(body)}</table>{more}", len(df))
 
 
 def _img(path: Path, caption: str) -> str:
@@ -126,14 +142,16 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
                      f"<td>{_fmt(float(row['r']))}</td>{_cell(row, 'r_disattenuated')}{_cell(row, 'ci2')}"
                      f"{_cell(row, 'rel a / b')}"
                      f"<td class='l'>{verdict}</td></tr>")
-    parts.append("<h3>Observed vs disattenuated r</h3><table><tr><th>run</th><th>method</th><th>pair</th><th>r</th>"
-                 "<th>r_disattenuated</th><th>noise-corrected CI</th><th>reliability a / b</th><th>in plain words</th></tr>"
-                 + "".join(words) + "</table>")
+    parts.append("<h3>Observed vs disattenuated r</h3>" + _details("every run and pair", (
+        "<table><tr><th>run</th><th>method</th><th>pair</th><th>r</th><th>r_disattenuated</th>"
+        "<th>noise-corrected CI</th><th>reliability a / b</th><th>in plain words</th></tr>" + "".join(words)
+        + "</table>"), len(words)))
     if reliability is not None and len(reliability):
         parts.append("<h3>Reliability per run x testset</h3>")
         parts.append("<p>Reliability is on its own scale: 0–1, <i>none</i> where the two halves of a testset share "
                      "no signal (a split-half estimate at or below 0).</p>")
-        parts.append(table(reliability, ["run", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]))
+        parts.append(table(reliability, ["run", "metric", "method", "testset", "n_items", "n", "reliability", "flag"],
+                           label="every run x testset x metric x method"))
     parts += [_img(out / "figures" / f, figures[f]) for f in sorted(figures) if f.startswith("reliability_")]
     parts += [f"<p>{html.escape(n)}</p>" for n in summary.get("figures_not_drawn") or [] if n.startswith("reliability")]
     return parts
@@ -222,9 +240,14 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
 def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consistency, figures: dict,
                  alpha: float = AnalyzeSettings.alpha, reliability=None, answer_bias=None) -> None:
     """Write report.html into the (temporary) output folder; figures are read from the same folder.
-    answer_bias: the answer_bias.csv table (None: not assessed)."""
+    answer_bias: the answer_bias.csv table (None: not assessed). The page opens with what a user came for (the
+    accuracy curves and the verdict per pair and family, overview.py) and what the study can show; the details
+    follow, long tables collapsed."""
+    from oodcorr.analysis import overview
+
     path = Path(path)
     out = path.parent
+    fig = lambda f: _img(out / "figures" / f, figures[f])  # noqa: E731
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>oodcorr analysis</title>"
              f"<style>{CSS}</style></head><body>",
              "<h1>Do generalisation results generalise? — oodcorr analysis</h1>",
@@ -239,46 +262,40 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
              + ". " + "".join(f"<code>{html.escape(f)}</code> " for f in summary.get("flags", []))
              + ("(undefined on a testset with one gold class: its pairs are listed with no r)"
                 if summary.get("flags") else "") + "</p>"]
-
+    if "curves_testsets.png" in figures:
+        parts.append("<h2>Accuracy per testset, every run</h2>"
+                     + fig("curves_testsets.png").replace("<figure>", "<figure class='first'>", 1))
+    parts.append("<h2>Does a relation between OOD testsets hold across model families?</h2>")
+    parts += overview.verdict_table(summary, consistency, pooled)
     parts += bottom_line(summary, runs, reliability)
+
     parts.append("<h2>Summary per method</h2>")
     head = ("<tr><th>method</th><th>mean |r|</th><th>share significant (BH)</th><th>share sign flips</th>"
-            "<th>share model-dependent</th>" + "".join(f"<th>{v}</th>" for v in _consistency.VERDICTS) + "</tr>")
+            "<th>share model-dependent</th>" + "".join(f"<th>{_breakable(v)}</th>" for v in _consistency.VERDICTS)
+            + "</tr>")
     rows = []
     for m, s in summary["methods"].items():
         cells = [s["mean_abs_r"], s["share_significant_bh"], s["share_sign_flip"], s["share_model_dependent"]]
-        rows.append(f"<tr><td class='l'>{m}</td>" + "".join(
+        rows.append(f"<tr><td class='l'>{overview.method_label(m)}</td>" + "".join(
             f"<td>{_fmt(float(c)) if c is not None else '–'}</td>" for c in cells) +
             "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>")
     parts.append(f"<table>{head}{''.join(rows)}</table>")
 
     if summary.get("accuracy"):
         parts.append("<h3>Accuracy beside it</h3><table><tr><th>method</th><th>mean |r|</th>" +
-                     "".join(f"<th>{v}</th>" for v in _consistency.VERDICTS) + "</tr>" + "".join(
-                         f"<tr><td class='l'>{m}</td><td>{_fmt(float(s['mean_abs_r'])) if s['mean_abs_r'] is not None else '–'}"
+                     "".join(f"<th>{_breakable(v)}</th>" for v in _consistency.VERDICTS) + "</tr>" + "".join(
+                         f"<tr><td class='l'>{overview.method_label(m)}</td><td>"
+                         f"{_fmt(float(s['mean_abs_r'])) if s['mean_abs_r'] is not None else '–'}"
                          "</td>" + "".join(f"<td>{s['verdicts'][v]}</td>" for v in _consistency.VERDICTS) + "</tr>"
                          for m, s in summary["accuracy"].items()) + "</table>")
-
-    parts += _noise_section(summary, partials, reliability, figures, out)
-    from oodcorr.analysis import answer_bias as _bias
-
-    parts += _bias.report_section(answer_bias, partials, figures, lambda f, c: _img(out / "figures" / f, c), table)
-
-    parts.append("<h2>How to read this</h2><h3>Methods</h3><pre>" +
-                 html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
-    parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
-    parts.append("<p>Flags: <code>constant:X</code> (zero variance: r undefined), <code>collinear_with_id:X</code> "
-                 f"(|corr(ID, X)| &gt; {_partial.COLLINEAR}: the residual is mostly noise), "
-                 "<code>one_change:X</code> (X moves at one checkpoint only: r would be that one point), "
-                 "<code>residual_constant:X</code>, <code>too_few_checkpoints</code> (n ≤ k + 2, or n &lt; "
-                 f"{_partial.GAM_MIN_N} for gam), <code>missing_checkpoints:N</code> (pair used complete cases). "
-                 "Flagged entries with NaN r are excluded from pooling.</p>")
 
     parts.append("<h2>Consistency across models</h2>")
     delta = summary.get("equivalence", AnalyzeSettings.equivalence)
     parts.append(f"<p><b>consistent_null</b>: in every reliable model the noise-corrected CI lies inside ±{delta} "
                  f"(analyze.equivalence): no partial correlation stronger than {delta} in any model. "
-                 "<i>insufficient_evidence</i> means the data cannot tell a null from a relation.</p>")
+                 "<i>insufficient_evidence</i> means the data cannot tell a null from a relation. Every method; "
+                 "<code>raw</code> correlates the OOD testsets without removing ID progress, a reference for the "
+                 "others, not an answer to the question.</p>")
     setups = consistency[["train_set", "shots"]].drop_duplicates() if len(consistency) else []
     cols = (["train_set", "shots"] if len(setups) > 1 else []) + [
         "method", "pair", "verdict", "n_models_valid", "n_models_sig", "n_models_equivalent", "sign_flip", "r_pooled",
@@ -286,33 +303,48 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     if len(consistency):
         order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
         shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
-        parts.append(table(shown, cols, css_col="verdict"))
+        parts.append(table(shown, cols, css_col="verdict", label="every method and pair"))
 
-    figs = sorted(figures, key=lambda f: (f != "curves_testsets.png", f))
-    for title, prefix in (("Accuracy curves", "curves_"), ("Heatmaps (seeds pooled)", "heatmap_"),
-                          ("Residual scatter", "scatter_")):  # reliability_* figures: in "Signal or noise?"
-        chosen = [f for f in figs if f.startswith(prefix)]
+    parts += _noise_section(summary, partials, reliability, figures, out)
+    from oodcorr.analysis import answer_bias as _bias
+
+    parts += _bias.report_section(answer_bias, partials, figures, lambda f, c: _img(out / "figures" / f, c), table)
+
+    figs = sorted(figures)
+    for title, prefix in (("Heatmaps (seeds pooled)", "heatmap_"), ("Residual scatter", "scatter_"),
+                          ("Curves per run", "curves_")):  # reliability_* figures: in "Signal or noise?"
+        chosen = [f for f in figs if f.startswith(prefix) and f != "curves_testsets.png"]
         skipped = [n for n in summary.get("figures_not_drawn") or [] if title.startswith("Heatmaps") and "heatmap" in n
                    and not n.startswith("reliability")]
         if chosen or skipped:
             parts.append(f"<h2>{title}</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in skipped)
-                         + "".join(_img(out / "figures" / f, figures[f]) for f in chosen))
+                         + "".join(fig(f) for f in chosen))
 
-    parts.append("<h2>Seeds pooled per model</h2>")
-    parts.append(table(pooled, ["model", "method", "pair", "n_seeds", "r", "CI", "p_bh", "r_disattenuated", "ci2",
-                                "equivalent", "rel a / b", "r_accuracy", "CI acc", "answer_bias", "flag"]))
+    parts.append("<h2>Seeds pooled per model</h2>" + table(pooled, ["model", "method", "pair", "n_seeds", "r", "CI", "p_bh", "r_disattenuated", "ci2",
+                                "equivalent", "rel a / b", "r_accuracy", "CI acc", "answer_bias", "flag"],
+                       label="every model, method and pair"))
     parts.append("<h2>Per run partial correlations</h2><p>The page shows the main columns; "
-                 "partial_correlations.csv has every column (p, Holm, bootstrap CIs, …).</p>")
-    parts.append(table(partials, ["run", "method", "pair", "r", "n", "CI", "p_bh", "r_disattenuated", "ci2", "n_eff",
+                 "partial_correlations.csv has every column (p, Holm, bootstrap CIs, …).</p>" + table(partials, ["run", "method", "pair", "r", "n", "CI", "p_bh", "r_disattenuated", "ci2", "n_eff",
                                   "rel a / b", "distinguishable", "equivalent", "r_accuracy", "CI acc", "answer_bias",
-                                  "flag"]))
-    parts.append("<h2>Runs</h2><table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th>"
-                 "<th>ID testset</th><th>checkpoints</th><th>OOD testsets</th></tr>")
+                                  "flag"], label="every run, method and pair"))
+    run_rows = []
     for run, d in runs.items():
         m = d["meta"]
-        parts.append("<tr>" + "".join(f"<td class='l'>{html.escape(str(v))}</td>" for v in (
+        run_rows.append("<tr>" + "".join(f"<td class='l'>{_breakable(html.escape(str(v)))}</td>" for v in (
             run, m["model"], m["train_set"], m["shots"], m["seed"], m["id_testset"], len(d["x"]),
             ", ".join(d["Y"].columns))) + "</tr>")
-    parts.append("</table><p>Files: partial_correlations.csv, pooled_seeds.csv, consistency.csv, summary.json, "
+    parts.append("<h2>Runs</h2>" + _details("every run", (
+        "<table><tr><th>run</th><th>model</th><th>train_set</th><th>shots</th><th>seed</th><th>ID testset</th>"
+        "<th>checkpoints</th><th>OOD testsets</th></tr>" + "".join(run_rows) + "</table>"), len(run_rows)))
+    parts.append("<h2>How to read this</h2><details><summary>Methods, pooling and verdict criteria, flags</summary>"
+                 "<h3>Methods</h3><pre>" + html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
+    parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
+    parts.append("<p>Flags: <code>constant:X</code> (zero variance: r undefined), <code>collinear_with_id:X</code> "
+                 f"(|corr(ID, X)| &gt; {_partial.COLLINEAR}: the residual is mostly noise), "
+                 "<code>one_change:X</code> (X moves at one checkpoint only: r would be that one point), "
+                 "<code>residual_constant:X</code>, <code>too_few_checkpoints</code> (n ≤ k + 2, or n &lt; "
+                 f"{_partial.GAM_MIN_N} for gam), <code>missing_checkpoints:N</code> (pair used complete cases). "
+                 "Flagged entries with NaN r are excluded from pooling.</p></details>")
+    parts.append("<p>Files: partial_correlations.csv, pooled_seeds.csv, consistency.csv, summary.json, "
                  "plots/accuracy_vs_step.csv.</p></body></html>")
     path.write_text("\n".join(parts))

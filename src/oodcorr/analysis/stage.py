@@ -60,11 +60,21 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
                                tracking_uri=tracking_uri, experiment=experiment)
     click.echo(f"analysed {summary['n_runs']} runs, {summary['n_models']} models, {summary['n_pairs']} OOD pairs "
                f"-> {out_dir}")
-    for method, s in summary["methods"].items():
-        counts = ", ".join(f"{k}={v}" for k, v in s["verdicts"].items() if v)
-        if s["mean_abs_r"] is None:
-            click.echo(f"  {method:6s} no pair has a partial r (see the report's flags)")
-        else:
-            click.echo(f"  {method:6s} mean|r|={s['mean_abs_r']:.3f}  {counts or 'no verdicts'}")
     if summary.get("mlflow_run_id"):
         click.echo(f"  mlflow run {summary['mlflow_run_id']} ({experiment})")
+    from oodcorr.analysis.overview import terminal_summary
+
+    report = out_dir / "report.html"
+    if report.resolve().is_relative_to(Path.cwd().resolve()):
+        report = report.resolve().relative_to(Path.cwd().resolve())
+    for line in terminal_summary(summary, _read_csv(out_dir / "consistency.csv"), report):
+        click.echo(line)
+
+
+def _read_csv(path: Path):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None

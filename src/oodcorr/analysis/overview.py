@@ -1,0 +1,170 @@
+"""What a user came for, in one table: per OOD pair, is the relation settled across model families (the same sign
+in every family, or a sign that flips), a null (no relation beyond ±equivalence in any family), or unsettled, with
+each family's seed-pooled partial r and the interval that decided. The report opens with it (under the curves);
+`oodcorr analyze` ends with its counts.
+
+The verdicts are analysis.consistency's; `raw` (OOD testsets correlated without removing ID progress) is a
+reference for the partial correlations, not an answer to the question, so it never appears here."""
+
+from __future__ import annotations
+
+import html
+import math
+
+from oodcorr.metrics import BASELINE_METRIC
+
+# verdict (analysis.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
+OUTCOMES = {
+    "consistent_positive": ("settled", "positive in every family"),
+    "consistent_negative": ("settled", "negative in every family"),
+    "model_dependent": ("settled", "the sign differs between families"),
+    "consistent_null": ("null", "no relation beyond ±{delta} in any family"),
+    "insufficient_evidence": ("unsettled", "insufficient evidence"),
+    "unreliable": ("unsettled", "a testset's residual trajectory is mostly noise"),
+}
+ORDER = ("settled", "null", "unsettled")
+
+
+def primary_method(summary: dict) -> str | None:
+    """The method the verdicts are read from: the first requested one that is not `raw`."""
+    requested = [m for m in summary.get("methods_requested") or summary.get("methods") or [] if m != "raw"]
+    return requested[0] if requested else None
+
+
+def method_label(method: str) -> str:
+    return "raw (ID not regressed out: a reference, not a verdict)" if method == "raw" else method
+
+
+def outcome(verdict) -> tuple[str, str]:
+    return OUTCOMES.get(str(verdict), ("unsettled", str(verdict).replace("_", " ")))
+
+
+def counts(consistency, method: str, column: str = "verdict") -> dict:
+    """{outcome: {verdict: n}} for one method's pairs (every outcome present, possibly empty)."""
+    out = {o: {} for o in ORDER}
+    if consistency is None or not len(consistency) or column not in consistency:
+        return out
+    for verdict in consistency.loc[consistency["method"] == method, column]:
+        o, _ = outcome(verdict)
+        out[o][str(verdict)] = out[o].get(str(verdict), 0) + 1
+    return out
+
+
+def counts_line(c: dict) -> str:
+    """'settled 0, null 0, unsettled 6 (unreliable 6)'."""
+    def part(o):
+        n = sum(c[o].values())
+        detail = ", ".join(f"{v.replace('_', ' ')} {k}" for v, k in sorted(c[o].items()) if k)
+        return f"{o} {n}" + (f" ({detail})" if detail and o != "null" else "")
+    return ", ".join(part(o) for o in ORDER)
+
+
+def _num(v) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _family_cell(row, suffix: str, noise: bool, alpha: float) -> str:
+    """'+0.92 [+0.75, +1.00] d': seed-pooled r and the interval that decides (noise-corrected when assessed)."""
+    if row is None:
+        return "<td>·</td>"
+    r = _num(row.get(f"r{suffix}"))
+    if not math.isfinite(r):
+        return "<td>–</td>"
+    lo, hi = (_num(row.get(f"ci2_{side}{suffix}")) for side in ("low", "high")) if noise else (math.nan, math.nan)
+    if not noise:
+        lo, hi = (_num(row.get(f"ci_{side}{suffix}")) for side in ("low", "high"))
+    mark = ""
+    if math.isfinite(lo) and math.isfinite(hi):
+        ci = f" [{lo:+.2f}, {hi:+.2f}]"
+        if noise and (lo > 0 or hi < 0):
+            mark = " <b>d</b>"
+    else:
+        ci = " [–, –]"
+    if not noise and _num(row.get(f"p_bh{suffix}")) < alpha:
+        mark = " <b>*</b>"
+    return f"<td>{r:+.2f}{ci}{mark}</td>"
+
+
+def _name(text) -> str:
+    """A testset / model name that may wrap only after '_' (never mid-word)."""
+    return html.escape(str(text)).replace("_", "_<wbr>")
+
+
+def verdict_table(summary: dict, consistency, pooled) -> list[str]:
+    """The report's first table: per pair and setup, each family's seed-pooled r (analysed metric, and accuracy
+    beside it) and the outcome; settled pairs first, then nulls, then the unsettled."""
+    method = primary_method(summary)
+    if method is None or consistency is None or not len(consistency):
+        return ["<p>No cross-model verdicts: the study needs at least two model families with a partial r.</p>"]
+    metric = str(summary.get("metric") or BASELINE_METRIC)
+    noise = bool((summary.get("noise") or {}).get("enabled"))
+    alpha = float(summary.get("alpha") or 0.05)
+    delta = summary.get("equivalence", 0.3)
+    metrics = [(metric, "", "verdict")]
+    if metric != BASELINE_METRIC and "verdict_accuracy" in consistency:
+        metrics.append((BASELINE_METRIC, "_accuracy", "verdict_accuracy"))
+    rows = consistency[consistency["method"] == method]
+    models = sorted(pooled.loc[pooled["method"] == method, "model"].unique()) if pooled is not None and len(pooled) \
+        else []
+    setups = rows[["train_set", "shots"]].drop_duplicates() if {"train_set", "shots"} <= set(rows) else []
+    keyed = {}
+    if pooled is not None and len(pooled):
+        for _, p in pooled[pooled["method"] == method].iterrows():
+            keyed[(p.get("train_set"), p.get("shots"), p["model"], p["testset_a"], p["testset_b"])] = p
+    rank = {o: i for i, o in enumerate(ORDER)}
+    rows = rows.assign(_o=rows["verdict"].map(lambda v: rank[outcome(v)[0]])).sort_values(
+        ["_o", "verdict", "testset_a", "testset_b"])
+    head = (["setup"] if len(setups) > 1 else []) + ["pair"]
+    head += [f"{_name(m)}: {html.escape(name)}" for m in models for name, _, _ in metrics]
+    head += [f"verdict: {html.escape(name)}" for name, _, _ in metrics]
+    body = []
+    for _, row in rows.iterrows():
+        cells = [f"<td class='l'>{_name(row['train_set'])} {row['shots']}</td>"] if len(setups) > 1 else []
+        cells.append(f"<td class='l' style='white-space:nowrap'>{html.escape(str(row['testset_a']))} ~ "
+                     f"{html.escape(str(row['testset_b']))}</td>")
+        for m in models:
+            p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
+            cells += [_family_cell(p, suffix, noise, alpha) for _, suffix, _ in metrics]
+        for _, _, column in metrics:
+            o, words = outcome(row.get(column))
+            cells.append(f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
+                         f"{html.escape(words.format(delta=delta))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    decided = "the noise-corrected 95 % interval" if noise else f"the seed-pooled 95 % CI (BH p &lt; {alpha}: <b>*</b>)"
+    legend = (f"<p class='legend'>Per family: the seed-pooled partial r ({html.escape(method)}, ID progress regressed "
+              f"out) and {decided}" + ("; <b>d</b> = distinguishable from noise (that interval excludes 0)" if noise
+                                       else "") +
+              "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
+              f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
+              "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>")
+    return ["<table class='verdicts'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body)
+            + "</table>", legend]
+
+
+def terminal_summary(summary: dict, consistency, report) -> list[str]:
+    """The few lines `oodcorr analyze` ends with: the verdicts' counts (analysed metric, accuracy beside it),
+    how much is distinguishable from noise, and where the report is."""
+    method = primary_method(summary)
+    if method is None:
+        return [f"report: {report}"]
+    metric = str(summary.get("metric") or BASELINE_METRIC)
+    n = int((consistency["method"] == method).sum()) if consistency is not None and len(consistency) else 0
+    lines = [f"verdicts across models ({method}, {n} pairs): {metric}: {counts_line(counts(consistency, method))}"]
+    if ((summary.get("methods") or {}).get(method) or {}).get("mean_abs_r") is None:
+        lines.append("  no pair has a partial r (the report's flags say why)")
+    if metric != BASELINE_METRIC and consistency is not None and "verdict_accuracy" in consistency:
+        lines.append(f"  {BASELINE_METRIC} beside it: "
+                     f"{counts_line(counts(consistency, method, 'verdict_accuracy'))}")
+    noise = ((summary.get("noise") or {}).get("methods") or {}).get(method) or {}
+    share = noise.get("share_distinguishable")
+    if share is not None:
+        from oodcorr.analysis.plots import reliability_label
+
+        lines.append(f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median reliability "
+                     f"{reliability_label(noise.get('median_reliability'))}")
+    lines.append(f"report: {report}")
+    return lines
