@@ -98,8 +98,13 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     assert "report.html" in names
 
 
-def test_oodcorr_ui_serves_the_project_store_on_loopback(tmp_path):
-    """`oodcorr ui` starts the MLflow UI on 127.0.0.1 for the project's sqlite store."""
+def test_oodcorr_ui_prints_its_links_once_the_server_answers(tmp_path):
+    """`oodcorr ui` starts the MLflow UI on 127.0.0.1 for the project's sqlite store, shows that it is starting,
+    prints the study's links only when the server answers them, and stops the server when it is stopped."""
+    import os
+    import signal
+    import threading
+
     import mlflow
 
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "ui"}}))
@@ -109,29 +114,40 @@ def test_oodcorr_ui_serves_the_project_store_on_loopback(tmp_path):
     client.create_experiment("oodcorr/ui")
     port = free_port()
     proc = subprocess.Popen([str(BIN / "oodcorr"), "ui", "--port", str(port)], cwd=tmp_path, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
+    seen, answered_at_link = [], []
+
+    def read():  # each line as it comes; at the first link, does the server answer right now?
+        for line in proc.stderr:
+            seen.append(line.rstrip())
+            if "runs table: http" in line and not answered_at_link:
+                try:
+                    with urllib.request.urlopen(line.split(": ", 1)[1].split("#")[0] + "health", timeout=5) as r:
+                        answered_at_link.append(r.status)
+                except OSError as e:
+                    answered_at_link.append(repr(e))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("oodcorr ui did not start within 120 s")
+        deadline = time.time() + 300
+        while not answered_at_link and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        assert answered_at_link == [200], seen  # the link answered the moment it was printed
+        assert seen[0].startswith("starting the MLflow UI") and any("ready after" in x for x in seen), seen
         exp = rest(base, "experiments/get-by-name", experiment_name="oodcorr/ui")["experiment"]
-        assert exp["name"] == "oodcorr/ui"
+        assert exp["name"] == "oodcorr/ui" and f"/#/experiments/{exp['experiment_id']}/runs" in "\n".join(seen)
         # bound to loopback only
         out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         if out.strip():
             assert all("127.0.0.1:" in line for line in out.strip().splitlines()), out
     finally:
-        import os
-        import signal
-
-        os.killpg(proc.pid, signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # oodcorr only (as a service manager would): it stops the server
         try:
-            proc.wait(20)
+            proc.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode is not None
+    with pytest.raises(OSError):  # the server (its own process group) is gone with it
+        urllib.request.urlopen(f"{base}/health", timeout=5)

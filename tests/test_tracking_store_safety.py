@@ -144,14 +144,55 @@ def test_a_damaged_store_stops_a_stage_before_it_writes(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists() and db.read_bytes()[:16] == b"SQLite format 3\0"
 
 
-def test_secrets_in_uris_are_masked():
-    m = tracking.mask_secrets
-    assert m("http://alice:s3cr3t@host:5000/api?x=1") == "http://alice:***@host:5000/api?x=1"
-    assert m("https://h/p?token=abc&run=2;api_key=zz") == "https://h/p?token=***&run=2;api_key=***"
-    assert m("postgresql://bob:pw@db/mlflow?sslmode=require&password=pw2") == \
-        "postgresql://bob:***@db/mlflow?sslmode=require&password=***"
-    assert m("sqlite:////abs/mlruns/mlflow.db") == "sqlite:////abs/mlruns/mlflow.db"
-    assert m("warning: MLflow at http://u:p@h:1 unreachable") == "warning: MLflow at http://u:***@h:1 unreachable"
+def _index_damage(db) -> None:
+    """50 bytes written over a table page near the end of the store where sqlite's page check (quick_check) finds
+    nothing and its full check (integrity_check) finds rows missing from an index: damage a stage's quick look
+    would miss."""
+    good = db.read_bytes()
+    for offset in range(len(good) - 50, max(0, len(good) - 16 * 4096), -50):
+        data = bytearray(good)
+        data[offset: offset + 50] = b"\xa5" * 50
+        db.write_bytes(bytes(data))
+        with sqlite3.connect(db) as con:
+            try:
+                checks = [con.execute(f"pragma {p}(1)").fetchone()[0] for p in ("quick_check", "integrity_check")]
+            except sqlite3.DatabaseError:
+                continue
+        if checks[0] == "ok" and checks[1] != "ok":
+            return
+    pytest.fail("no index-only damage found in the store's last pages")
+
+
+def test_damage_only_the_full_check_finds_stops_a_stage_and_sync(tmp_path, store_with_runs, monkeypatch):
+    """A small store gets sqlite's full integrity check when a stage opens it; a large one the page check at
+    open, and the full one at every `oodcorr sync`. Both name the file and what to do; nothing is written."""
+    from click.testing import CliRunner
+
+    from oodcorr.cli import cli
+    from test_train_helpers import make_project
+
+    make_project(tmp_path, {"a": {}})
+    db = _copy(store_with_runs, tmp_path)
+    _index_damage(db)
+    before = db.read_bytes()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset")  # restored at teardown; the project's own store is used
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(tmp_path)
+
+    def one_error(args):
+        tracking._READY.clear()
+        res = CliRunner().invoke(cli, args)
+        lines = [x for x in res.output.splitlines() if x.strip()]
+        assert res.exit_code == 2 and len(lines) == 1 and str(db) in lines[0], res.output
+        assert "damaged" in lines[0] and "missing from index" in lines[0] and "oodcorr sync" in lines[0], lines[0]
+
+    one_error(["train", "--run", "a"])
+    assert not (tmp_path / "runs").exists()
+    monkeypatch.setattr(tracking, "FULL_CHECK_MAX_BYTES", 0)  # a store over the limit: the page check at open
+    tracking._READY.clear()
+    tracking.check_store({"_root": str(tmp_path), "study": {"name": "test"}})
+    one_error(["sync"])
+    assert db.read_bytes() == before
 
 
 def test_copied_or_moved_project_logs_artifacts_inside_itself(tmp_path, monkeypatch, capsys):

@@ -5,7 +5,7 @@ names fit a chart title."""
 import mlflow
 
 from oodcorr.tracking import store as tracking
-from oodcorr.analysis.mlflow_log import report_note
+from oodcorr.tracking.analysis_run import report_note
 from oodcorr.metrics import METRICS
 from oodcorr.settings.registry import BUILTINS
 from oodcorr.tracking.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets

@@ -28,7 +28,9 @@ class _UserErrorExit(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        click.echo(f"error: {self.message}", err=True)
+        from oodcorr.credentials import mask_secrets
+
+        click.echo(mask_secrets(f"error: {self.message}"), err=True)
 
 
 class LazyGroup(click.Group):
@@ -87,7 +89,9 @@ def main(argv=None):
     try:
         cli.main(args=argv, prog_name="oodcorr")
     except UserError as e:  # raised outside a command's invoke (e.g. while building a command)
-        click.echo(f"error: {e}", err=True)
+        from oodcorr.credentials import mask_secrets
+
+        click.echo(mask_secrets(f"error: {e}"), err=True)
         sys.exit(2)
 
 

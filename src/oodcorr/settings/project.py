@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from oodcorr.credentials import MLFLOW_CREDENTIAL_VARS, has_credentials, mask_secrets
 from oodcorr.errors import UserError
 
 TRACKING = ("mlflow", "none")  # study.tracking: none = local outputs only, MLflow never imported
@@ -28,6 +29,9 @@ class Project:
     def __post_init__(self):
         if self.tracking not in TRACKING:
             raise UserError(f"params: study.tracking: expected mlflow or none, got {self.tracking!r}")
+        if isinstance(self.tracking_uri, str) and has_credentials(self.tracking_uri):  # params go into dvc.lock
+            raise UserError(f"params: study.tracking_uri: {mask_secrets(self.tracking_uri)} holds credentials, which "
+                            f"DVC would record (dvc.lock, run cache); remove them and set {MLFLOW_CREDENTIAL_VARS}")
 
     @classmethod
     def from_params(cls, params: dict | None) -> "Project":

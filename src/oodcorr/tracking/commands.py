@@ -3,7 +3,6 @@ tracking records replayed into MLflow): the user-facing side of oodcorr.tracking
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -18,13 +17,19 @@ from oodcorr.errors import UserError
               help="params.yaml (default: the project's).")
 def ui_cmd(port, params_file):
     """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
-    study's runs table and chart view."""
+    study's runs table and chart view once the server answers."""
+    from oodcorr.credentials import mask_secrets
     from oodcorr.tracking import store as tracking
+    from oodcorr.tracking.ui_server import serve, server_env
 
     params = load_params(params_file)
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port}: must be in 1..65535")
     uri = tracking.tracking_uri(params)
+    if tracking.is_server(uri):
+        shown = mask_secrets(uri).replace("***@", "").split("?")[0]
+        raise UserError(f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
+                        "UI: open that address in a browser (`oodcorr ui` serves a local store)")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
            "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
@@ -40,19 +45,23 @@ def ui_cmd(port, params_file):
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
-    click.echo(tracking.mask_secrets(f"MLflow UI for {uri} on http://127.0.0.1:{port} (Ctrl-C to stop)"), err=True)
+    base = f"http://127.0.0.1:{port}"
+    click.echo(mask_secrets(f"starting the MLflow UI for {uri} on {base}; the links follow once it answers"),
+               err=True)
     from oodcorr.tracking.ui_links import experiment_id, links
 
     name = tracking.experiment_name(params)
     exp = experiment_id(uri, name)
-    if exp is None:
-        click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after `dvc pull`)",
-                   err=True)
-    for view, url in (links(f"http://127.0.0.1:{port}", exp) if exp else {}).items():
-        click.echo(f"  {name} {view}: {url}", err=True)
-    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # a viewer: starlette/mlflow deprecation notices are not for users
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-    os.execv(sys.executable, cmd)
+
+    def ready(seconds: float) -> None:
+        click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)", err=True)
+        if exp is None:
+            click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after "
+                       "`dvc pull`)", err=True)
+        for view, url in (links(base, exp) if exp else {}).items():
+            click.echo(f"  {name} {view}: {url}", err=True)
+
+    serve(cmd, base, server_env(), ready)
 
 
 @click.command("sync")
@@ -61,11 +70,14 @@ def ui_cmd(port, params_file):
               help="params.yaml (default: the project's).")
 def sync_cmd(runs, params_file):
     """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps. A run
-    without records (a clone after `dvc pull`) gets them rebuilt from its outputs first."""
+    without records (a clone after `dvc pull`) gets them rebuilt from its outputs first, and the analysis run
+    from the results folder. A local store gets sqlite's full integrity check first."""
+    from oodcorr.credentials import mask_secrets
     from oodcorr.tracking.mirror import TRACK_DIR, record_dir, sync
-    from oodcorr.tracking.store import mask_secrets, tracking_uri
+    from oodcorr.tracking.store import check_store, enabled, tracking_uri
 
     params = load_params(params_file)
+    check_store(params, full=True)  # a damaged store: one line naming it before anything is written
     from oodcorr.tracking.run_records import rebuild
 
     rebuilt = [r for r in (runs or params.get("runs") or {}) if rebuild(params, r)]  # e.g. after `dvc pull`
@@ -84,5 +96,12 @@ def sync_cmd(runs, params_file):
         click.echo(mask_secrets(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)"),
                    err=True)
         sys.exit(1)
-    if not res:
-        click.echo("nothing to sync (no runs/<run>/tracking records)")
+    analysis = None
+    if not runs and enabled(params):  # the whole study: its analysis run too (a clone after `dvc pull` has
+        from oodcorr.tracking.analysis_run import sync_analysis  # results/ but not the run)
+
+        analysis = sync_analysis(params)
+        if analysis:
+            click.echo(f"analysis: mlflow run {analysis}")
+    if not res and not analysis:
+        click.echo("nothing to sync (no runs/<run>/tracking records, no results/summary.json)")

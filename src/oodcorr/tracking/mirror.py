@@ -27,6 +27,7 @@ from pathlib import Path
 
 
 from oodcorr import io, rundir
+from oodcorr.credentials import mask_secrets
 from oodcorr.tracking import store as tracking
 from oodcorr.settings.project import Project
 
@@ -85,7 +86,7 @@ def mlflow_run_id(project: Project | dict, run: str) -> str | None:
 def _warn(uri: str, err: BaseException, run: str | None) -> None:
     where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
     detail = str(err).splitlines()[0][:160] if str(err) else ""
-    print(tracking.mask_secrets(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {detail}); "
+    print(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {detail}); "
                                 f"local records kept in {where}, replayed by the next stage or `oodcorr sync`"),
           file=sys.stderr, flush=True)
 
@@ -157,7 +158,7 @@ class Mirror:
             exp_id = tracking.setup(self.project, header.get("experiment"))  # the study it was recorded in
             self.client = mlflow.MlflowClient()
             self.run_id = self._find_or_create(exp_id, header)
-            io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": tracking.mask_secrets(self.uri)})
+            io.write_json(d / MLFLOW_JSON, {"run_id": self.run_id, "tracking_uri": mask_secrets(self.uri)})
         client, rid = self.client, self.run_id
         if not self.params_done:
             have = client.get_run(rid).data.params

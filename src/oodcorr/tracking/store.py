@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import subprocess
 from pathlib import Path
+
 
 from oodcorr.settings.project import Project
 
@@ -32,6 +32,11 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RE
 
 
 def bound_http_waits() -> None:
+    """Before any call to a tracking server: bounded waits, and log records (urllib3's retries name the request
+    with its query) masked (oodcorr.credentials)."""
+    from oodcorr.credentials import mask_logging
+
+    mask_logging()
     for key, value in HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
 
@@ -42,20 +47,29 @@ def sqlite_file(uri: str) -> Path | None:
     return None
 
 
-def mask_secrets(text) -> str:
-    """`text` with credentials in URIs masked: the password of `scheme://user:password@host` and the values of
-    query parameters that carry secrets (token, key, password, signature, ...). Every message and file that
-    shows a tracking URI goes through this."""
-    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", str(text))
-    return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}***", text)
-
-
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/\s:@?#]*):[^@\s/?#]*@")
-_SECRET_QUERY = re.compile(r"([?&;](?:[A-Za-z0-9_.-]*(?:token|key|secret|password|passwd|pwd|auth|sig|signature|"
-                           r"credential|session)[A-Za-z0-9_.-]*)=)[^&;#\s]+", re.IGNORECASE)
-
 # how long a store locked by another process is waited for before it is an error
-BUSY_TIMEOUT_S = float(os.environ.get("OODCORR_STORE_BUSY_TIMEOUT_S") or 30)
+BUSY_ENV = "OODCORR_STORE_BUSY_TIMEOUT_S"
+BUSY_TIMEOUT_S: float | None = None  # None: $OODCORR_STORE_BUSY_TIMEOUT_S, else 30 s (busy_timeout_s)
+# sqlite's full integrity check (every index against its table; ~0.1 s per MB on a busy CPU) runs when a stage
+# opens a store up to this size, and always at `oodcorr sync`; a larger store gets the page check (quick_check)
+FULL_CHECK_MAX_BYTES = 16 << 20
+
+
+def busy_timeout_s() -> float:
+    """BUSY_TIMEOUT_S, else $OODCORR_STORE_BUSY_TIMEOUT_S (seconds >= 0), else 30; read when a store is opened,
+    so a bad value is one line naming the variable, not an error at import."""
+    from oodcorr.errors import UserError
+
+    if BUSY_TIMEOUT_S is not None:
+        return BUSY_TIMEOUT_S
+    text = os.environ.get(BUSY_ENV) or "30"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise UserError(f"{BUSY_ENV}: expected a number of seconds >= 0, got {text[:80]!r}")
+    return value
 
 
 class StoreState:
@@ -100,7 +114,7 @@ def ensure_store(uri: str) -> None:
         else:  # a project copied or moved with its store: its artifacts go into its own folder from now on
             from oodcorr.tracking.store_relocation import relocate
 
-            relocate(db, BUSY_TIMEOUT_S)
+            relocate(db, busy_timeout_s())
         _READY.add(str(db))
 
 
@@ -118,20 +132,23 @@ def _build_schema(path: Path) -> None:
     store.engine.dispose()
 
 
-def store_state(db: Path) -> str:
+def store_state(db: Path, full: bool | None = None) -> str:
     """READY (complete schema at MLflow's head revision) or HALF_CREATED (provably empty: no runs, only the
-    default experiment, schema incomplete); anything else raises UserError naming `db`."""
+    default experiment, schema incomplete); anything else raises UserError naming `db`. `full`: sqlite's full
+    integrity check, not only the page check (default: for a store up to FULL_CHECK_MAX_BYTES)."""
     import sqlite3
 
     from oodcorr.errors import UserError
 
-    what = ("restore it from a backup, or move it away (mv {db} {db}.old) to start a new store, or point "
-            "study.tracking_uri elsewhere")
+    what = ("restore it from a backup, or move it away (mv {db} {db}.old) and run `oodcorr sync` to rebuild its "
+            "runs in a new store from runs/ and results/")
+    full = db.stat().st_size <= FULL_CHECK_MAX_BYTES if full is None else full
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as con:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=busy_timeout_s())) as con:
             con.execute("begin")  # a shared lock: waits (timeout) while another process writes
             tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-            check = con.execute("pragma quick_check").fetchone()  # page-level damage (linear, fast)
+            # quick_check: page-level damage (linear, fast); integrity_check also each index against its table
+            check = con.execute("pragma integrity_check(1)" if full else "pragma quick_check(1)").fetchone()
             if not check or check[0] != "ok":
                 found = " ".join(str(check[0] if check else "no answer").split())[:120]
                 raise sqlite3.DatabaseError(f"integrity check: {found}")
@@ -144,7 +161,7 @@ def store_state(db: Path) -> str:
                                .fetchone()[0]) if "experiments" in tables else 0)
     except sqlite3.OperationalError as e:
         if "locked" in str(e) or "busy" in str(e):
-            raise UserError(f"{db}: the MLflow store is locked by another process (waited {BUSY_TIMEOUT_S:g} s); "
+            raise UserError(f"{db}: the MLflow store is locked by another process (waited {busy_timeout_s():g} s); "
                             "wait for it to finish (or stop it) and rerun") from None
         if db.with_name(f"{db.name}-journal").exists() and ("readonly" in str(e) or "I/O" in str(e)):
             raise UserError(f"{db}: an interrupted write (its -journal file) must be rolled back and cannot be "
@@ -169,15 +186,15 @@ def _head_revision() -> str:
     return ScriptDirectory.from_config(cfg).get_current_head()
 
 
-def check_store(project: Project | dict | None) -> None:
+def check_store(project: Project | dict | None, full: bool | None = None) -> None:
     """At a stage's start, before it writes anything: a local sqlite store that is locked or damaged is a
     UserError now (never moved aside or rebuilt; see store_state), not a surprise mid-run. Reads only: a
-    missing store is created later, by the first record mirrored into it."""
+    missing store is created later, by the first record mirrored into it. `full`: see store_state."""
     if project is None or not enabled(project):
         return
     db = sqlite_file(tracking_uri(project, create=False))
-    if db is not None and str(db) not in _READY and db.is_file() and db.stat().st_size > 0:
-        store_state(db)
+    if db is not None and (full or str(db) not in _READY) and db.is_file() and db.stat().st_size > 0:
+        store_state(db, full)
 
 
 def tracking_uri(project: Project | dict, create: bool = True) -> str:
@@ -195,6 +212,16 @@ def tracking_uri(project: Project | dict, create: bool = True) -> str:
     if create:
         (root / "mlruns").mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def uri_source(project: Project | dict) -> str:
+    """Where the tracking URI comes from, as a user names it in a message."""
+    return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "study.tracking_uri"
+
+
+def is_server(uri: str) -> bool:
+    """A tracking server (http/https, Databricks), not a store that `mlflow server` can serve."""
+    return uri.split(":", 1)[0].lower() in ("http", "https", "databricks")
 
 
 def _store_root(project: Project | dict) -> Path:

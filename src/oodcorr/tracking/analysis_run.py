@@ -1,0 +1,105 @@
+"""The analysis' MLflow run: one per analysis (summary metrics, every output file as an artifact, tags linking
+the training runs it analysed). `log_to_mlflow` is what `oodcorr analyze` logs; `sync_analysis` logs it again
+from the results folder for `oodcorr sync` (a clone after `dvc pull` has results/ but no MLflow records), once:
+an analysis run of the same inputs (`inputs_key`) already in the store is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oodcorr.settings.project import Project
+
+
+def inputs_key(metrics_files, summary: dict) -> str:
+    """Hash of what the analysis read and how: rerunning it on the same inputs replaces its MLflow run."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(str(f) for f in metrics_files):
+        h.update(Path(f).read_bytes())
+    h.update(json.dumps({k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested", "noise")},
+                        sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experiment: str, tracking_uri: str,
+                  inputs_key: str | None = None, rebuilt: bool = False) -> str:
+    """Log the analysis as ONE MLflow run in `experiment`: summary metrics, every output file as an
+    artifact, and tags linking the training runs it analysed. Returns the new run id.
+
+    Uses MlflowClient (not the fluent API) so no global active-run state leaks into the caller."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    from oodcorr.tracking.store import metric_leaves
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    tags = {"oodcorr.kind": "analysis", "oodcorr.training_runs": ",".join(training_run_ids),
+            "mlflow.runName": "analysis"}
+    if rebuilt:
+        tags["oodcorr.rebuilt"] = "from the results folder (oodcorr sync)"
+    if inputs_key:  # the same inputs analysed again (e.g. a forced rerun): replace, don't duplicate
+        tags["oodcorr.analysis_inputs"] = inputs_key
+        for old in client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{inputs_key}'"):
+            client.delete_run(old.info.run_id)
+    tags.update({f"oodcorr.training_run.{i}": rid for i, rid in enumerate(training_run_ids)})
+    run = client.create_run(exp_id, run_name="analysis", tags=tags)
+    rid = run.info.run_id
+    try:
+        client.set_tag(rid, "mlflow.note.content", report_note(rid))
+        metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
+                   for key, value in metric_leaves(summary).items()]
+        params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
+                  Param("methods", ",".join(summary.get("methods_requested", []))),
+                  Param("metric", str(summary.get("metric")))]
+        for i in range(0, len(metrics), 500):
+            client.log_batch(rid, metrics=metrics[i:i + 500], params=params if i == 0 else [],
+                             tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [])
+        if not metrics:
+            client.log_batch(rid, params=params)
+        client.log_artifacts(rid, str(out_dir))
+        client.set_terminated(rid, "FINISHED")
+    except BaseException:
+        client.set_terminated(rid, "FAILED")
+        raise
+    return rid
+
+
+def report_note(run_id: str) -> str:
+    """The analysis run's description (markdown, shown on its Overview tab): a link to its report."""
+    return (f"**[Open the report (report.html)](get-artifact?path=report.html&run_uuid={run_id})** — partial "
+            "correlations, cross-model verdicts and figures; tables and figures are under Artifacts.")
+
+
+def sync_analysis(params: dict) -> str | None:
+    """The study's analysis run from its results folder (analyze.out, default results/: summary.json and every
+    output), after its training runs are synced; its id, or None when there is no finished analysis. An
+    analysis run of the same inputs already in the store is kept (no duplicate)."""
+    from mlflow.tracking import MlflowClient
+
+    from oodcorr.rundir import metrics_file, run_dir, runs_root
+    from oodcorr.tracking import mirror, store
+
+    project = Project.from_params(params)
+    results = project.path((params.get("analyze") or {}).get("out") or "results")
+    keys = list(params.get("runs") or {})  # what `oodcorr analyze` reads by default (analysis.loading)
+    files = ([metrics_file(run_dir(project, key)) for key in keys] if keys
+             else sorted(runs_root(project).glob(f"*/{metrics_file(Path())}")))
+    try:
+        summary = json.loads((results / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or not files or not all(f.is_file() for f in files):
+        return None
+    key = inputs_key(files, summary)
+    exp_id = store.setup(project)
+    client = MlflowClient(store.tracking_uri(project))
+    found = client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{key}'", max_results=1)
+    if found:
+        return found[0].info.run_id
+    ids = sorted({rid for rid in (mirror.mlflow_run_id(project, f.parent.parent.name) for f in files) if rid})
+    return log_to_mlflow(results, summary, ids, store.experiment_name(project), store.tracking_uri(project),
+                         inputs_key=key, rebuilt=True)
