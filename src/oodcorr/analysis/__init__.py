@@ -15,6 +15,9 @@ out), seed pooling, cross-model consistency, figures and report.
   report.py       self-contained report.html
   simulate.py     trajectories with known residual correlation; item-response studies (tests, bench)
   plan.py         `oodcorr plan`: examples per testset / checkpoints per run for a target CI and reliability
+  plan_budget.py  `oodcorr plan --budget`: the design a compute budget buys (gp_design's model, the search)
+  plan_budget_cmd.py  its options, inputs, printout and params fragment
+  plan_pilot.py   a pilot's testsets under the interval's model; measured scoring / training rates
 
 Nothing heavy is imported here, so `oodcorr --help` stays fast.
 """

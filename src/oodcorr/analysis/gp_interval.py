@@ -308,8 +308,9 @@ def lr_cut(df: float, alpha: float = 0.05) -> float:
     F_(1-alpha)(1, df) / df); chi-square(1) as df grows."""
     from scipy.stats import f
 
-    df = max(float(df), 0.5)
-    return float((df + 2) * math.log1p(f.ppf(1 - alpha, 1, df) / df))
+    d = np.maximum(np.asarray(df, float), 0.5)  # an array of df gives an array of cuts
+    out = (d + 2) * np.log1p(f.ppf(1 - alpha, 1, d) / d)
+    return float(out) if out.ndim == 0 else out
 
 
 def _crossing(z, ll, cut, best):

@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from oodcorr.analysis.plan_budget_cmd import budget_options, run_budget
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
 from oodcorr.metrics import BASELINE_METRIC
@@ -171,8 +172,9 @@ def study_models(root: Path) -> list[str]:
 
 
 @click.command("plan")
-@click.option("--pilot", "pilot", multiple=True, type=click.Path(dir_okay=False),
-              help="metrics.jsonl of pilot runs (their stored predictions are read); default: assumptions.")
+@click.option("--pilot", "pilot", multiple=True, type=click.Path(),
+              help="Pilot runs: metrics.jsonl files, run folders or projects (their stored predictions are read); "
+                   "default: assumptions.")
 @click.option("--accuracy", type=float, default=0.6, show_default=True,
               help="Assumed accuracy level (per-item noise variance p(1-p)) when no pilot is given.")
 @click.option("--residual-sd", type=float, default=0.02, show_default=True,
@@ -206,19 +208,25 @@ def study_models(root: Path) -> list[str]:
 @click.option("--reliability-product", type=float, default=None,
               help="Power mode: also plan for pairs with this rel_a * rel_b.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@budget_options
 def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_width, target_rel, seeds, r0,
              testsets, runs, examples_per_s, models, quantile, detect_r, target_power, phi, item_counts,
-             reliability_product, as_json):
+             reliability_product, as_json, **budget):
     """Examples per testset and checkpoints per run (and seeds) needed for a target CI half-width on
     partial r and reliability of the residual trajectories, with the compute that implies; with --detect-r,
-    the checkpoints per testset size that give the target power to detect that partial r."""
+    the checkpoints per testset size that give the target power to detect that partial r; with --budget, the
+    seeds x checkpoints x items a compute budget buys for the most power."""
+    from oodcorr.analysis.plan_pilot import pilot_files
     from oodcorr.settings.config import find_project_root
+
+    if budget["budget"] is not None:
+        return run_budget(pilot, examples_per_s, models, as_json, **budget)
 
     if seeds < 1 or testsets < 1 or runs < 1:
         raise UserError("plan: --seeds, --testsets and --runs must be >= 1")
     pilot_phi = None
     if pilot:
-        stats = pilot_stats(pilot, quantile)
+        stats = pilot_stats(pilot_files(pilot), quantile)
         S, v = stats["signal_var"], stats["noise_var_item"]
         pilot_phi = stats["phi"]
         source = (f"pilot: {stats['n_runs']} runs, {len(stats['series'])} series, median reliability "

@@ -1,0 +1,194 @@
+"""`oodcorr plan --budget HOURS`: seeds x checkpoints x items per testset that a compute budget buys, chosen for power.
+
+Model: the interval's own (gp_interval, planned with gp_design). Each OOD testset's residual trajectory is a
+Gaussian-process signal (squared-exponential kernel over training progress, length-scale ell, variance
+signal_var) plus item noise of variance item_var / I per checkpoint at I items; the ID testset's item noise
+(item_var_id / I_id) leaks into both residuals through the slopes on ID (beta^2 item_var_id / I_id, the
+observed-control value: the interval's smoothed control leaks less, so this errs towards more ID items). Seeds
+share the correlation; each is an independent copy of the design (design_power's `copies`), so smooth curves
+gain information from seeds, not from more checkpoints of the same curve.
+
+  reliability(I, n)  = signal_var k / (signal_var k + item_var / I)   (k: the residual space's mean kernel
+                       variance at n checkpoints, as gp_interval reports its rel_a / rel_b)
+  power              = design_curve(n checkpoints, the median reliable testset at I items on both sides,
+                       rho = 0.5, copies = seeds)
+  consistent null    = P(both ends of the interval inside +/- margin | rho = 0), the estimate normal with the
+                       null standard error se0 and the interval's half-width h on atanh rho:
+                       2 Phi((atanh(margin) - h) / se0) - 1
+  hours              = seeds x families x [train hours per run
+                       + checkpoints x (ID items + sum over kept OOD testsets of min(I, size)) / examples_per_s / 3600]
+
+Search: seeds 1..MAX_SEEDS, checkpoints in CHECKPOINTS, ID and OOD items in 128, 256, ... up to each testset's
+size; testsets whose reliability stays below RELIABILITY_FLOOR at their full size are left out (and not scored).
+The design with the highest power within the budget wins (ties: the consistent null's power, then fewer hours).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+CHECKPOINTS = (9, 12, 17, 20, 25, 33, 40, 50, 65)
+MAX_SEEDS = 64
+FIRST_ITEMS = 128
+RELIABILITY_FLOOR = 0.5
+TARGET_R = 0.5
+TARGET_POWER = 0.8
+
+
+def one_thread():
+    """BLAS on one thread where threadpoolctl is installed: the planner's matrices are small, threads only contend."""
+    import contextlib
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+def item_grid(size: int) -> list[int]:
+    """128, 256, ... below `size`, and `size` itself (a testset smaller than 128: its size only)."""
+    out, i = [], FIRST_ITEMS
+    while i < size:
+        out.append(i)
+        i *= 2
+    return out + [int(size)]
+
+
+def kernel_share(n: int, ell: float) -> float:
+    """Mean signal variance per unit signal_var left in the residual space of n checkpoints (gp_interval's rel)."""
+    from oodcorr.analysis.gp_design import design_terms
+    from oodcorr.analysis.gp_interval import _kernel_mats
+
+    s = design_terms(n, 1.0, 1.0)
+    return float(np.trace(_kernel_mats(s, np.array([ell]), "se")[0][0]) / s["m"])
+
+
+def reliability(signal_var: float, item_var: float, items: int, n: int, ell: float, leak: float = 0.0) -> float:
+    k = signal_var * kernel_share(n, ell)
+    return k / (k + item_var / items + leak)
+
+
+def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds):
+    """(power at TARGET_R, consistent-null probability) for each number of seeds (module notes)."""
+    from scipy.stats import norm
+
+    from oodcorr.analysis.gp_design import design_curve, design_terms
+
+    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, TARGET_R, alpha, copies=seeds)
+    null = np.clip(2 * norm.cdf((math.atanh(margin) - c["half"]) / c["se0"]) - 1, 0.0, 1.0)
+    return c["power"], null
+
+
+def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: float = 0.05) -> dict:
+    """The best design within `budget` hours, the best per checkpoint count, and the cheapest designs that reach
+    TARGET_POWER (for the correlation alone and with the consistent null). model: {"ood": {name: {signal_var,
+    item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost: {families, train_h, examples_per_s}."""
+    ell, beta = model["ell"], model["beta"]
+    nmax = max(CHECKPOINTS)
+    rel_full = {name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell)
+                for name, t in model["ood"].items()}
+    kept = sorted(name for name, r in rel_full.items() if r >= RELIABILITY_FLOOR)
+    out = {"reliability_full": rel_full, "kept": kept,
+           "dropped": sorted(set(rel_full) - set(kept)), "rows": []}
+    if len(kept) < 2:
+        return out
+    ts = [model["ood"][k] for k in kept]
+    seeds = np.arange(1, MAX_SEEDS + 1)
+    rows = []
+    with one_thread():
+        for n in CHECKPOINTS:
+            for i_id in item_grid(model["id"]["size"]):
+                leak = beta * beta * model["id"]["item_var"] / i_id
+                for i_ood in item_grid(max(t["size"] for t in ts)):
+                    noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
+                    snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
+                    j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
+                    power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds)
+                    scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
+                    per_seed = cost["families"] * (cost["train_h"] + n * scored / cost["examples_per_s"] / 3600)
+                    rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood, "per_seed_h": per_seed,
+                                 "power": power, "null": null, "median_testset": kept[j]})
+    out["rows"] = rows
+    out["best"] = _best(rows, budget)
+    out["by_checkpoints"] = [b for n in CHECKPOINTS if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
+    out["reach"] = _cheapest(rows, lambda r: r["power"] >= TARGET_POWER)
+    out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= TARGET_POWER) & (r["null"] >= TARGET_POWER))
+    return out
+
+
+def _design(row, s) -> dict:
+    return {k: row[k] for k in ("checkpoints", "id_items", "ood_items", "median_testset")} | {
+        "seeds": int(s), "hours": float(s * row["per_seed_h"]), "power": float(row["power"][s - 1]),
+        "null_power": float(row["null"][s - 1])}
+
+
+def _best(rows, budget, tol: float = 0.005):
+    """The cheapest design within `budget` whose power is within `tol` of the most any design there reaches, and
+    whose consistent-null power is within `tol` of the most among those."""
+    afford = [(row, min(MAX_SEEDS, int(math.floor(budget / row["per_seed_h"] + 1e-9)))) for row in rows]
+    afford = [(row, s) for row, s in afford if s >= 1]
+    if not afford:
+        return None
+    top = max(row["power"][s - 1] for row, s in afford) - tol
+    top_null = max(row["null"][s - 1] for row, s in afford if row["power"][s - 1] >= top) - tol
+    return _cheapest([{**row, "power": row["power"][:s], "null": row["null"][:s]} for row, s in afford],
+                     lambda r: (r["power"] >= top) & (r["null"] >= top_null))
+
+
+def _cheapest(rows, ok):
+    best = None
+    for row in rows:
+        hit = np.flatnonzero(ok(row))
+        if len(hit):
+            d = _design(row, hit[0] + 1)
+            if best is None or d["hours"] < best["hours"]:
+                best = d
+    return best
+
+
+def params_fragment(design: dict, families: list, id_name: str, ood_names: list | None, header: list[str]) -> str:
+    """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments."""
+    import yaml
+
+    from oodcorr.settings.names import check_run_key
+
+    runs = {}
+    for model, train_set, id_testset, shots in families:
+        for seed in range(design["seeds"]):
+            key = f"{model.replace('/', '--')}_{train_set.removesuffix('_train')}_{shots}_s{seed}"
+            runs[check_run_key(key)] = {"model": model, "train_set": train_set, "id_testset": id_testset,
+                                        "shots": int(shots), "data_seed": seed, "seed": seed}
+    tree = {"data": {"max_examples": design["ood_items"],
+                     "testsets": {id_name: {"max_examples": design["id_items"]}}},
+            "train": {"checkpoints": {"every": None, "log_spaced": design["checkpoints"]}}}
+    if ood_names:
+        tree["evaluate"] = {"testsets": [id_name, *ood_names]}
+    tree["runs"] = runs
+    lines = [f"# {h}" for h in header]
+    lines += ["# data.max_examples: items per OOD testset (a smaller testset keeps all its rows); the ID testset's",
+              "# own max_examples under data.testsets. train.checkpoints: log-spaced checkpoints (a run with few",
+              "# steps has fewer distinct ones: `oodcorr train --run KEY --dry-run` lists them)."]
+    return "\n".join(lines) + "\n" + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=150)
+
+
+def required_budget_text(res: dict) -> str:
+    """One line saying which budget reaches TARGET_POWER (or that none within MAX_SEEDS seeds does)."""
+    r = res.get("reach")
+    if r is None:
+        return (f"no design here reaches {TARGET_POWER:.0%} power at |r| = {TARGET_R} with <= {MAX_SEEDS} seeds "
+                "per family: the testsets carry too little signal for their size")
+    text = (f"{TARGET_POWER:.0%} power at |r| = {TARGET_R} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
+            f"({_describe(r)})")
+    b = res.get("reach_both")
+    if b is not None and b["hours"] > r["hours"] * 1.0001:
+        text += f"; with the consistent null at {TARGET_POWER:.0%} too: {math.ceil(b['hours'] * 10) / 10:g} h"
+    return text
+
+
+def _describe(d: dict) -> str:
+    return (f"{d['seeds']} seeds x {d['checkpoints']} checkpoints, {d['id_items']} ID items, "
+            f"{d['ood_items']} items per OOD testset")
+

@@ -1,0 +1,125 @@
+"""What `oodcorr plan --budget` measures before it searches: a pilot's testsets under the interval's own model,
+and this machine's measured scoring and training rates for the chosen model and dtype.
+
+Pilot (gp_interval on every pair of OOD testsets, the seeds of a model pooled): per testset the signal variance
+of its residual trajectory (the fitted sa2 / sb2, median over its pairs and models) and the per-item noise
+variance (the mean diagonal of its item-noise covariance times its item count: a checkpoint's noise variance
+at I items is that over I); the length-scale (median over pairs); the slope of the OOD series on ID (median
+|beta|), which carries the ID testset's item noise into both residuals; the ID testset's per-item variance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from oodcorr.errors import UserError
+
+EVAL_RATES = Path("bench") / "results" / "eval_throughput.json"
+TRAIN_RATES = Path("bench") / "results" / "train_bf16.json"
+
+
+def pilot_files(paths) -> list[str]:
+    """metrics.jsonl files from a mix of metrics files, run folders (runs/<run>) and project folders."""
+    files = []
+    for p in map(Path, paths):
+        if p.is_file():
+            files.append(p)
+        elif (p / "eval" / "metrics.jsonl").is_file():
+            files.append(p / "eval" / "metrics.jsonl")
+        elif (p / "runs").is_dir() and sorted((p / "runs").glob("*/eval/metrics.jsonl")):
+            files += sorted((p / "runs").glob("*/eval/metrics.jsonl"))
+        else:
+            raise UserError(f"plan --pilot: {p}: not a metrics.jsonl, a run folder (runs/<run>, with "
+                            "eval/metrics.jsonl) or a project with evaluated runs under runs/")
+    return [str(f) for f in files]
+
+
+def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
+    """{run: {"t", "id", "series", "V", "meta"}}: each run's analysed series and item-noise covariances."""
+    from oodcorr.analysis.noise import GOLD
+    from oodcorr.analysis.noise_tables import item_noise
+    from oodcorr.metrics import METRICS
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for run, d in runs.items():
+        names = [d["meta"]["id_testset"], *d["Y"].columns]
+        mats = {nm: items[run][metric][nm] for nm in names if nm in items[run][metric]}
+        series, V = item_noise(mats, items[run][GOLD], METRICS[metric].aggregate, rng, splits)
+        steps = np.asarray(d["steps"], float)
+        t = (steps - steps.min()) / max(np.ptp(steps), 1e-12)
+        out[run] = {"t": t, "id": names[0], "series": series, "V": V, "meta": d["meta"],
+                    "n_items": {nm: m.shape[1] for nm, m in mats.items()}}
+    return out
+
+
+def pilot_model(paths, metric: str, splits: int = 10) -> dict:
+    """The planner's inputs measured on a pilot (module notes): {"ood": {testset: {signal_var, item_var,
+    items}}, "id": {name, item_var, items}, "ell", "beta", "families": [(model, train_set, id_testset, shots)],
+    "n_runs", "n_pairs"}."""
+    from oodcorr.analysis.gp_interval import gp_interval
+    from oodcorr.analysis.loading import build_runs, load_metrics
+    from oodcorr.analysis.noise_tables import load_items
+    from oodcorr.analysis.pair_ci2 import seed_dict
+
+    runs = build_runs(load_metrics(pilot_files(paths)))
+    data = _seed_inputs(runs, load_items(runs), metric, splits)
+    families: dict = {}
+    for run, d in data.items():
+        m = d["meta"]
+        families.setdefault((m["model"], m["train_set"], m["id_testset"], int(m["shots"])), []).append(d)
+    sig: dict = {}
+    ells, betas = [], []
+    for fam, inputs in families.items():
+        names = sorted(set.intersection(*(set(d["series"]) - {d["id"]} for d in inputs)))
+        for a, b in itertools.combinations(names, 2):
+            res = gp_interval([seed_dict(d, a, b) for d in inputs])
+            if res["reason"] or not math.isfinite(res["ell"]):
+                continue
+            sig.setdefault(a, []).append(res["sa2"])
+            sig.setdefault(b, []).append(res["sb2"])
+            ells.append(res["ell"])
+            betas += [abs(s[k]) for s in res["terms"] for k in ("beta_a", "beta_b")]
+    if not ells:
+        raise UserError("plan --pilot: no pair of OOD testsets with a defined interval in the pilot (it needs >= 5 "
+                        "checkpoints per run, a moving ID series and two OOD testsets)")
+
+    def item_var(name):
+        vals = [float(np.mean(np.diag(d["V"][name]))) * d["n_items"][name] for d in data.values() if name in d["V"]]
+        return float(np.median(vals)), max(d["n_items"].get(name, 0) for d in data.values())
+
+    ood = {}
+    for name, s in sorted(sig.items()):
+        v, n_items = item_var(name)
+        ood[name] = {"signal_var": float(np.median(s)), "item_var": v, "items": n_items}
+    id_name = next(iter(data.values()))["id"]
+    v, n_items = item_var(id_name)
+    return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
+            "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells)}
+
+
+def measured_rates(root: Path, model: str, dtype: str | None) -> dict:
+    """This machine's measured scoring throughput (examples/s) and training step time for `model` at `dtype`
+    (None: whichever dtype was measured), with where they come from; a rate not measured is None."""
+    out = {"examples_per_s": None, "eval_source": "", "step_s": None, "steps": None, "train_source": ""}
+    try:
+        d = json.loads((root / EVAL_RATES).read_text())
+        if d.get("model") == model and dtype in (None, d.get("dtype")):
+            out["examples_per_s"] = float(d["fast"]["examples_per_s"])
+            out["eval_source"] = f"{EVAL_RATES} ({model}, {d.get('dtype')}, {d.get('device')})"
+    except (OSError, KeyError, ValueError, TypeError):
+        pass
+    try:
+        d = json.loads((root / TRAIN_RATES).read_text())
+        steps = [r["median_step_s"] for k, r in d["runs"].items() if dtype is None or k.startswith(f"{dtype}_")]
+        if d.get("model") == model and steps:
+            out.update(step_s=float(np.median(steps)), steps=int(d["steps"]),
+                       train_source=f"{TRAIN_RATES} ({model}, {dtype or 'any dtype'}, {d.get('cores')} cores)")
+    except (OSError, KeyError, ValueError, TypeError):
+        pass
+    return out

@@ -1,0 +1,157 @@
+"""`oodcorr plan --budget`: the design a budget buys under the interval's own model (gp_design), its hours, the
+budget that reaches 80 % power, the params fragment, and the pilot path."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from oodcorr.analysis.gp_design import design_power, design_terms, seeds_for_power
+from oodcorr.analysis.plan_budget import CHECKPOINTS, kernel_share, reliability
+
+STATED = ["--examples-per-s", "20", "--train-hours", "0.1", "--ell", "0.2", "--signal-sd", "0.04", "--item-sd", "0.5",
+          "--id-slope", "0.5", "--ood-testsets", "4", "--max-items", "1024"]
+
+
+def _plan(tmp_path, monkeypatch, *args):
+    from oodcorr.cli import cli
+
+    monkeypatch.chdir(tmp_path)  # no project here: nothing measured, nothing read from a params.yaml
+    return CliRunner().invoke(cli, ["plan", *map(str, args)], catch_exceptions=False)
+
+
+def _json(tmp_path, monkeypatch, *args):
+    res = _plan(tmp_path, monkeypatch, *args, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_design_within_budget_is_priced_and_powered_by_the_interval_model(tmp_path, monkeypatch):
+    got = _json(tmp_path, monkeypatch, "--budget", "12", *STATED)
+    d = got["design"]
+    assert d["hours"] <= 12 and 1 <= d["seeds"] <= 64 and d["checkpoints"] in CHECKPOINTS
+    # hours = seeds x families x (train + checkpoints x (ID items + 4 OOD testsets x items) / examples_per_s)
+    per_run = 0.1 + d["checkpoints"] * (d["id_items"] + 4 * d["ood_items"]) / 20 / 3600
+    assert d["hours"] == pytest.approx(d["seeds"] * per_run)
+    # the power is gp_design's for that design: seeds are copies of one seed's design
+    terms = design_terms(d["checkpoints"], 0.25 / d["ood_items"], 0.25 / d["ood_items"], 0.25 * 0.25 / d["id_items"])
+    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.5, copies=d["seeds"]), abs=1e-9)
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED)
+    assert "design: " in res.output and "expected power" in res.output and "consistent null at +/-0.3" in res.output
+
+
+def test_a_larger_budget_buys_at_least_the_power_of_a_smaller_one(tmp_path, monkeypatch):
+    powers = [_json(tmp_path, monkeypatch, "--budget", b, *STATED)["design"]["power"] for b in (2, 8, 30)]
+    assert powers == sorted(powers) and powers[-1] > powers[0]
+
+
+def test_an_impossible_budget_says_which_budget_reaches_80_percent(tmp_path, monkeypatch):
+    res = _plan(tmp_path, monkeypatch, "--budget", "1", *STATED)
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if "80% power at |r| = 0.5 needs a budget of" in ln)
+    need = float(line.split("needs a budget of ")[1].split(" h")[0])
+    assert need > 1
+    again = _json(tmp_path, monkeypatch, "--budget", need, *STATED)["design"]
+    assert again["power"] >= 0.8 and again["hours"] <= need + 1e-9
+    assert _json(tmp_path, monkeypatch, "--budget", need * 0.9, *STATED)["design"]["power"] < 0.8
+
+
+def test_seeds_carry_the_information_on_smooth_curves():
+    """More checkpoints of the same smooth curves buy little: 9 -> 20 checkpoints saves about a quarter of the
+    seeds, as an independent power check says; at length-scale 0.1 fewer seeds do."""
+    def seeds(n, ell, rel=0.7, r=0.5):
+        noise = kernel_share(n, ell) * (1 - rel) / rel
+        return seeds_for_power([design_terms(n, noise, noise)], 1.0, 1.0, ell, r)
+
+    assert 0.6 <= seeds(20, 0.2) / seeds(9, 0.2) <= 0.85
+    assert 12 <= seeds(9, 0.2) <= 16 and 4 <= seeds(9, 0.2, r=0.8) <= 6
+    assert seeds(20, 0.1) < seeds(20, 0.2)
+    assert reliability(1.0, kernel_share(20, 0.2) * 3 / 7, 1, 20, 0.2) == pytest.approx(0.7)
+
+
+def test_testsets_that_cannot_reach_reliability_half_are_left_out_and_not_scored(tmp_path, monkeypatch):
+    got = _json(tmp_path, monkeypatch, "--budget", "12", *STATED, "--size", "ood2=16")
+    assert got["dropped"] == ["ood2"] and got["reliability_full_size"]["ood2"] < 0.5
+    d = got["design"]
+    assert d["hours"] == pytest.approx(d["seeds"] * (0.1 + d["checkpoints"] * (d["id_items"] + 3 * d["ood_items"])
+                                                     / 20 / 3600))
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED, "--signal-sd", "0.001")
+    assert res.exit_code == 2 and "no pair can be settled" in res.output
+
+
+def test_throughput_is_the_chosen_models_measured_one_or_must_be_given(tmp_path, monkeypatch):
+    rates = tmp_path / "bench" / "results"
+    rates.mkdir(parents=True)
+    (rates / "eval_throughput.json").write_text(json.dumps(
+        {"model": "smollm2-135m", "dtype": "bfloat16", "device": "cpu", "fast": {"examples_per_s": 40.0}}))
+    (rates / "train_bf16.json").write_text(json.dumps(
+        {"model": "smollm2-135m", "steps": 64, "cores": 2, "runs": {"bfloat16_s0": {"median_step_s": 5.0}}}))
+    args = ["--budget", "5", "--ell", "0.2", "--ood-testsets", "3"]
+    res = _plan(tmp_path, monkeypatch, *args, "--model", "smollm2-135m")
+    assert res.exit_code == 0, res.output
+    assert "scoring 40 examples/s (bench/results/eval_throughput.json (smollm2-135m, bfloat16, cpu))" in res.output
+    assert f"training {5.0 * 64 / 3600:.3g} h per run" in res.output
+    res = _plan(tmp_path, monkeypatch, *args, "--model", "gemma3-270m")
+    assert res.exit_code == 2 and "no measured scoring throughput for gemma3-270m" in res.output
+    assert "--examples-per-s" in res.output
+    res = _plan(tmp_path, monkeypatch, *args, "--model", "smollm2-135m", "--dtype", "float32")
+    assert res.exit_code == 2 and "at float32" in res.output
+
+
+def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
+    from oodcorr.settings.config import check_references, deep_merge, read_yaml, validate
+    from oodcorr.study import check_study, load_preset
+
+    out = tmp_path / "plan.yaml"
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED, "--write-params", out)
+    assert res.exit_code == 0, res.output
+    frag = read_yaml(out.read_text())
+    d = _json(tmp_path, monkeypatch, "--budget", "12", *STATED)["design"]
+    assert frag["train"]["checkpoints"]["log_spaced"] == d["checkpoints"]
+    assert frag["data"]["max_examples"] == d["ood_items"]
+    assert frag["data"]["testsets"]["mnli_real"]["max_examples"] == d["id_items"]
+    assert len(frag["runs"]) == d["seeds"] and {r["seed"] for r in frag["runs"].values()} == set(range(d["seeds"]))
+    params = load_preset("cpu")
+    params.pop("runs")
+    params = deep_merge(params, frag)
+    validate(params)
+    check_references(params)
+    check_study(params)
+
+
+def _pilot(root, n=12):
+    from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
+    from oodcorr.io import write_jsonl
+
+    names = ["hans", "anli", "snli"]
+    for s in (0, 1):
+        st = irt_study(n, [120] * 3, np.eye(3), tau=[0.05, 0.05, 0.002], n_id_items=120,
+                       rng=np.random.default_rng(s))
+        steps = list(range(0, 10 * n, 10))
+        ev = root / "runs" / f"p-s{s}" / "eval"
+        write_predictions(ev, st, steps, "mnli", names)
+        write_jsonl(ev / "metrics.jsonl", irt_metrics_rows(st, f"p-s{s}", "p", s, steps, "mnli", names))
+
+
+def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypatch):
+    from oodcorr.analysis.plan_pilot import pilot_model
+    from oodcorr.metrics import DEFAULT_METRIC
+
+    _pilot(tmp_path)
+    pm = pilot_model([tmp_path], DEFAULT_METRIC)
+    assert pm["n_runs"] == 2 and pm["n_pairs"] == 3 and pm["families"] == [("p", "mnli_train", "mnli", 16)]
+    assert set(pm["ood"]) == {"hans", "anli", "snli"} and pm["id"]["name"] == "mnli" and pm["id"]["items"] == 120
+    assert pm["ood"]["snli"]["signal_var"] < 0.1 * pm["ood"]["hans"]["signal_var"]  # tau 0.002 vs 0.05
+    assert all(math.isfinite(t["item_var"]) and t["item_var"] > 0 for t in pm["ood"].values())
+    out = tmp_path / "plan.yaml"
+    res = _plan(tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20",
+                "--train-hours", "0.1", "--max-items", "120", "--write-params", out)
+    assert res.exit_code == 0, res.output
+    assert "pilot: 2 runs, 3 testset pairs" in res.output and "left out: snli" in res.output
+    from oodcorr.settings.config import read_yaml
+
+    frag = read_yaml(out.read_text())
+    assert frag["evaluate"]["testsets"] == ["mnli", "anli", "hans"]
+    assert all(r["model"] == "p" and r["id_testset"] == "mnli" for r in frag["runs"].values())
