@@ -12,6 +12,7 @@ from scipy.stats import multivariate_normal
 
 from oodcorr.analysis import gp_design as D
 from oodcorr.analysis import gp_interval as G
+from oodcorr.analysis import gp_model as GM
 
 
 def _seed(rng, n=20, rho=0.5, ell=0.2, noise=0.01, id_noise=0.01, sig=0.3):
@@ -32,7 +33,7 @@ def test_loglik_equals_scipy_multivariate_normal_with_the_coregionalised_covaria
     seed, _ = _seed(rng)
     s = G._seed_terms(seed)
     sa2, sb2, ell, rho = 0.05, 0.08, 0.17, 0.4
-    ll, _, _ = G._loglik_and_score([s], np.array([[math.log(sa2), math.log(sb2), math.log(ell)]]), np.array([rho]),
+    ll, _, _ = GM._loglik_and_score([s], np.array([[math.log(sa2), math.log(sb2), math.log(ell)]]), np.array([rho]),
                                    "se")
     # independent: the ICM covariance B (x) R built with np.kron, projected, plus the noise blocks
     t = seed["t"]
@@ -50,13 +51,13 @@ def test_score_matches_finite_differences():
     s = G._seed_terms(_seed(rng)[0])
     theta = np.array([[math.log(0.05), math.log(0.08), math.log(0.17)]])
     rho = np.array([0.3])
-    _, g, info = G._loglik_and_score([s], theta, rho, "se")
+    _, g, info = GM._loglik_and_score([s], theta, rho, "se")
     h = 1e-5
     for p in range(3):
         up, dn = theta.copy(), theta.copy()
         up[0, p] += h
         dn[0, p] -= h
-        fd = (G._loglik_and_score([s], up, rho, "se", False)[0] - G._loglik_and_score([s], dn, rho, "se", False)[0]) / (2 * h)
+        fd = (GM._loglik_and_score([s], up, rho, "se", False)[0] - GM._loglik_and_score([s], dn, rho, "se", False)[0]) / (2 * h)
         assert g[0, p] == pytest.approx(fd[0], rel=1e-4, abs=1e-6)
     assert np.all(np.linalg.eigvalsh(info[0]) > 0)
 

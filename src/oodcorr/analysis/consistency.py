@@ -76,10 +76,12 @@ def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
 
 
 def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
-               equivalence: float = EQUIVALENCE) -> pd.DataFrame:
+               equivalence: float = EQUIVALENCE, ci2_pooled: dict | None = None) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
-    With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation)."""
+    With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation). ci2_pooled
+    ({(model, *SETUP, method, a, b): pair_ci2.interval}, noise_tables.pooled_intervals): the noise columns of
+    those rows come from one likelihood over the seeds' data instead of pooling each seed's interval."""
     keys = ["model", *SETUP, *PAIR]
     out = []
     for key, g in partials.groupby(keys, sort=True, dropna=False):
@@ -95,7 +97,8 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
             row.update(p=float(one["p"]), ci_low=float(one["ci_low"]), ci_high=float(one["ci_high"]))
         row["weight"] = pooled["w"]
         if "ci2_low" in g:
-            row.update(_pool_noise(valid, alpha))
+            iv = (ci2_pooled or {}).get(tuple(key))
+            row.update(_pool_noise(valid, alpha) if iv is None else _from_likelihood(iv))
             row["equivalent"] = bool(equivalent(row["ci2_low"], row["ci2_high"], equivalence))
         else:
             row["equivalent"] = bool(equivalent(row["ci_low"], row["ci_high"], equivalence))
@@ -136,6 +139,16 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
     out["rel_a"] = float(valid["rel_a"].mean()) if valid["rel_a"].notna().any() else math.nan
     out["rel_b"] = float(valid["rel_b"].mean()) if valid["rel_b"].notna().any() else math.nan
     return out
+
+
+def _from_likelihood(iv: dict) -> dict:
+    """The pooled row's noise columns from the seeds' joint likelihood interval (pair_ci2.interval)."""
+    ok = not iv["reason"]
+    nan = math.nan
+    return {"ci2_low": iv["ci_low"] if ok else nan, "ci2_high": iv["ci_high"] if ok else nan,
+            "ci2_se": iv["se_z"] if ok else nan, "n_eff": iv["n_eff"], "attenuation": iv["A"],
+            "r_disattenuated": float(np.clip(iv["r_hat"], -1, 1)) if ok else nan, "rel_a": iv["rel_a"],
+            "rel_b": iv["rel_b"], "ci2_ell": iv["ell"], "ci2_why": iv["why"]}
 
 
 def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):

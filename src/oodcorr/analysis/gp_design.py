@@ -13,7 +13,9 @@ import math
 import numpy as np
 from scipy.linalg import null_space
 
-from oodcorr.analysis.gp_interval import _assemble, _kernel_mats, lr_cut, n_eff_of
+from oodcorr.analysis.gp_interval import lr_cut, n_eff_of
+from oodcorr.analysis.gp_model import KERNEL, _coefs, _kernel_mats, _score_info, _sigma
+
 
 def design_terms(n: int, noise_a: float, noise_b: float, leak: float = 0.0, t=None) -> dict:
     """One seed's terms for planning: n checkpoints at t (evenly spread), white item noise of variance noise_a,
@@ -28,21 +30,15 @@ def design_terms(n: int, noise_a: float, noise_b: float, leak: float = 0.0, t=No
             "z": np.zeros(2 * m), "Na": (noise_a + leak) * I, "Nb": (noise_b + leak) * I, "C": leak * I}
 
 
-def expected_info(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, kernel: str = "se"):
+def expected_info(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, kernel: str = KERNEL):
     """Expected Fisher information (4, 4) of (log sa2, log sb2, log ell, atanh rho), summed over the seeds'
     designs (design_terms or _seed_terms)."""
-    theta = np.array([[math.log(sa2), math.log(sb2), math.log(ell)]])
+    sa, sb, r = np.array([sa2]), np.array([sb2]), np.array([rho])
     info = np.zeros((4, 4))
     for s in seeds:
         K, dK = _kernel_mats(s, np.array([ell]), kernel)
-        S, D = _assemble(s, theta, np.array([rho]), K, dK)
-        m = s["m"]
-        Dz = np.zeros((1, 2 * m, 2 * m))
-        off = (1 - rho * rho) * math.sqrt(sa2 * sb2) * K[0]
-        Dz[0, :m, m:] = off
-        Dz[0, m:, :m] = off
-        SiD = np.linalg.inv(S[0])[None] @ np.concatenate([D[:, 0], Dz], 0)
-        info += 0.5 * np.einsum("pij,qji->pq", SiD, SiD)
+        Si = np.linalg.inv(_sigma(s, sa, sb, r * np.sqrt(sa * sb), K))
+        info += _score_info(Si, np.zeros((1, 2 * s["m"])), K, dK, _coefs(sa, sb, r, with_z=True), s["m"])[1][0]
     return info
 
 
@@ -51,7 +47,7 @@ def _se_z(info) -> float:
 
 
 def design_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
-                 kernel: str = "se", copies: float = 1.0) -> float:
+                 kernel: str = KERNEL, copies: float = 1.0) -> float:
     """Probability that the interval excludes 0 when the true correlation is rho, for `copies` times the seeds'
     designs: atanh(rho_hat) normal with the expected-information standard error at rho, rejected past the
     likelihood-ratio cut (lr_cut at the design's effective degrees of freedom) on the null standard error."""
@@ -59,7 +55,7 @@ def design_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
 
 
 def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
-                 kernel: str = "se", copies=(1.0,)) -> dict:
+                 kernel: str = KERNEL, copies=(1.0,)) -> dict:
     """design_power for many `copies` at once (the information is computed once and scales with the copies):
     arrays power, se0 and se1 (standard errors of atanh(rho_hat) at 0 and at rho) and half (the interval's
     half-width on atanh rho at rho = 0: the square root of the likelihood-ratio cut times se0)."""
@@ -76,7 +72,7 @@ def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
 
 
 def seeds_for_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float = 0.5, power: float = 0.8,
-                    alpha: float = 0.05, kernel: str = "se", most: int = 256) -> int | None:
+                    alpha: float = 0.05, kernel: str = KERNEL, most: int = 256) -> int | None:
     """The fewest seeds like these (their average design) for `power` at |rho|; None past `most`."""
     per = 1.0 / max(len(seeds), 1)
     lo, hi = 1, 1

@@ -2,28 +2,35 @@
 
 Estimand: rho, the correlation of two testsets' noise-free residual trajectories (what is left of their
 population-level scores once the population-level ID score is regressed out), shared by every seed (training
-run) of a model. What is observed per seed and checkpoint t: the ID series x and the two OOD series a, b, each
-a mean over a finite, fixed testset, with item-noise covariances over checkpoints Vx, Va, Vb (estimated from the
-items themselves: interval.noise_cov).
+run) of a model. Observed per seed and checkpoint: the ID series x and the OOD series a, b, each a mean over a
+finite, fixed testset, with item-noise covariances over checkpoints Vx, Va, Vb (interval.noise_cov).
 
-Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, x], m = n - 2 columns; the
-projection removes the intercept and any multiple of the observed x, so no ID slope is fitted to the data):
+The ID control. x is noisy; regressing on it leaves beta * (x* - x) in both residuals, and that leftover is not
+white in the residual space: it carries a systematic part along the true ID curve, which correlates the two
+residuals (on simulated smooth curves: a mean r of +0.29 at a true 0 with a 128-item ID testset). So the
+control is the ID series smoothed by its own Gaussian process (smooth_id: trend linear in t, kernel fitted by
+restricted likelihood, the item noise Vx known), and what leaks is that smoother's error, with its posterior
+covariance P: a + b slopes on the smoothed series, leak covariance beta_a beta_b P.
 
-    z_a = Q'a = Q'u + Q'e_a - beta_a Q'e_x,   z_b = Q'b = Q'v + Q'e_b - beta_b Q'e_x
+Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, smoothed x], m = n - 2 columns):
+
+    z_a = Q'a = Q'u + Q'e_a + beta_a Q'(x_hat - x*),   z_b likewise
     (u, v): signals with covariance [[sa2, rho sa sb], [rho sa sb, sb2]] (x) R(ell)   (intrinsic coregionalisation)
-    e_j ~ N(0, V_j) item noise; beta_j the slope on the noise-free ID (errors in variables, moments)
+    cov(z_a) = sa2 K + Q'(Va + beta_a^2 P)Q,  cov(z_a, z_b) = rho sa sb K + beta_a beta_b Q'PQ,  K = Q'R(ell)Q.
 
-so cov(z_a) = sa2 K + Q'(Va + beta_a^2 Vx)Q, cov(z_a, z_b) = rho sa sb K + beta_a beta_b Q'VxQ, K = Q'R(ell)Q.
-The ID noise carried into both residuals by the slopes (the last term) is modelled with its full covariance,
-never as white noise. R(ell) is a stationary kernel over training progress t in [0, 1] (squared exponential by
-default); ell is searched down to a quarter of the checkpoint spacing, so independent checkpoints are not taken
-for smooth ones. sa2, sb2, ell and rho are shared by the seeds; each seed keeps its own x, slopes and noise.
+R(ell) is a stationary kernel over training progress t in [0, 1]: Matern 3/2 by default, between the smooth
+squared exponential and the rough exponential (AR(1) in continuous time): on the simulation grid a squared
+exponential fitted to AR(1) trajectories over-counted independent checkpoints, and choosing the kernel by
+likelihood picked the rough one on smooth curves. ell is searched down to a quarter of the checkpoint spacing,
+so independent checkpoints are not taken for smooth ones. sa2, sb2, ell and rho are shared by the seeds; each
+seed keeps its own ID curve, slopes and noise, so information adds over seeds.
 
-Interval: the profile likelihood of z = atanh(rho) on a grid (sa2, sb2, ell re-maximised at each point by Fisher
-scoring), {rho : 2 (max logL - logL(rho)) <= c}, c the chi-square(1) quantile with a small-sample
-(Bartlett-type) inflation c (1 + B / n_eff_total) where n_eff_total is the fitted model's effective number of
-independent checkpoints summed over seeds. The point estimate is the profile maximum. The reliabilities it
-reports are the fitted model's: the signal share of each residual trajectory's variance.
+Interval: the profile likelihood of atanh(rho) on a grid (sa2, sb2, ell re-maximised at each point by Fisher
+scoring), {rho : 2 (max logL - logL(rho)) <= lr_cut(df)}, where lr_cut is the likelihood-ratio value at which a
+correlation of df + 2 independent pairs would be rejected by the exact t-test, df the fitted model's effective
+number of independent checkpoints (participation ratio of K) summed over seeds, less the fitted intercepts and
+slopes and rho itself. The point estimate is the profile maximum. The reliabilities it reports are the fitted
+model's: the signal share of each residual trajectory's variance.
 """
 
 from __future__ import annotations
@@ -33,34 +40,12 @@ import math
 import numpy as np
 from scipy.linalg import null_space
 
+from oodcorr.analysis.gp_model import KERNEL, KERNEL_CHOICE, KERNELS, _kernel_mats, _loglik_and_score
+
 Z_GRID = np.linspace(-3.0, 3.0, 19)  # atanh(rho) profile grid (|rho| <= 0.995)
 ELL_MIN_SPACING = 0.25  # shortest length-scale searched, in checkpoint spacings
 ELL_MAX = 3.0  # longest, in units of the training span
 ITERS = 30
-JITTER = 1e-9
-
-
-# ----------------------------------------------------------------------------- kernels (value, d/dlog ell)
-
-def _se(d, ell):
-    r2 = (d / ell) ** 2
-    k = np.exp(-0.5 * r2)
-    return k, k * r2
-
-
-def _matern32(d, ell):
-    r = math.sqrt(3.0) * d / ell
-    e = np.exp(-r)
-    return (1 + r) * e, r * r * e
-
-
-def _exp(d, ell):
-    r = d / ell
-    e = np.exp(-r)
-    return e, r * e
-
-
-KERNELS = {"se": _se, "matern32": _matern32, "exp": _exp}
 
 
 # ----------------------------------------------------------------------------- per-seed data
@@ -130,74 +115,6 @@ def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
             "rel_id": rel_id, "beta_a": ba, "beta_b": bb}
 
 
-# ----------------------------------------------------------------------------- the likelihood, batched
-
-def _kernel_mats(s: dict, ell: np.ndarray, kernel: str):
-    """K = Q'R(ell)Q and dK/dlog ell, batched over ell (G,) -> (G, m, m)."""
-    k, dk = KERNELS[kernel](s["d"][None], ell[:, None, None])
-    Q = s["Q"]
-    return Q.T @ k @ Q, Q.T @ dk @ Q
-
-
-def _assemble(s, theta, rho, K, dK, want_derivs=True):
-    """Sigma (G, 2m, 2m) and its derivatives w.r.t. (log sa2, log sb2, log ell) for a batch of parameters."""
-    sa2, sb2 = np.exp(theta[:, 0]), np.exp(theta[:, 1])
-    sa, sb = np.sqrt(sa2), np.sqrt(sb2)
-    cab = rho * sa * sb
-    m = s["m"]
-    G = theta.shape[0]
-    S = np.empty((G, 2 * m, 2 * m))
-    S[:, :m, :m] = sa2[:, None, None] * K + s["Na"]
-    S[:, m:, m:] = sb2[:, None, None] * K + s["Nb"]
-    S[:, :m, m:] = cab[:, None, None] * K + s["C"]
-    S[:, m:, :m] = np.swapaxes(S[:, :m, m:], 1, 2)
-    if not want_derivs:
-        return S, None
-    D = np.zeros((3, G, 2 * m, 2 * m))
-    half = 0.5 * cab[:, None, None] * K
-    D[0, :, :m, :m] = sa2[:, None, None] * K
-    D[0, :, :m, m:] = half
-    D[0, :, m:, :m] = half
-    D[1, :, m:, m:] = sb2[:, None, None] * K
-    D[1, :, :m, m:] = half
-    D[1, :, m:, :m] = half
-    D[2, :, :m, :m] = sa2[:, None, None] * dK
-    D[2, :, m:, m:] = sb2[:, None, None] * dK
-    D[2, :, :m, m:] = cab[:, None, None] * dK
-    D[2, :, m:, :m] = cab[:, None, None] * dK
-    return S, D
-
-
-def _loglik_and_score(seeds, theta, rho, kernel, want_derivs=True):
-    """Sum over seeds of the Gaussian log-likelihood, its gradient and expected information in theta."""
-    G = theta.shape[0]
-    ll = np.zeros(G)
-    g = np.zeros((G, 3))
-    info = np.zeros((G, 3, 3))
-    ell = np.exp(theta[:, 2])
-    for s in seeds:
-        K, dK = _kernel_mats(s, ell, kernel)
-        S, D = _assemble(s, theta, rho, K, dK, want_derivs)
-        S = S + JITTER * np.trace(S, axis1=1, axis2=2)[:, None, None] / S.shape[1] * np.eye(S.shape[1])
-        L = np.linalg.cholesky(S)
-        logdet = 2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(-1)
-        Si = np.linalg.inv(S)
-        a = Si @ s["z"]
-        ll += -0.5 * (logdet + np.einsum("gi,i->g", a, s["z"]) + len(s["z"]) * math.log(2 * math.pi))
-        if want_derivs:
-            SiD = Si[None] @ D  # (3, G, 2m, 2m)
-            Da = D @ a[None, :, :, None]  # (3, G, 2m, 1)
-            g += 0.5 * (np.einsum("gi,pgi->gp", a, Da[..., 0]) - np.trace(SiD, axis1=2, axis2=3).T)
-            SiDt = np.swapaxes(SiD, 2, 3)
-            for p in range(3):
-                for q in range(p, 3):
-                    v = 0.5 * (SiD[p] * SiDt[q]).sum((1, 2))
-                    info[:, p, q] += v
-                    if q != p:
-                        info[:, q, p] += v
-    return ll, g, info
-
-
 def _fit_profile(seeds, rho, theta0, bounds, kernel, iters=ITERS):
     """Maximise the log-likelihood over theta = (log sa2, log sb2, log ell) at each fixed rho (G,): Fisher
     scoring with per-point step halving; points stop once their step is below 1e-3 (on the log scale)."""
@@ -231,13 +148,13 @@ def n_eff_of(s: dict, ell: float, kernel: str) -> float:
     return float(np.trace(K) ** 2 / np.sum(K * K)) + 2.0
 
 
-def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = "se", id_control: str = "latent") -> dict:
+def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id_control: str = "latent") -> dict:
     """Profile-likelihood interval for rho shared by `seeds` (module notes). seeds: dicts with x, ya, yb (n,), Vx,
     Va, Vb (n, n) and optionally t (n,) in [0, 1]. Returns floats r_hat, ci_low, ci_high, rel_a, rel_b, rel_id,
     n_eff (summed over seeds), ell, n_seeds, and reason ("" where the interval is defined)."""
     out = {"r_hat": math.nan, "ci_low": math.nan, "ci_high": math.nan, "rel_a": math.nan, "rel_b": math.nan,
            "rel_id": math.nan, "n_eff": math.nan, "ell": math.nan, "sa2": math.nan, "sb2": math.nan,
-           "n_seeds": len(seeds), "reason": "", "terms": []}
+           "n_seeds": len(seeds), "reason": "", "kernel": "", "terms": []}
     terms = []
     for seed in seeds:
         x = np.asarray(seed["x"], float)
@@ -263,8 +180,12 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = "se", id_c
     # start: half of each residual's variance as signal, ell = 2 spacings and 0.2 of the span
     starts = [np.array([math.log(va / 2), math.log(vb / 2), math.log(l0)]) for l0 in (2 * spacing, 0.2)]
     rho0 = np.zeros(len(starts))
-    th0, ll0 = _fit_profile(terms, rho0, np.stack(starts), (lo, hi), kernel)
-    theta_start = th0[int(np.argmax(ll0))]
+    fits = {}
+    for k in (KERNEL_CHOICE if kernel == "auto" else (kernel,)):
+        th0, ll0 = _fit_profile(terms, rho0, np.stack(starts), (lo, hi), k)
+        fits[k] = (float(ll0.max()), th0[int(np.argmax(ll0))])
+    kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
+    theta_start = fits[kernel][1]
     rho = np.tanh(Z_GRID)
     theta, ll = _fit_profile(terms, rho, np.repeat(theta_start[None], len(rho), 0), (lo, hi), kernel)
     # points below both neighbours are stuck in a poorer optimum: refit them from the best point's parameters
@@ -294,7 +215,7 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = "se", id_c
     lo_z, hi_z = _crossing(Z_GRID, ll, cut, best)
     out.update(r_hat=float(np.tanh(zhat)), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)),
                rel_a=float(sig_a / (sig_a + noi_a)), rel_b=float(sig_b / (sig_b + noi_b)), n_eff=neff,
-               ell=float(ell), sa2=float(sa2), sb2=float(sb2))
+               ell=float(ell), sa2=float(sa2), sb2=float(sb2), kernel=kernel)
     out["terms"] = terms  # for planning (seeds_for_power); not a table column
     if not inside.any():  # cannot happen (the maximum is inside) unless the profile is not finite
         out["reason"] = "no_fit"

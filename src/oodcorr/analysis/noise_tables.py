@@ -123,6 +123,48 @@ def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dic
     return series, V
 
 
+def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
+    """{run: {"t", "id", "series", "V"}}: each run's analysed series, their item-noise covariances and the
+    checkpoints' training progress in [0, 1], the input of the likelihood interval (pair_ci2)."""
+    import numpy as np
+
+    from oodcorr.analysis.noise import GOLD
+
+    out = {}
+    rng = np.random.default_rng(settings.seed + 2)
+    for run, data in runs.items():
+        id_name = data["meta"]["id_testset"]
+        names = [id_name, *data["Y"].columns]
+        if run not in items or any(nm not in items[run][metric] for nm in names):
+            continue
+        series, V = item_noise({nm: items[run][metric][nm] for nm in names}, items[run][GOLD],
+                               METRICS[metric].aggregate, rng, settings.reliability_splits)
+        steps = np.asarray(data["steps"], float)
+        span = steps.max() - steps.min()
+        out[run] = {"t": (steps - steps.min()) / span if span > 0 else steps * 0, "id": id_name,
+                    "series": series, "V": V}
+    return out
+
+
+def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
+    """{(model, train_set, shots, id_testset, "linear", a, b): pair_ci2.interval over the model's seeds}: one
+    likelihood per model and pair, whenever at least one of its runs has the pair's series."""
+    import numpy as np
+
+    from oodcorr.analysis.pair_ci2 import interval
+
+    inputs = seed_inputs(runs, items, metric, settings)
+    rows = partials[(partials["method"] == "linear") & np.isfinite(partials["r"].astype(float))]
+    out = {}
+    keys = ["model", "train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
+    for key, g in rows.groupby(keys, sort=True, dropna=False):
+        seeds = [inputs[r] for r in sorted(set(g["run"])) if r in inputs
+                 and all(np.isfinite(inputs[r]["series"][t]).all() for t in (key[5], key[6], inputs[r]["id"]))]
+        if seeds:
+            out[key] = interval(seeds, key[5], key[6], settings.alpha)
+    return out
+
+
 def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
     """{row position in partials: interval.partial_interval result (scalars)} for the linear/rank/gam rows with
     a finite r: one batched call per run (linear: the moment estimator with the ID correction; rank/gam: the
@@ -131,6 +173,7 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
 
     from oodcorr.analysis.interval import partial_interval
     from oodcorr.analysis.noise import GOLD
+    from oodcorr.analysis.pair_ci2 import interval
 
     out = {}
     rng = np.random.default_rng(settings.seed + 2)
@@ -156,6 +199,11 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
         for j, i in enumerate(g.index):
             out[partials.index.get_loc(i)] = {key: (str(v[j]) if key == "reason" else float(v[j]))
                                               for key, v in res.items()}
+    inputs = seed_inputs(runs, items, metric, settings)
+    for i, row in partials[(partials["method"] == "linear") & partials["run"].isin(inputs)].iterrows():
+        pos = partials.index.get_loc(i)
+        if pos in out:  # the likelihood interval for the linear method (pair_ci2), one story per row
+            out[pos] = interval([inputs[row["run"]]], row["testset_a"], row["testset_b"], settings.alpha)
     return out
 
 
@@ -175,6 +223,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
 
     from oodcorr.analysis.consistency import equivalent
     from oodcorr.analysis.noise import basic_ci
+    from oodcorr.analysis.pair_ci2 import CI2_EXTRA
 
     reliability_min, alpha = settings.reliability_min, settings.alpha
     boots = boots or {}
@@ -182,8 +231,8 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
     rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
     intervals = pair_intervals(runs, partials, items, metric, settings) if runs is not None and items else {}
     out = partials.copy()
-    for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"]:
-        out[col] = math.nan
+    for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"] + CI2_EXTRA:
+        out[col] = math.nan if col != "ci2_why" else ""
     out["distinguishable"] = False
     out["equivalent"] = False
     flags = out["flag"].fillna("").astype(str).tolist()
@@ -191,14 +240,19 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         if row.method == "raw" or (row.run, row.method, row.testset_a) not in rel_of:
             continue
         ra, rb = (float(rel_of.get((row.run, row.method, t), math.nan)) for t in (row.testset_a, row.testset_b))
+        iv = intervals.get(i)
+        if not (np.isfinite(ra) and np.isfinite(rb)):  # too few items to estimate a testset's noise at all
+            iv = None
+        if iv is not None and "why" in iv:  # the likelihood interval reports the reliabilities it used
+            ra, rb = iv["rel_a"], iv["rel_b"]
+            out.iloc[i, out.columns.get_indexer(CI2_EXTRA)] = [iv["ell"], iv["why"]]
         new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
                if not (np.isfinite(v) and v >= reliability_min)]
-        iv = intervals.get(i)
         if iv is not None and iv["reason"]:
             new.append(f"ci2_undefined:{iv['reason']}")
         flags[i] = ";".join(filter(None, [flags[i], *new]))
         vals = [ra, rb] + [math.nan] * 6
-        if iv is not None and not new:
+        if iv is not None and not iv["reason"]:
             vals[2:] = [float(np.clip(iv["r_hat"], -1, 1)), iv["ci_low"], iv["ci_high"], iv["se_z"], iv["A"],
                         iv["n_eff"]]
         out.iloc[i, out.columns.get_indexer(NOISE_COLUMNS)] = vals
@@ -207,8 +261,9 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
             out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(basic_ci(
                 row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)))
         lo, hi = vals[3], vals[4]
-        out.iat[i, out.columns.get_loc("distinguishable")] = bool(np.isfinite(lo) and (lo > 0 or hi < 0))
-        out.iat[i, out.columns.get_loc("equivalent")] = bool(equivalent(lo, hi, settings.equivalence))
+        reliable = not any(f.startswith("unreliable:") for f in new)
+        out.iat[i, out.columns.get_loc("distinguishable")] = bool(reliable and np.isfinite(lo) and (lo > 0 or hi < 0))
+        out.iat[i, out.columns.get_loc("equivalent")] = bool(reliable and equivalent(lo, hi, settings.equivalence))
     out["flag"] = flags
     return out
 
@@ -222,7 +277,8 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
         return {"enabled": False, "metric": metric,
                 "note": "no per-example predictions: reliability and noise-corrected CIs skipped"}
     out = {"enabled": True, "metric": metric, "reliability_min": reliability_min,
-           "ci2": "interval.partial_interval (item-noise covariances, ID errors-in-variables, effective checkpoints)",
+           "ci2": "linear: gp_interval (profile likelihood of a coregionalised Gaussian-process model of the residual "
+                  "trajectories, seeds pooled in one likelihood); rank/gam: interval.partial_interval",
            "equivalence": settings.equivalence, "methods": {}}
     for m, g in partials.groupby("method"):
         if m == "raw" or g["ci2_low"].isna().all() and g["rel_a"].isna().all():

@@ -38,7 +38,8 @@ def interval(inputs: list[dict], a: str, b: str, alpha: float) -> dict:
     return {"r_hat": res["r_hat"], "ci_low": lo, "ci_high": hi, "se_z": se, "rel_a": res["rel_a"],
             "rel_b": res["rel_b"], "A": math.sqrt(res["rel_a"] * res["rel_b"])
             if res["rel_a"] >= 0 and res["rel_b"] >= 0 else math.nan,
-            "n_eff": res["n_eff"], "ell": res["ell"], "reason": res["reason"], "why": words(res, len(inputs))}
+            "n_eff": res["n_eff"], "ell": res["ell"], "kernel": res["kernel"], "reason": res["reason"],
+            "why": words(res, len(inputs))}
 
 
 def words(res: dict, n_runs: int) -> str:
@@ -54,8 +55,8 @@ def words(res: dict, n_runs: int) -> str:
     low = [f"{t} {r:.2f}" for t, r in (("a", res["rel_a"]), ("b", res["rel_b"])) if r < 0.5]
     if low:
         text += f"; item noise dominates (reliability {', '.join(low)}: more items per testset)"
-    need = seeds_for_power(res["terms"], res["sa2"], res["sb2"], res["ell"], PLAN_R, PLAN_POWER) \
-        if res["terms"] and res["sa2"] > 0 else None
+    need = seeds_for_power(res["terms"], res["sa2"], res["sb2"], res["ell"], PLAN_R, PLAN_POWER,
+                           kernel=res["kernel"]) if res["terms"] and res["sa2"] > 0 else None
     if need is None:
         text += f"; `oodcorr plan`: out of reach by seeds alone at |r| = {PLAN_R}"
     elif need > n_runs:

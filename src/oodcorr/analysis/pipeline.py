@@ -27,7 +27,8 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     shows how much shared ID progress drives each correlation."""
     from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
     from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise_tables import compute_noise, load_items, noise_enabled, noise_summary
+    from oodcorr.analysis.noise_tables import (compute_noise, load_items, noise_enabled, noise_summary,
+                                               pooled_intervals)
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
@@ -42,9 +43,11 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     all_methods = methods + (["raw"] if "raw" not in methods else [])
     partials = with_one_class(compute_partials(runs, all_methods, settings), runs, all_methods)
     reliability = None
+    ci2_pooled = None
     if use_noise:
         partials, reliability = compute_noise(runs, partials, settings, items)
-    pooled = pool_seeds(partials, alpha, settings.equivalence)
+        ci2_pooled = pooled_intervals(runs, partials, items, metric, settings)
+    pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled)
     consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
@@ -89,7 +92,7 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
     pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
     in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
     from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
-    from oodcorr.analysis.noise_tables import noise_columns
+    from oodcorr.analysis.noise_tables import noise_columns, pooled_intervals
 
     alpha = settings.alpha
     acc_runs = series.as_metric(runs, BASELINE_METRIC)
@@ -99,9 +102,11 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
         acc, pooled, cons = tables["partials"], tables["pooled"], tables["consistency"]
     else:
         acc = compute_partials(acc_runs, methods, settings.but(bootstrap=0))
+        ci2_pooled = None
         if tables["reliability"] is not None:
             acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items)
-        pooled = pool_seeds(acc, alpha, settings.equivalence)
+            ci2_pooled = pooled_intervals(acc_runs, acc, items, BASELINE_METRIC, settings)
+        pooled = pool_seeds(acc, alpha, settings.equivalence, ci2_pooled)
         cons = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
         s = summarise(acc, cons, methods, alpha)
         summary["accuracy"] = {m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]}
