@@ -161,3 +161,17 @@ def test_a_testset_path_that_is_no_data_file_says_what_it_is_and_never_prints_it
                 "symlink-to-a-secret": "no column 'p', 'h', 'y'",
                 "dangling-symlink": f"is a symlink to {tmp_path / 'gone'}, which is missing"}[kind] in msg, msg
     assert not (project / "data").exists()
+
+
+def test_a_bad_store_busy_timeout_is_one_line_when_a_store_is_opened(monkeypatch):
+    """OODCORR_STORE_BUSY_TIMEOUT_S=abc was a ValueError at import (every command that imports the store)."""
+    from oodcorr.errors import UserError
+    from oodcorr.tracking import store
+
+    monkeypatch.setenv("OODCORR_STORE_BUSY_TIMEOUT_S", "abc")
+    with pytest.raises(UserError, match="OODCORR_STORE_BUSY_TIMEOUT_S: expected a number of seconds >= 0, got 'abc'"):
+        store.busy_timeout_s()
+    monkeypatch.setenv("OODCORR_STORE_BUSY_TIMEOUT_S", "2.5")
+    assert store.busy_timeout_s() == 2.5
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.5)  # what tests set
+    assert store.busy_timeout_s() == 0.5
