@@ -1,0 +1,111 @@
+"""`oodcorr plan --budget`'s predicted power vs the interval's simulated rejection rate, on data drawn from the model.
+
+Each cell: `seeds` runs of n checkpoints; per run the two OOD residual signals are a bivariate Gaussian process
+(squared-exponential kernel, length-scale ell, unit signal variance, correlation rho), each OOD series adds white
+item noise at the stated reliability and the ID series (a saturating trend, slope 0.5 into both OOD series)
+adds its own (ID items = 2 x OOD items). gp_interval pools the seeds; the planner's numbers are
+plan_budget's: design_curve (power to exclude 0 at rho = 0.5) and the consistent-null probability (both ends
+inside +/- margin at rho = 0), from design_terms with the ID noise as leak.
+
+  python bench/plan_power_check.py --reps 100          # writes bench/results/plan_power_check.json
+  python bench/plan_power_check.py --markdown           # the table in docs/statistics.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from oodcorr.analysis.gp_interval import KERNELS, gp_interval  # noqa: E402
+from oodcorr.analysis.plan_budget import _curve, kernel_share, one_thread  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "plan_power_check.json"
+BETA = 0.5
+MARGIN = 0.3
+# (name, ell, checkpoints, seeds, reliability of each OOD trajectory, rho)
+CELLS = [
+    ("smooth, 9 checkpoints", 0.2, 9, 14, 0.7, 0.5),
+    ("smooth, 20 checkpoints", 0.2, 20, 10, 0.7, 0.5),
+    ("rougher, 20 checkpoints", 0.1, 20, 7, 0.7, 0.5),
+    ("rougher, null", 0.1, 20, 10, 0.9, 0.0),
+    ("smooth, null", 0.2, 20, 20, 0.9, 0.0),
+]
+
+
+def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng) -> dict:
+    t = np.linspace(0.0, 1.0, n)
+    R = KERNELS["se"](np.abs(np.subtract.outer(t, t)), ell)[0]
+    L = np.linalg.cholesky(R + 1e-8 * np.eye(n))
+    z1, z2 = rng.standard_normal((2, n))
+    u, v = L @ z1, L @ (rho * z1 + math.sqrt(1 - rho * rho) * z2)
+    x0 = 0.55 + 0.3 * (1 - np.exp(-4 * t))
+    sd, sd_id = math.sqrt(noise), math.sqrt(noise_id)
+    I = np.eye(n)
+    return {"t": t, "x": x0 + sd_id * rng.standard_normal(n), "ya": BETA * x0 + u + sd * rng.standard_normal(n),
+            "yb": BETA * x0 + v + sd * rng.standard_normal(n), "Vx": noise_id * I, "Va": noise * I, "Vb": noise * I}
+
+
+def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
+    k = kernel_share(n, ell)
+    noise = k * (1 - rel) / rel  # the reliability of a residual trajectory, as gp_interval reports it
+    noise_id = noise / 2
+    power, null = _curve(n, noise, BETA * BETA * noise_id, 1.0, ell, MARGIN, 0.05, np.array([seeds]))
+    excl, inside, ok, t0 = 0, 0, 0, time.time()
+    for _ in range(reps):
+        res = gp_interval([draw_seed(n, ell, rho, noise, noise_id, rng) for _ in range(seeds)])
+        if res["reason"]:
+            continue
+        ok += 1
+        excl += res["ci_low"] > 0 or res["ci_high"] < 0
+        inside += -MARGIN < res["ci_low"] and res["ci_high"] < MARGIN
+    sim = excl / max(ok, 1)
+    sim_null = inside / max(ok, 1)
+    return {"cell": name, "ell": ell, "checkpoints": n, "seeds": seeds, "reliability": rel, "rho": rho, "reps": ok,
+            "predicted_power": float(power[0]), "simulated_exclusion": sim,
+            "se": math.sqrt(sim * (1 - sim) / max(ok, 1)), "predicted_consistent_null": float(null[0]),
+            "simulated_consistent_null": sim_null, "seconds": round(time.time() - t0, 1)}
+
+
+def markdown(result: dict) -> str:
+    """The docs' table (docs/statistics.md) from a results file's contents."""
+    lines = ["| curves | length-scale | checkpoints | seeds | reliability | r | power: predicted | simulated "
+             "| consistent null: predicted | simulated | replicates |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in result["cells"]:
+        sn = math.sqrt(c["simulated_consistent_null"] * (1 - c["simulated_consistent_null"]) / max(c["reps"], 1))
+        lines.append(f"| {c['cell']} | {c['ell']:g} | {c['checkpoints']} | {c['seeds']} | {c['reliability']:g} | "
+                     f"{c['rho']:g} | {c['predicted_power']:.2f} | {c['simulated_exclusion']:.2f} ± {c['se']:.2f} | "
+                     f"{c['predicted_consistent_null']:.2f} | {c['simulated_consistent_null']:.2f} ± {sn:.2f} | "
+                     f"{c['reps']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--cells", type=int, nargs="*", help="indices into CELLS (default: all)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the docs' table from --out and stop")
+    args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return
+    rng = np.random.default_rng(20261203)
+    rows = []
+    with one_thread():
+        for i in args.cells if args.cells is not None else range(len(CELLS)):
+            rows.append(run_cell(*CELLS[i], args.reps, rng))
+            print(json.dumps(rows[-1]), flush=True)
+            args.out.write_text(json.dumps({"margin": MARGIN, "beta": BETA, "cells": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
