@@ -22,6 +22,11 @@ def _user_files(root):
     (root / "paper" / "summary.json").write_text("{}")
 
 
+def _users_summary(root):
+    (root / "paper").mkdir()
+    (root / "paper" / "summary.json").write_text('{"n_runs": 3, "my": "numbers"}\n')  # shaped like the tool's
+
+
 def cases() -> list[Case]:
     return [
         Case("use:quickstart-seeds", ["study", "use", "quickstart", "--seeds", "1"], must=r"--seeds",
@@ -56,6 +61,12 @@ def cases() -> list[Case]:
         Case("out:extra-file", ["analyze", "--no-plots"], lambda r: (r / "results" / "notes.md").write_text("mine"),
              must=r"notes\.md"),
         Case("out:is-a-file", ["analyze", "--out", "params.yaml", "--no-plots"], must=r"is a file"),
+        Case("out:users-summary-json", ["analyze", "--out", "paper", "--no-plots"], _users_summary,
+             must=r"--out paper: .*summary\.json", item="a user's summary.json with an integer n_runs replaced"),
+        Case("out:proc", ["analyze", "--out", "/proc/x", "--no-plots"], must=r"--out /proc/x: not writable",
+             item="traceback: --out /proc/x"),
+        Case("out:name-too-long", ["analyze", "--out", "r" * 300, "--no-plots"], must=r"name too long"),
+        Case("use:preset-dotdot", ["study", "use", "../../x"], must=r"study use: preset"),
         Case("out:rerun-own-output", ["analyze", "--no-plots"], expect="ok", allowed=("results/**",),
              check=lambda r, res: None if (r / "results" / ".oodcorr-outputs.json").exists() else "no manifest"),
         Case("out:dvc-gitignore-kept", ["analyze", "--no-plots"],

@@ -21,6 +21,24 @@ def _rekey(new: str):
     return fn
 
 
+SYNTH = {"synthetic": "id", "premise": "premise", "hypothesis": "hypothesis", "label": "label",
+         "label_map": {"entailment": "entailment", "non_entailment": "non_entailment"}}
+
+
+def _testset_named(name: str, notes: bool = False):
+    """A synthetic testset declared (and prepared) under `name`; with `notes`, the user's own notes.jsonl at the
+    project's top, where `../../notes` from data/prepared leads."""
+    def mutate(root):
+        if notes:
+            (root / "notes.jsonl").write_text("my notes\n")
+        edit_params(lambda p: (p["data"]["testsets"].update({name: dict(SYNTH)}),
+                               p["data"].update(prepare=[name])))(root)
+    return mutate
+
+
+P = ["data", "prepare"]
+
+
 # params mutations: (id, mutate, regex the error must match, commands to try it with, finding)
 PARAMS: list[tuple] = [
     ("lr-1e30", edit_params(_set("train.lr", 1e30)), r"lr", [CHECK, T], "accepted: lr 1e30"),
@@ -109,6 +127,31 @@ PARAMS: list[tuple] = [
     ("params-bad-yaml", text_params(lambda t: t + "runs: [\n"), r"params\.yaml:\d+", [CHECK, A], ""),
     ("launch-executor-k8s", edit_params(_set("study.launch", {"executor": "k8s"})), r"study\.launch\.executor",
      [CHECK], ""),
+    # names that become paths; values study check missed while a stage refused them (after DVC deleted outputs)
+    ("testset-name-dotdot", _testset_named("../../notes", notes=True), r"data\.testsets: testset '\.\./\.\./notes'",
+     [CHECK, P], "testset name used as a path: prepare overwrote, then deleted, the user's file"),
+    ("testset-name-300", _testset_named("t" * 300), r"data\.testsets: .*300 characters", [CHECK, P],
+     "traceback: a 300-character testset name (ENAMETOOLONG)"),
+    ("data-out-outside", edit_params(_set("data.out", "../elsewhere")), r"data\.out", [CHECK, P],
+     "data.out outside the project"),
+    ("analyze-out-absolute", edit_params(_set("analyze.out", "/tmp/oodcorr-results")), r"analyze\.out", [CHECK, A],
+     ""),
+    ("eval-dtype-float8", edit_params(_set("evaluate.dtype", "float8")), r"evaluate\.dtype", [CHECK, E],
+     "study check accepted evaluate.dtype float8 (dvc repro then deleted the evaluation outputs)"),
+    ("scatter_pair-unknown", edit_params(_set("analyze.scatter_pair", ["foo", "bar"])), r"analyze\.scatter_pair",
+     [CHECK, A], "study check accepted analyze.scatter_pair [foo, bar] (dvc repro then deleted results/)"),
+    ("scatter_pair-id", edit_params(_set("analyze.scatter_pair", ["synth_id", "synth_vocab"])),
+     r"analyze\.scatter_pair", [CHECK], ""),
+    ("max_examples-0", edit_params(_set("data.max_examples", 0)), r"max_examples", [CHECK, P],
+     "study check accepted what prepare refused"),
+    ("params-nested-5000", text_params(lambda t: t + "x: " + "[" * 5000 + "]" * 5000 + "\n"),
+     r"params\.yaml: nested too deeply", [CHECK, T], "traceback: a 5,000-level nested params.yaml (RecursionError)"),
+    ("threads-1e9-int", edit_params(_set("study.threads", 1000000000)), r"study\.threads", [CHECK, T],
+     "accepted: study.threads 1000000000 (1e9 refused)"),
+    ("tracking_uri-junk", edit_params(_set("study.tracking_uri", "not a uri ;rm -rf /")), r"study\.tracking_uri",
+     [CHECK, T], "accepted: study.tracking_uri 'not a uri ;rm -rf /'"),
+    ("key-int", edit_params(_rekey(123)), r"run key 123 is read as a number.*quote it", [CHECK, T],
+     "run key 123: a cryptic DVC error, and study check's advice did not apply"),
     ("launch-time-forever", edit_params(_set("study.launch", {"time": "forever"})), r"study\.launch\.time",
      [CHECK], ""),
 ]
