@@ -115,6 +115,9 @@ def cases() -> list[Case]:
     return [
         Case("mlflow:store-locked", T, _lock_store, wrap="lock", must=r"mlflow\.db.*locked",
              item="healthy store moved aside while locked", allowed=("mlruns/**",)),
+        Case("mlflow:busy-timeout-abc", T, _lock_store, wrap="env:OODCORR_STORE_BUSY_TIMEOUT_S=abc",
+             must=r"OODCORR_STORE_BUSY_TIMEOUT_S: expected a number", allowed=("mlruns/**",),
+             item="traceback: OODCORR_STORE_BUSY_TIMEOUT_S=abc (ValueError at import)"),
         Case("mlflow:store-zeroed", T, _store("zero"), must=r"mlflow\.db.*damaged", allowed=("mlruns/.*",)),
         Case("mlflow:store-truncated", E, _store("truncate"), must=r"mlflow\.db", allowed=("mlruns/.*",)),
         Case("mlflow:store-page-corrupt", E, _store("page"), must=r"mlflow\.db.*damaged", allowed=("mlruns/.*",)),
