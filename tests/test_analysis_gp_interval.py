@@ -131,3 +131,32 @@ def test_lr_cut_tends_to_chi_square_and_grows_for_few_effective_checkpoints():
 
     assert G.lr_cut(1e5) == pytest.approx(chi2.ppf(0.95, 1), rel=1e-3)
     assert G.lr_cut(3) > G.lr_cut(10) > G.lr_cut(100) > chi2.ppf(0.95, 1)
+
+
+def test_the_analysis_pools_seeds_in_one_likelihood_and_can_share_one_estimate_across_models(tmp_path):
+    """pooled_seeds.csv's linear ci2 is the joint likelihood over a model's seeds (not a pool of per-seed
+    intervals): it is defined for every pair whose runs have series, its n_eff is about the sum of the runs',
+    and analyze.pool_models adds one shared estimate per pair over both models."""
+    import pandas as pd
+
+    from oodcorr.analysis.pipeline import run_analysis
+    from test_analysis_noise import make_project
+
+    files = make_project(tmp_path, models=("m1", "m2"), seeds=(0, 1), n=12, items=(200, 200, 40))
+    out = tmp_path / "results"
+    run_analysis(files, out, methods=("linear",), plots=False, metric="accuracy", pool_models=True)
+    p = pd.read_csv(out / "partial_correlations.csv")
+    lin = p[(p["method"] == "linear") & p["r"].notna()]
+    assert {"ci2_ell", "ci2_why"} <= set(p.columns)
+    assert ((lin["rel_a"] > 0) & (lin["rel_a"] < 1)).all()  # the interval's own (fitted) reliabilities
+    pooled = pd.read_csv(out / "pooled_seeds.csv")
+    pl = pooled[pooled["method"] == "linear"]
+    assert pl["ci2_low"].notna().all() and (pl["ci2_low"] < pl["ci2_high"]).all()
+    for _, row in pl.iterrows():
+        runs = lin[(lin["model"] == row["model"]) & (lin["testset_a"] == row["testset_a"])
+                   & (lin["testset_b"] == row["testset_b"])]
+        assert row["n_eff"] == pytest.approx(runs["n_eff"].sum(), rel=0.35)
+    cons = pd.read_csv(out / "consistency.csv")
+    cl = cons[cons["method"] == "linear"]
+    assert {"r_shared", "ci2_shared_low", "ci2_shared_high", "shared_why"} <= set(cons.columns)
+    assert cl["ci2_shared_low"].notna().all() and (cl["ci2_shared_low"] <= cl["r_shared"]).all()

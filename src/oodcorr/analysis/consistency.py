@@ -151,6 +151,17 @@ def _from_likelihood(iv: dict) -> dict:
             "rel_b": iv["rel_b"], "ci2_ell": iv["ell"], "ci2_why": iv["why"]}
 
 
+def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
+    """consistency.csv with one shared estimate per pair over every model's runs (analyze.pool_models):
+    r_shared, ci2_shared_low/high and shared_why; NaN / "" where the pair has none."""
+    out = consistency.copy()
+    cols = {"r_shared": "r_hat", "ci2_shared_low": "ci_low", "ci2_shared_high": "ci_high", "shared_why": "why"}
+    for col, src in cols.items():
+        out[col] = [(shared.get(tuple(k)) or {}).get(src, "" if col == "shared_why" else math.nan)
+                    for k in out[[*SETUP, *PAIR]].itertuples(index=False)]
+    return out
+
+
 def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):
     """TOST on an interval: True where [ci_low, ci_high] lies inside (-delta, +delta) (NaN ends: False)."""
     lo, hi = np.asarray(ci_low, float), np.asarray(ci_high, float)

@@ -42,7 +42,9 @@ from scipy.linalg import null_space
 
 from oodcorr.analysis.gp_model import KERNEL, KERNEL_CHOICE, KERNELS, _kernel_mats, _loglik_and_score
 
-Z_GRID = np.linspace(-3.0, 3.0, 19)  # atanh(rho) profile grid (|rho| <= 0.995)
+Z_MAX = 3.8  # |atanh(rho)| searched (|rho| <= 0.999); an interval end past it is the boundary, |rho| = 1
+ROOT_STEPS = 8  # profile fits per interval end at most
+ROOT_TOL = 0.1  # on the deviance
 ELL_MIN_SPACING = 0.25  # shortest length-scale searched, in checkpoint spacings
 ELL_MAX = 3.0  # longest, in units of the training span
 ITERS = 30
@@ -115,11 +117,13 @@ def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
             "rel_id": rel_id, "beta_a": ba, "beta_b": bb}
 
 
-def _fit_profile(seeds, rho, theta0, bounds, kernel, iters=ITERS):
-    """Maximise the log-likelihood over theta = (log sa2, log sb2, log ell) at each fixed rho (G,): Fisher
-    scoring with per-point step halving; points stop once their step is below 1e-3 (on the log scale)."""
-    theta = np.clip(theta0.copy(), bounds[0], bounds[1])
-    G = len(rho)
+def _fit(seeds, theta0, rho, bounds, kernel, iters=ITERS):
+    """Maximise the log-likelihood by Fisher scoring with per-point step halving, batched over points: over
+    (log sa2, log sb2, log ell) at fixed rho (G,), or over all four with atanh(rho) last (rho=None). A point
+    stops once its step is below 1e-3."""
+    theta = np.clip(theta0.copy(), bounds[0][: theta0.shape[1]], bounds[1][: theta0.shape[1]])
+    G, P = theta.shape
+    lo, hi = bounds[0][:P], bounds[1][:P]
     step = np.ones(G)
     ll, g, info = _loglik_and_score(seeds, theta, rho, kernel)
     active = np.ones(G, bool)
@@ -127,17 +131,54 @@ def _fit_profile(seeds, rho, theta0, bounds, kernel, iters=ITERS):
         idx = np.flatnonzero(active)
         if not len(idx):
             break
-        delta = np.linalg.solve(info[idx] + 1e-6 * np.eye(3), g[idx][..., None])[..., 0]
+        delta = np.linalg.solve(info[idx] + 1e-6 * np.eye(P), g[idx][..., None])[..., 0]
         delta *= np.minimum(1.0, 2.0 / np.maximum(np.abs(delta).max(-1), 1e-12))[:, None]  # <= e^2 per step
         move = step[idx, None] * delta
-        cand = np.clip(theta[idx] + move, bounds[0], bounds[1])
-        ll_c, g_c, info_c = _loglik_and_score(seeds, cand, rho[idx], kernel)
+        cand = np.clip(theta[idx] + move, lo, hi)
+        ll_c, g_c, info_c = _loglik_and_score(seeds, cand, None if rho is None else rho[idx], kernel)
         better = ll_c >= ll[idx] - 1e-10
         b = idx[better]
         theta[b], ll[b], g[b], info[b] = cand[better], ll_c[better], g_c[better], info_c[better]
         step[idx] = np.where(better, np.minimum(1.0, step[idx] * 2), step[idx] / 4)
         active[idx] = ~((np.abs(move).max(-1) < 1e-3) & better) & (step[idx] >= 1e-4)
-    return theta, ll
+    return theta, ll, info
+
+
+def _ends(seeds, theta_hat, ll_max, se, cut, bounds, kernel):
+    """Where the profile deviance 2 (ll_max - ll_p(z)) reaches `cut` below and above z_hat: both sides at once,
+    each step a quadratic fit through z_hat (deviance 0) and the last point; an end past Z_MAX is the boundary."""
+    zhat = theta_hat[3]
+    side = np.array([-1.0, 1.0])
+    dist = np.full(2, math.sqrt(cut) * max(se, 0.05))
+    theta = np.repeat(theta_hat[None, :3], 2, 0)
+    found = np.full(2, np.nan)
+    lo_d, hi_d = np.zeros(2), np.full(2, np.inf)  # bracket of the crossing distance
+    for _ in range(ROOT_STEPS):
+        z = np.clip(zhat + side * dist, -Z_MAX, Z_MAX)
+        dist = np.abs(z - zhat)
+        theta, ll, _ = _fit(seeds, theta, np.tanh(z), bounds, kernel, iters=8)
+        dev = np.maximum(2 * (ll_max - ll), 1e-9)
+        for k in range(2):
+            if not np.isnan(found[k]):
+                continue
+            if abs(dev[k] - cut) < ROOT_TOL:
+                found[k] = z[k]
+                continue
+            if dev[k] < cut:
+                lo_d[k] = dist[k]
+                if abs(z[k]) >= Z_MAX:  # the deviance never reaches the cut: the interval runs to |rho| = 1
+                    found[k] = side[k] * np.inf
+                    continue
+            else:
+                hi_d[k] = dist[k]
+            new = dist[k] * math.sqrt(cut / dev[k])  # deviance ~ a d^2 through z_hat
+            if not lo_d[k] < new < hi_d[k]:
+                new = 0.5 * (lo_d[k] + hi_d[k]) if np.isfinite(hi_d[k]) else 2 * dist[k]
+            dist[k] = new
+    for k in range(2):  # not converged: the bracket's inner end (a slightly narrower interval is not returned)
+        if np.isnan(found[k]):
+            found[k] = zhat + side[k] * (hi_d[k] if np.isfinite(hi_d[k]) else np.inf)
+    return found[0], found[1]
 
 
 def n_eff_of(s: dict, ell: float, kernel: str) -> float:
@@ -180,30 +221,19 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     # start: half of each residual's variance as signal, ell = 2 spacings and 0.2 of the span
     starts = [np.array([math.log(va / 2), math.log(vb / 2), math.log(l0)]) for l0 in (2 * spacing, 0.2)]
     rho0 = np.zeros(len(starts))
+    bounds = (np.append(lo, -Z_MAX), np.append(hi, Z_MAX))
     fits = {}
     for k in (KERNEL_CHOICE if kernel == "auto" else (kernel,)):
-        th0, ll0 = _fit_profile(terms, rho0, np.stack(starts), (lo, hi), k)
+        th0, ll0, _ = _fit(terms, np.stack(starts), rho0, bounds, k)
         fits[k] = (float(ll0.max()), th0[int(np.argmax(ll0))])
     kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
-    theta_start = fits[kernel][1]
-    rho = np.tanh(Z_GRID)
-    theta, ll = _fit_profile(terms, rho, np.repeat(theta_start[None], len(rho), 0), (lo, hi), kernel)
-    # points below both neighbours are stuck in a poorer optimum: refit them from the best point's parameters
-    dip = np.flatnonzero((ll[1:-1] < np.minimum(ll[:-2], ll[2:]) - 1e-6)) + 1
-    if len(dip):
-        best = int(np.argmax(ll))
-        th2, ll2 = _fit_profile(terms, rho[dip], np.repeat(theta[best][None], len(dip), 0), (lo, hi), kernel)
-        up = ll2 > ll[dip]
-        theta[dip[up]], ll[dip[up]] = th2[up], ll2[up]
-    best = int(np.argmax(ll))
-    # point estimate: parabola through the maximum and its neighbours (on atanh rho)
-    zhat = Z_GRID[best]
-    if 0 < best < len(Z_GRID) - 1:
-        y0, y1, y2 = ll[best - 1], ll[best], ll[best + 1]
-        den = y0 - 2 * y1 + y2
-        if den < 0:
-            zhat += 0.5 * (y0 - y2) / den * (Z_GRID[1] - Z_GRID[0])
-    sa2, sb2, ell = np.exp(theta[best])
+    # the joint maximum, from rho = 0 and from either side (the profile can have a second, lower mode)
+    start = np.array([np.append(fits[kernel][1], z0) for z0 in (-1.0, 0.0, 1.0)])
+    theta_all, ll_all, info_all = _fit(terms, start, None, bounds, kernel)
+    best = int(np.argmax(ll_all))
+    theta_hat, ll_max = theta_all[best], float(ll_all[best])
+    se = math.sqrt(max(np.linalg.inv(info_all[best] + 1e-9 * np.eye(4))[3, 3], 0.0))
+    sa2, sb2, ell = np.exp(theta_hat[:3])
     neff = float(sum(n_eff_of(s, ell, kernel) for s in terms))
     k_stats = [(_kernel_mats(s, np.array([ell]), kernel)[0][0], s) for s in terms]
     sig_a = sum(sa2 * np.trace(K) for K, s in k_stats)
@@ -211,13 +241,12 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     noi_a = sum(np.trace(s["Na"]) for K, s in k_stats)
     noi_b = sum(np.trace(s["Nb"]) for K, s in k_stats)
     cut = lr_cut(neff - 2 * len(terms) - 1, alpha)
-    inside = 2 * (ll.max() - ll) <= cut
-    lo_z, hi_z = _crossing(Z_GRID, ll, cut, best)
-    out.update(r_hat=float(np.tanh(zhat)), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)),
+    lo_z, hi_z = _ends(terms, theta_hat, ll_max, se, cut, bounds, kernel)
+    out.update(r_hat=float(np.tanh(theta_hat[3])), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)),
                rel_a=float(sig_a / (sig_a + noi_a)), rel_b=float(sig_b / (sig_b + noi_b)), n_eff=neff,
                ell=float(ell), sa2=float(sa2), sb2=float(sb2), kernel=kernel)
     out["terms"] = terms  # for planning (seeds_for_power); not a table column
-    if not inside.any():  # cannot happen (the maximum is inside) unless the profile is not finite
+    if not np.isfinite(ll_max):
         out["reason"] = "no_fit"
     return out
 
@@ -232,20 +261,3 @@ def lr_cut(df: float, alpha: float = 0.05) -> float:
     d = np.maximum(np.asarray(df, float), 0.5)  # an array of df gives an array of cuts
     out = (d + 2) * np.log1p(f.ppf(1 - alpha, 1, d) / d)
     return float(out) if out.ndim == 0 else out
-
-
-def _crossing(z, ll, cut, best):
-    """Where 2 (max - ll) crosses `cut` left and right of the maximum, linear between grid points; the grid's
-    end (|rho| = 1) where it never does."""
-    dev = 2 * (ll.max() - ll) - cut
-    lo = -np.inf
-    for i in range(best, 0, -1):
-        if dev[i - 1] > 0 >= dev[i]:
-            lo = z[i - 1] + (z[i] - z[i - 1]) * dev[i - 1] / (dev[i - 1] - dev[i])
-            break
-    hi = np.inf
-    for i in range(best, len(z) - 1):
-        if dev[i + 1] > 0 >= dev[i]:
-            hi = z[i] + (z[i + 1] - z[i]) * (-dev[i]) / (dev[i + 1] - dev[i])
-            break
-    return lo, hi

@@ -104,15 +104,17 @@ def _score_info(Si, a, K, dK, coefs, m):
 
 
 def _loglik_and_score(seeds, theta, rho, kernel, want_derivs=True):
-    """Sum over seeds of the Gaussian log-likelihood, its gradient and expected information in theta."""
-    G = theta.shape[0]
+    """Sum over seeds of the Gaussian log-likelihood, its gradient and expected information in theta: (G, 3)
+    (log sa2, log sb2, log ell) at fixed rho (G,), or (G, 4) with atanh(rho) as a fourth parameter (rho=None)."""
+    G, P = theta.shape
     ll = np.zeros(G)
-    g = np.zeros((G, 3))
-    info = np.zeros((G, 3, 3))
+    g = np.zeros((G, P))
+    info = np.zeros((G, P, P))
     ell = np.exp(theta[:, 2])
     sa2, sb2 = np.exp(theta[:, 0]), np.exp(theta[:, 1])
+    rho = np.tanh(theta[:, 3]) if rho is None else rho
     cab = rho * np.sqrt(sa2 * sb2)
-    coefs = _coefs(sa2, sb2, rho) if want_derivs else None
+    coefs = _coefs(sa2, sb2, rho, with_z=P == 4) if want_derivs else None
     for s in seeds:
         K, dK = _kernel_mats(s, ell, kernel)
         S = _sigma(s, sa2, sb2, cab, K)

@@ -146,9 +146,11 @@ def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings)
     return out
 
 
-def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
+def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings,
+                     by_model: bool = True) -> dict:
     """{(model, train_set, shots, id_testset, "linear", a, b): pair_ci2.interval over the model's seeds}: one
-    likelihood per model and pair, whenever at least one of its runs has the pair's series."""
+    likelihood per model and pair, whenever at least one of its runs has the pair's series. by_model=False: one
+    likelihood over every model's runs per pair (the key without the model): a shared estimate."""
     import numpy as np
 
     from oodcorr.analysis.pair_ci2 import interval
@@ -156,12 +158,13 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     inputs = seed_inputs(runs, items, metric, settings)
     rows = partials[(partials["method"] == "linear") & np.isfinite(partials["r"].astype(float))]
     out = {}
-    keys = ["model", "train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
+    keys = ["model"] * by_model + ["train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
     for key, g in rows.groupby(keys, sort=True, dropna=False):
+        a, b = key[-2], key[-1]
         seeds = [inputs[r] for r in sorted(set(g["run"])) if r in inputs
-                 and all(np.isfinite(inputs[r]["series"][t]).all() for t in (key[5], key[6], inputs[r]["id"]))]
+                 and all(np.isfinite(inputs[r]["series"][t]).all() for t in (a, b, inputs[r]["id"]))]
         if seeds:
-            out[key] = interval(seeds, key[5], key[6], settings.alpha)
+            out[key] = interval(seeds, a, b, settings.alpha)
     return out
 
 

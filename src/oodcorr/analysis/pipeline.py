@@ -25,7 +25,7 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     `settings` (default AnalyzeSettings()) with `overrides` (its field names) on top. Its methods may include
     "raw" (the unpartialled r); it is always computed for the report/summary even when not listed, because it
     shows how much shared ID progress drives each correlation."""
-    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
+    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise, with_shared
     from oodcorr.analysis.loading import build_runs, load_metrics
     from oodcorr.analysis.noise_tables import (compute_noise, load_items, noise_enabled, noise_summary,
                                                pooled_intervals)
@@ -49,6 +49,8 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
         ci2_pooled = pooled_intervals(runs, partials, items, metric, settings)
     pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled)
     consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
+    if use_noise and settings.pool_models:
+        consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False))
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
                    equivalence=settings.equivalence,

@@ -27,6 +27,7 @@ class AnalyzeSettings:
     reliability_min: float = 0.5  # below: disattenuated r is NaN and the pair is `unreliable`
     reliability_splits: int = 200  # random item halves per reliability
     equivalence: float = 0.3  # consistent_null: every reliable model's noise-corrected CI inside +/- this
+    pool_models: bool = False  # also one likelihood over all models' seeds per pair (consistency.csv *_shared)
 
     def __post_init__(self):
         methods = tuple(dict.fromkeys(self.methods))
@@ -75,7 +76,7 @@ class AnalyzeSettings:
         cfg = dict((params or {}).get("analyze") or {})
         if not cfg.get("methods"):  # an empty list means the default
             cfg.pop("methods", None)
-        cast = {"methods": tuple, "bootstrap": int, "alpha": float, "slices": bool, "seed": int,
+        cast = {"methods": tuple, "bootstrap": int, "alpha": float, "slices": bool, "seed": int, "pool_models": bool,
                 "reliability_min": float, "reliability_splits": int}
         known = {f.name for f in fields(cls)}
         values = {k: cast.get(k, lambda v: v)(v) for k, v in cfg.items() if k in known}

@@ -189,6 +189,7 @@ SCHEMA: dict[str, Any] = {
         "reliability_min": _NUM,
         "reliability_splits": int,
         "equivalence": _NUM,
+        "pool_models": bool,
     },
 }
 
