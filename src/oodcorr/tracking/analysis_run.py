@@ -80,6 +80,7 @@ def sync_analysis(params: dict) -> str | None:
     analysis run of the same inputs already in the store is kept (no duplicate)."""
     from mlflow.tracking import MlflowClient
 
+    from oodcorr import io
     from oodcorr.rundir import metrics_file, run_dir, runs_root
     from oodcorr.tracking import mirror, store
 
@@ -95,11 +96,14 @@ def sync_analysis(params: dict) -> str | None:
     if not isinstance(summary, dict) or not files or not all(f.is_file() for f in files):
         return None
     key = inputs_key(files, summary)
-    exp_id = store.setup(project)
+    # the experiment its training runs were recorded in (a preset switch since may have renamed the study)
+    recorded = {(io.read_jsonl_tolerant(mirror.record_dir(project, f.parent.parent.name) / "train.jsonl") or [{}])[0]
+                .get("experiment") for f in files}
+    experiment = recorded.pop() if len(recorded) == 1 and None not in recorded else store.experiment_name(project)
+    exp_id = store.setup(project, experiment)
     client = MlflowClient(store.tracking_uri(project))
     found = client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{key}'", max_results=1)
     if found:
         return found[0].info.run_id
     ids = sorted({rid for rid in (mirror.mlflow_run_id(project, f.parent.parent.name) for f in files) if rid})
-    return log_to_mlflow(results, summary, ids, store.experiment_name(project), store.tracking_uri(project),
-                         inputs_key=key, rebuilt=True)
+    return log_to_mlflow(results, summary, ids, experiment, store.tracking_uri(project), inputs_key=key, rebuilt=True)

@@ -105,8 +105,6 @@ def _stop(proc) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
-    if proc.stderr:
-        proc.stderr.close()
 
 
 def server_env() -> dict:
