@@ -199,7 +199,8 @@ def study_models(root: Path) -> list[str]:
               help="With --pilot: share of the pilot's series that must reach the target reliability.")
 @click.option("--detect-r", "detect_r", type=float, default=None,
               help="Power mode: checkpoints x items to detect a noise-free partial |r| of this size against 0.")
-@click.option("--power", "target_power", type=float, default=0.8, show_default=True, help="Power mode: target power.")
+@click.option("--power", "target_power", type=float, default=0.8, show_default=True,
+              help="Power mode and --budget: target power.")
 @click.option("--phi", type=float, default=None,
               help="Power mode: lag-1 autocorrelation of the residual trajectories' signal (default: the pilot's "
                    "median, else 0.8: fine-tuning trajectories are smooth).")
@@ -220,7 +221,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
     from oodcorr.settings.config import find_project_root
 
     if budget["budget"] is not None:
-        return run_budget(pilot, examples_per_s, models, as_json, **budget)
+        return run_budget(pilot, examples_per_s, models, target_power, as_json, **budget)
 
     if seeds < 1 or testsets < 1 or runs < 1:
         raise UserError("plan: --seeds, --testsets and --runs must be >= 1")

@@ -1,8 +1,8 @@
 """`oodcorr plan --budget HOURS`: seeds x checkpoints x items per testset that a compute budget buys, chosen for power.
 
 Model: the interval's own (gp_interval, planned with gp_design). Each OOD testset's residual trajectory is a
-Gaussian-process signal (squared-exponential kernel over training progress, length-scale ell, variance
-signal_var) plus item noise of variance item_var / I per checkpoint at I items; the ID testset's item noise
+Gaussian-process signal (the interval's kernel, gp_model.KERNEL, over training progress, length-scale ell,
+variance signal_var) plus item noise of variance item_var / I per checkpoint at I items; the ID testset's item noise
 (item_var_id / I_id) leaks into both residuals through the slopes on ID (beta^2 item_var_id / I_id, the
 observed-control value: the interval's smoothed control leaks less, so this errs towards more ID items). Seeds
 share the correlation; each is an independent copy of the design (design_power's `copies`), so smooth curves
@@ -60,10 +60,10 @@ def item_grid(size: int) -> list[int]:
 def kernel_share(n: int, ell: float) -> float:
     """Mean signal variance per unit signal_var left in the residual space of n checkpoints (gp_interval's rel)."""
     from oodcorr.analysis.gp_design import design_terms
-    from oodcorr.analysis.gp_interval import _kernel_mats
+    from oodcorr.analysis.gp_model import KERNEL, _kernel_mats
 
     s = design_terms(n, 1.0, 1.0)
-    return float(np.trace(_kernel_mats(s, np.array([ell]), "se")[0][0]) / s["m"])
+    return float(np.trace(_kernel_mats(s, np.array([ell]), KERNEL)[0][0]) / s["m"])
 
 
 def reliability(signal_var: float, item_var: float, items: int, n: int, ell: float, leak: float = 0.0) -> float:
@@ -76,22 +76,24 @@ def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds):
     from scipy.stats import norm
 
     from oodcorr.analysis.gp_design import design_curve, design_terms
+    from oodcorr.analysis.gp_model import KERNEL
 
-    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, TARGET_R, alpha, copies=seeds)
+    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, TARGET_R, alpha, KERNEL, copies=seeds)
     null = np.clip(2 * norm.cdf((math.atanh(margin) - c["half"]) / c["se0"]) - 1, 0.0, 1.0)
     return c["power"], null
 
 
-def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: float = 0.05) -> dict:
+def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: float = 0.05,
+           target: float = TARGET_POWER) -> dict:
     """The best design within `budget` hours, the best per checkpoint count, and the cheapest designs that reach
-    TARGET_POWER (for the correlation alone and with the consistent null). model: {"ood": {name: {signal_var,
+    `target` power (for the correlation alone and with the consistent null). model: {"ood": {name: {signal_var,
     item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost: {families, train_h, examples_per_s}."""
     ell, beta = model["ell"], model["beta"]
     nmax = max(CHECKPOINTS)
     rel_full = {name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell)
                 for name, t in model["ood"].items()}
     kept = sorted(name for name, r in rel_full.items() if r >= RELIABILITY_FLOOR)
-    out = {"reliability_full": rel_full, "kept": kept,
+    out = {"reliability_full": rel_full, "kept": kept, "target_power": target,
            "dropped": sorted(set(rel_full) - set(kept)), "rows": []}
     if len(kept) < 2:
         return out
@@ -114,8 +116,8 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
     out["rows"] = rows
     out["best"] = _best(rows, budget)
     out["by_checkpoints"] = [b for n in CHECKPOINTS if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
-    out["reach"] = _cheapest(rows, lambda r: r["power"] >= TARGET_POWER)
-    out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= TARGET_POWER) & (r["null"] >= TARGET_POWER))
+    out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
+    out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
 
 
@@ -175,16 +177,16 @@ def params_fragment(design: dict, families: list, id_name: str, ood_names: list 
 
 
 def required_budget_text(res: dict) -> str:
-    """One line saying which budget reaches TARGET_POWER (or that none within MAX_SEEDS seeds does)."""
-    r = res.get("reach")
+    """One line saying which budget reaches the target power (or that none within MAX_SEEDS seeds does)."""
+    r, target = res.get("reach"), res["target_power"]
     if r is None:
-        return (f"no design here reaches {TARGET_POWER:.0%} power at |r| = {TARGET_R} with <= {MAX_SEEDS} seeds "
+        return (f"no design here reaches {target:.0%} power at |r| = {TARGET_R} with <= {MAX_SEEDS} seeds "
                 "per family: the testsets carry too little signal for their size")
-    text = (f"{TARGET_POWER:.0%} power at |r| = {TARGET_R} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
+    text = (f"{target:.0%} power at |r| = {TARGET_R} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
             f"({_describe(r)})")
     b = res.get("reach_both")
     if b is not None and b["hours"] > r["hours"] * 1.0001:
-        text += f"; with the consistent null at {TARGET_POWER:.0%} too: {math.ceil(b['hours'] * 10) / 10:g} h"
+        text += f"; with the consistent null at {target:.0%} too: {math.ceil(b['hours'] * 10) / 10:g} h"
     return text
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FLOOR, TARGET_POWER, TARGET_R,
+from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FLOOR, TARGET_R,
                                           _describe, one_thread, params_fragment, required_budget_text,
                                           search)
 from oodcorr.errors import UserError
@@ -28,8 +28,8 @@ def budget_options(f):
         click.option("--train-steps", type=int, default=None,
                      help="Budget: training steps per run (default: the measured run's)."),
         click.option("--ell", type=float, default=None,
-                     help="Budget: GP length-scale of the residual trajectories over training progress in [0, 1] "
-                          "(default: the pilot's, else 0.2: smooth)."),
+                     help="Budget: length-scale of the residual trajectories over training progress in [0, 1], in the "
+                          "interval's kernel (Matern 3/2; default: the pilot's, else 0.2)."),
         click.option("--signal-sd", type=float, default=None,
                      help="Budget: SD of each OOD residual trajectory's noise-free signal (default: the pilot's, "
                           "else 0.02)."),
@@ -120,7 +120,7 @@ def _inputs(o: dict, pilot) -> tuple[dict, list, str, str]:
     return model, families, o["model_name"] or families[0][0], where
 
 
-def run_budget(pilot, examples_per_s, models, as_json, **o) -> None:
+def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> None:
     """`oodcorr plan --budget`: inputs, search, printout, fragment (module notes). `models`: plan's --model (one
     model prices every run: its measured rates, or --examples-per-s and --train-hours)."""
     from oodcorr.analysis.plan_pilot import EVAL_RATES, TRAIN_RATES, measured_rates
@@ -147,7 +147,9 @@ def run_budget(pilot, examples_per_s, models, as_json, **o) -> None:
         rates["step_s"] * (o["train_steps"] or rates["steps"]) / 3600
     n_fam = o["families"] or len(families)
     cost = {"families": n_fam, "train_h": train_h, "examples_per_s": eps}
-    res = search(model, budget, cost, o["margin"])
+    if not 0 < target_power < 1:
+        raise UserError(f"plan: --power must be in (0, 1), got {target_power}")
+    res = search(model, budget, cost, o["margin"], target=target_power)
     rel = ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["reliability_full"].items()))
     if len(res["kept"]) < 2:
         raise UserError(f"plan --budget: fewer than two OOD testsets reach reliability {RELIABILITY_FLOOR} at their "
@@ -197,5 +199,5 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
     click.echo(f"  expected power {best['power']:.2f} at |r| = {TARGET_R} (median reliable pair: "
                f"{best['median_testset']} on both sides); {best['null_power']:.2f} for a consistent null at "
                f"+/-{margin:g}")
-    if best["power"] < TARGET_POWER or best["null_power"] < TARGET_POWER:
+    if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  {need}")
