@@ -79,7 +79,7 @@ CLOSE_ASSISTANT_JS = """(() => { const b = document.querySelector(
 
 
 def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeout: float = 600,
-               settle: float = 240, probe: str | None = None) -> tuple[str, str]:
+               settle: float = 240, probe: str | None = None, close_assistant: bool = True) -> tuple[str, str]:
     """Load `url` in headless Chromium, wait until the page's text contains `wait_for` (the React UI renders
     long after the load event), close the Assistant panel if MLflow opened it, wait up to `settle` s for the
     charts to draw, save a PNG; returns the page's text and the value of the JavaScript `probe` (evaluated
@@ -131,7 +131,7 @@ def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeo
                     return text
 
                 text = await load(url)
-                for _ in range(20):  # the panel opens a moment after the page has rendered
+                for _ in range(20 if close_assistant else 0):  # the panel opens a moment after the page renders
                     res = await call("Runtime.evaluate", expression=CLOSE_ASSISTANT_JS)
                     if res.get("result", {}).get("value") == "closed":
                         await asyncio.sleep(2)
@@ -194,6 +194,8 @@ def main(argv=None) -> int:
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
     ap.add_argument("--text", action="store_true", help="also print the page's visible text")
+    ap.add_argument("--keep-assistant", action="store_true",
+                    help="leave MLflow's Assistant panel open, as a first visit shows it (the README says to close it)")
     ap.add_argument("--titles", action="store_true",
                     help="chart view: also print each chart's title and its full / shown width in px (JSON)")
     args = ap.parse_args(argv)
@@ -219,7 +221,8 @@ def main(argv=None) -> int:
                                                            "table": "Run Name", "chart": "acc/",
                                                            "analysis": "report"}[args.view],
                                   settle=240 if args.view in ("run", "chart") else 15,
-                                  probe=TITLES_JS if args.titles else None)
+                                  probe=TITLES_JS if args.titles else None,
+                                  close_assistant=not args.keep_assistant)
         if args.text:
             print(text)
         if args.titles:

@@ -61,11 +61,14 @@ def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path)
     quickstart_metrics(root, 0.7083, 0.55, 0.35)
     (root / "params.yaml").write_text((root / "params.yaml").read_text().replace("max_steps: 8", "max_steps: 16"))
     sh(["git", "commit", "-qam", "two"], root)
-    cmd = re.search(r"^(dvc exp show [^#\n]*?)\s+#", (REPO / "README.md").read_text(), re.M).group(1)
+    cmd = re.search(r"^dvc exp show (?:.*\\\n)*.*$", (REPO / "README.md").read_text(), re.M).group(0)
+    cmd = cmd.replace("\\\n", " ")
     res = sh(["bash", "-c", cmd + " -n 2 --no-pager"], root, COLUMNS="400")
     table = res.stdout.splitlines()
     assert max(map(len, table)) <= 200, res.stdout
     assert "id_accuracy" in res.stdout and "train.max_steps" in res.stdout and "0.7083" in res.stdout
+    assert "0.1667" in res.stdout and "significant" in res.stdout  # a study number equal in both: still shown
+    assert "runs/" not in res.stdout and "src/" not in res.stdout  # no per-run or dependency columns
     first = [line for line in table if line.strip() and not line.strip().startswith("─")][-1]
     assert first.split()[-2:] == ["-", "8"], res.stdout  # the first commit's reliability (none) shows as missing
 
