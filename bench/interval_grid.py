@@ -58,7 +58,8 @@ chunk]) for each chunk of CHUNK replicates, so a cell's draws do not depend on t
 
 Output: one JSON line per finished cell appended to bench/results/interval_grid.jsonl (`--resume` skips cells
 already there with the same replicates and intervals, computed by the same version of the interval modules
-(sha1 of src/oodcorr/analysis/gp_interval.py / interval.py in each row); the last line of a key wins), and a summary
+(sha1 of src/oodcorr/analysis/gp_interval.py / interval.py in each row); per cell and interval the last line with
+that interval wins, so `--methods new` keeps the earlier interval's results of a cell), and a summary
 bench/results/interval_grid.json rewritten after every run from all lines. `--markdown` prints the tables of
 docs/statistics.md ("Measured: the interval on smooth trajectories") from the .jsonl file.
 
@@ -451,13 +452,23 @@ def _resid_var(x, y):
 # ----------------------------------------------------------------------------- results
 
 def read_rows(path: Path) -> dict:
-    """{key: row}, the last line of a key winning."""
+    """{key: row}: per cell and interval the last line that has that interval, so a later `--methods new` run
+    keeps the cell's earlier-interval results (each interval's block carries its own replicates; `sources` the
+    interval modules' hashes each block was computed with); the cell's other fields from its last line."""
     rows = {}
     if path.exists():
         for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                rows[r["key"]] = r
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            old = rows.get(r["key"])
+            if old is not None:
+                for m in METHODS:
+                    if m in old and m not in r:
+                        r[m] = old[m]
+                        r.setdefault("sources", {})[m] = old.get("sources", {}).get(m, "")
+                r["methods"] = sorted(m for m in METHODS if m in r)
+            rows[r["key"]] = r
     return rows
 
 
@@ -493,8 +504,9 @@ def markdown(jsonl: Path = OUT) -> str:
     rows = order(read_rows(jsonl).values())
     if not rows:
         return "(no results yet)\n"
-    reps = sorted({r["replicates"] for r in rows})
-    lines = [f"Replicates per cell: {', '.join(map(str, reps))}. Coverage among replicates where the interval is "
+    reps = "; ".join(f"{m} interval {', '.join(map(str, sorted({r[m]['replicates'] for r in rows if m in r})))}"
+                     for m in METHODS if any(m in r for r in rows))
+    lines = [f"Replicates per cell: {reps}. Coverage among replicates where the interval is "
              f"defined; false-distinguishable: share of defined intervals excluding 0 at ρ = 0; power: share of all "
              f"replicates whose interval is defined and excludes 0; defined: min share over ρ (in brackets: among "
              f"replicates with both estimated reliabilities ≥ 0.5). – : not run.", ""]
@@ -659,8 +671,8 @@ def main(argv=None) -> int:
 
     def finished(c):
         row = done.get(cell_key(c))
-        return (row is not None and row["replicates"] == reps and set(methods) <= set(row["methods"])
-                and all(row.get("sources", {}).get(m) == h for m, h in hashes.items()))
+        return row is not None and all(m in row and row[m]["replicates"] == reps
+                                       and row.get("sources", {}).get(m) == h for m, h in hashes.items())
 
     jobs = [(c, reps, methods) for c in cells if not finished(c)]
     print(f"{len(jobs)} cells to run ({len(cells) - len(jobs)} already done), {reps} replicates, "

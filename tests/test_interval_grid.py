@@ -94,3 +94,16 @@ def test_docs_tables_are_the_committed_results(grid):
     assert doc.count(START) == 1 and doc.count(END) == 1
     block = doc.split(START)[1].split(END)[0]
     assert block.strip() == grid.markdown(grid.OUT).strip()
+
+
+def test_a_later_run_of_one_interval_keeps_the_other_intervals_results(grid, tmp_path):
+    path = tmp_path / "rows.jsonl"
+    key = "base|gp0.2|id128|S1|n40|rho0.0"
+    first = {"key": key, **grid.parse_key(key), "replicates": 200, "methods": ["earlier", "new"],
+             "sources": {"earlier": "e1", "new": "n1"}, "earlier": {"replicates": 200}, "new": {"replicates": 200}}
+    later = {"key": key, **grid.parse_key(key), "replicates": 60, "methods": ["new"], "sources": {"new": "n2"},
+             "new": {"replicates": 60}}
+    path.write_text(json.dumps(first) + "\n" + json.dumps(later) + "\n")
+    row = grid.read_rows(path)[key]
+    assert row["methods"] == ["earlier", "new"] and row["sources"] == {"new": "n2", "earlier": "e1"}
+    assert row["earlier"]["replicates"] == 200 and row["new"]["replicates"] == 60
