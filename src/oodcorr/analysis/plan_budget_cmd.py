@@ -14,7 +14,7 @@ from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FL
                                           search)
 from oodcorr.errors import UserError
 
-DEFAULTS = {"ell": 0.2, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
+DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
 def budget_options(f):
     """The options of `oodcorr plan --budget` (beside plan's own --pilot, --examples-per-s and --json)."""
     opts = [
@@ -29,7 +29,7 @@ def budget_options(f):
                      help="Budget: training steps per run (default: the measured run's)."),
         click.option("--ell", type=float, default=None,
                      help="Budget: length-scale of the residual trajectories over training progress in [0, 1], in the "
-                          "interval's kernel (Matern 3/2; default: the pilot's, else 0.2)."),
+                          "interval's kernel (Matern 3/2; default: the pilot's, else 0.4: smooth)."),
         click.option("--signal-sd", type=float, default=None,
                      help="Budget: SD of each OOD residual trajectory's noise-free signal (default: the pilot's, "
                           "else 0.02)."),
@@ -162,7 +162,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
         click.echo(json.dumps({"budget_h": budget, "source": where, "rates": rates_line, "families": n_fam,
                                "reliability_full_size": res["reliability_full"], "kept": res["kept"],
                                "dropped": res["dropped"], "design": best, "by_checkpoints": res["by_checkpoints"],
-                               "reach": res["reach"], "reach_both": res["reach_both"], "margin": o["margin"]},
+                               "reach": res["reach"], "reach_both": res["reach_both"], "margin": o["margin"],
+                               "target_power": res["target_power"]},
                               indent=2))
     else:
         _print(budget, where, rates_line, n_fam, res, rel, best, need, o["margin"])
