@@ -8,6 +8,7 @@ model trained, evaluated and analysed). Every case is classified:
   wrongly_accepted  exit 0 where an error was due
   unclear_error     non-zero exit without exactly one error line, or an error line not naming what is wrong
   wrong_behaviour   expected to work, and it did not (or did the wrong thing)
+  secret_leaked     a planted credential (bad_inputs_runner.SECRET) was printed or written to a file
   data_changed      (counted separately) a file outside the case's own allowed changes differs afterwards
 
     PYTHONPATH=src python bench/bad_inputs.py [--only SUBSTRING] [--jobs 2]

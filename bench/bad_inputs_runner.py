@@ -113,6 +113,17 @@ def corrupt(rel: str, how: str):
     return mutate
 
 
+# every credential a case plants holds this; it must appear in no output and in no file but params.yaml
+SECRET = "s3cr3t"
+
+
+def leaked(res: subprocess.CompletedProcess, after: dict) -> str | None:
+    if SECRET in (res.stdout or "") + (res.stderr or ""):
+        return "secret printed"
+    files = [k for k, v in after.items() if v and SECRET.encode() in v and not k.endswith("params.yaml")]
+    return f"secret written to {files[:3]}" if files else None
+
+
 # the commands a case runs most
 T, E, A = ["train", "--run", "a"], ["evaluate", "--run", "a", "--quiet"], ["analyze", "--no-plots"]
 CHECK = ["study", "check"]
@@ -230,6 +241,9 @@ with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!
         if problem:
             outcome, detail = "wrong_behaviour", problem
     after = snapshot(root)
+    leak = leaked(res, after)
+    if leak:
+        outcome, detail = "secret_leaked", leak
     diff = changed(before, after, case.allowed)
     for name in ("PWNED", "PWN3", "X"):
         if (root / name).exists() or (root.parent / name).exists():
@@ -238,7 +252,8 @@ with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!
             "data_changed": diff[:5], "rc": res.returncode, "seconds": round(seconds, 2)}
 
 
-COUNTS = ("clean_error", "correct", "traceback", "wrongly_accepted", "unclear_error", "wrong_behaviour")
+COUNTS = ("clean_error", "correct", "traceback", "wrongly_accepted", "unclear_error", "wrong_behaviour",
+          "secret_leaked")
 
 
 def main(cases: list[Case], argv=None, description: str = "") -> dict:

@@ -35,6 +35,8 @@ def _rebuilt(root, res):
             return f"checkpoint-{step} not rebuilt"
         if (new / f).read_bytes() != (base / f).read_bytes():
             return f"checkpoint-{step} differs from the original"
+    if "from checkpoint-2 to step 4" not in res.stderr:  # one interval trained again, not the whole run
+        return "not rebuilt from the nearest earlier checkpoint: " + " ".join(res.stderr.split())[-160:]
     return None
 
 

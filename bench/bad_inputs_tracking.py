@@ -1,5 +1,8 @@
-"""Bad-input cases: the MLflow tracking store (locked, damaged, copied from another project, a URI with
-credentials, sync after a preset switch). A new one is one Case in cases()."""
+"""Bad-input cases: the MLflow tracking store (locked, damaged, damage only sqlite's full check finds, copied
+from another project, sync after a preset switch, the analysis run rebuilt by sync) and tracking URIs with
+credentials (refused in params.yaml, masked when given by MLFLOW_TRACKING_URI, `oodcorr ui` pointed at a
+tracking server). Every planted credential holds SECRET, which the runner looks for in the output and in every
+file (secret_leaked). A new case is one Case in cases()."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from bad_inputs_runner import A, BASE, E, T, Case, edit_params, env
+from bad_inputs_runner import A, BASE, CHECK, E, SECRET, T, Case, edit_params, env
 from bad_inputs_runs import rm_checkpoint
 
 
@@ -19,30 +22,26 @@ def _sync_no_duplicates(root, res):
     with sqlite3.connect(root / "mlruns" / "mlflow.db") as con:
         rows = con.execute("select e.name, count(*) from runs r join experiments e on r.experiment_id = "
                            "e.experiment_id group by e.name").fetchall()
-    got = dict(rows)
-    return None if got == {"oodcorr/bench": 1} else f"runs per experiment: {got}"
+    got = dict(rows)  # the training run and the analysis run, both in the study they were recorded in
+    return None if got == {"oodcorr/bench": 2} else f"runs per experiment: {got}"
 
 
 def _masked(root, res):
-    secret = "s3cr3tPW"
-    leaks = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()
-             and p.name != "params.yaml"]
-    if secret in res.stderr + res.stdout:
-        return "secret printed"
-    if "***" not in res.stderr:
-        return "no masked warning"
-    return f"secret written to {leaks}" if leaks else None
+    return None if "***" in res.stderr else "no masked warning"  # the runner checks that SECRET is nowhere
 
 
-def _secret_uri(root):
-    import socket
+def _uri_in_params(uri: str):
+    return edit_params(lambda p: (p["study"].pop("tracking"), p["study"].update(tracking_uri=uri)))
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    edit_params(lambda p: (p["study"].pop("tracking"), p["study"].update(
-        tracking_uri=f"http://bob:s3cr3tPW@127.0.0.1:{port}/?token=s3cr3tPW")))(root)
+
+def _uri_in_env(root):
+    """Tracking on (the URI comes from MLFLOW_TRACKING_URI, wrap="env:..."), a checkpoint to rebuild: the
+    store is down (port 1), so train warns naming the URI."""
+    edit_params(lambda p: p["study"].pop("tracking"))(root)
     rm_checkpoint(root)
+
+
+MUST_VARS = r"study\.tracking_uri.*MLFLOW_TRACKING_PASSWORD.*MLFLOW_TRACKING_TOKEN"
 
 
 def _preset_switch(root):
@@ -61,7 +60,8 @@ def _template_store() -> Path:
             db = BASE[0].parent / "store" / "mlflow.db"
             db.parent.mkdir(exist_ok=True)
             code = (f"import mlflow; from oodcorr.tracking import store as tracking; uri = 'sqlite:///{db}'; tracking.ensure_store(uri); "
-                    "c = mlflow.MlflowClient(uri); c.create_run(c.create_experiment('oodcorr/bench'))")
+                    "c = mlflow.MlflowClient(uri); r = c.create_run(c.create_experiment('oodcorr/bench')).info.run_id; "
+                    "c.log_batch(r, metrics=[mlflow.entities.Metric('loss', float(j), 0, j) for j in range(300)])")
             subprocess.run([sys.executable, "-c", code], env=env(), check=True, capture_output=True)
             STORE.append(db)
     return STORE[0]
@@ -83,10 +83,39 @@ def _store(damage: str):
             data = bytearray(len(data))
         elif damage == "truncate":
             data = data[: len(data) // 3]
+        elif damage == "index":
+            _index_damage(db)
+            return
         else:
             data[8192: 8192 + 64] = b"\xa5" * 64
         db.write_bytes(bytes(data))
     return mutate
+
+
+def _index_damage(db: Path) -> None:
+    """50 bytes over a page near the store's end that sqlite's page check (quick_check) passes and its full
+    check (integrity_check) does not: rows missing from an index."""
+    import sqlite3
+
+    good = db.read_bytes()
+    for offset in range(len(good) - 50, max(0, len(good) - 16 * 4096), -50):
+        db.write_bytes(good[:offset] + b"\xa5" * 50 + good[offset + 50:])
+        with sqlite3.connect(db) as con:
+            try:
+                if [con.execute(f"pragma {c}(1)").fetchone()[0] == "ok" for c in ("quick_check", "integrity_check")] \
+                        == [True, False]:
+                    return
+            except sqlite3.DatabaseError:
+                continue
+    raise RuntimeError(f"{db}: no damage found that only the full check sees")
+
+
+def _analysis_logged(root, res):
+    import sqlite3
+
+    with sqlite3.connect(root / "mlruns" / "mlflow.db") as con:
+        kinds = [r[0] for r in con.execute("select value from tags where key = 'oodcorr.kind'")]
+    return None if kinds.count("analysis") == 1 and kinds.count("train") == 1 else f"runs by kind: {kinds}"
 
 
 def _copied_store(root):
@@ -121,8 +150,30 @@ def cases() -> list[Case]:
         Case("mlflow:store-zeroed", T, _store("zero"), must=r"mlflow\.db.*damaged", allowed=("mlruns/.*",)),
         Case("mlflow:store-truncated", E, _store("truncate"), must=r"mlflow\.db", allowed=("mlruns/.*",)),
         Case("mlflow:store-page-corrupt", E, _store("page"), must=r"mlflow\.db.*damaged", allowed=("mlruns/.*",)),
-        Case("mlflow:secret-uri", T, _secret_uri, expect="ok", check=_masked,
-             allowed=("runs/a/checkpoints/**", "runs/a/run.json", "runs/a/tracking/**"), item="credentials leak"),
+        Case("mlflow:store-index-damage", A, lambda r: (_store("index")(r), edit_params(
+            lambda p: p["analyze"].update(mlflow=True))(r)), must=r"mlflow\.db.*damaged.*oodcorr sync",
+             allowed=("mlruns/.*",), item="damage only integrity_check finds: analyze exits 0", fast=True),
+        Case("mlflow:store-index-damage-sync", ["sync"], _store("index"), must=r"mlflow\.db.*damaged",
+             allowed=("mlruns/.*",)),
+        # credentials: never in params.yaml (dvc.lock, run cache), masked whole when MLFLOW_TRACKING_URI has them
+        Case("mlflow:secret-in-params", T, _uri_in_params(f"http://bob:{SECRET}@PW@127.0.0.1:1/"), must=MUST_VARS,
+             item="a password in study.tracking_uri is stored in dvc.lock", fast=True),
+        Case("mlflow:token-user-in-params", CHECK, _uri_in_params(f"http://{SECRET}TOKEN@127.0.0.1:1/"),
+             must=MUST_VARS),
+        Case("mlflow:token-query-in-params", CHECK, _uri_in_params(f"https://127.0.0.1:1/?token={SECRET}"),
+             must=MUST_VARS),
+        Case("mlflow:secret-uri-env", T, _uri_in_env, expect="ok", check=_masked,
+             wrap=f"env:MLFLOW_TRACKING_URI=http://bob:{SECRET}@PW@127.0.0.1:1/?token={SECRET}",
+             allowed=("runs/a/**",), item="a password holding @ leaks its tail", fast=True),
+        Case("mlflow:token-user-env", T, _uri_in_env, expect="ok", check=_masked,
+             wrap=f"env:MLFLOW_TRACKING_URI=http://{SECRET}TOKEN@127.0.0.1:1/", allowed=("runs/a/**",),
+             item="a token given as the user name is not masked"),
+        Case("mlflow:ui-tracking-server", ["ui", "--port", "5999"], wrap=f"env:MLFLOW_TRACKING_URI=http://"
+             f"{SECRET}TOKEN@127.0.0.1:1/", must=r"MLFLOW_TRACKING_URI.*tracking server",
+             item="traceback: oodcorr ui with an http tracking URI", fast=True),
+        Case("mlflow:sync-rebuilds-analysis", ["sync"], edit_params(lambda p: p["study"].pop("tracking")), expect="ok",
+             check=_analysis_logged, allowed=("mlruns/**", "runs/*/tracking/**"),
+             item="sync does not rebuild the analysis run", fast=True),
         Case("mlflow:sync-after-preset-switch", ["sync"], _preset_switch, expect="ok", check=_sync_no_duplicates,
              allowed=("mlruns/**", "runs/*/tracking/**"), item="sync duplicates runs after a preset switch"),
         Case("mlflow:copied-project", A, _copied_store, expect="ok", check=_artifacts_inside,
