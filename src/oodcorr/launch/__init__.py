@@ -7,6 +7,7 @@ records the finished runs in dvc.lock with `dvc commit`, so a later `dvc repro` 
 Modules: core (planning, submission, watching, collection), dvc_plumbing (dvc status/commit, stage specs and
 fingerprints), records (launch.json records and run states), executors (the EXECUTORS table: name -> class),
 local / slurm (one module per executor), common (the Executor interface, echo), job (what runs inside a job:
-stdlib + submitit only), commands (click). The `study.launch` params schema and defaults are in oodcorr.settings.config.
+stdlib + submitit only), commands (click), saved (`oodcorr study save | reanalyze`: studies/<name>/,
+docs/studies.md). The `study.launch` params schema and defaults are in oodcorr.settings.config.
 Only core oodcorr modules are imported (config, io, errors, tracking); stages run through their CLI.
 """

@@ -1,5 +1,6 @@
-"""`oodcorr study launch | status | collect` (registered on the `study` group in oodcorr.study).
-Heavy imports (DVC, submitit, mlflow) happen inside the commands, so `oodcorr --help` stays fast."""
+"""`oodcorr study launch | status | collect`, and `save | reanalyze` from saved.py (registered on the `study`
+group in oodcorr.study). Heavy imports (DVC, submitit, mlflow) happen inside the commands, so `oodcorr --help`
+stays fast."""
 
 from __future__ import annotations
 
@@ -147,4 +148,6 @@ def collect_cmd(wait, params_file):
         raise SystemExit(1)
 
 
-COMMANDS = (launch_cmd, status_cmd, collect_cmd)
+from oodcorr.launch.saved import COMMANDS as SAVED  # noqa: E402  save | reanalyze
+
+COMMANDS = (launch_cmd, status_cmd, collect_cmd, *SAVED)

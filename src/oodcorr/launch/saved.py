@@ -1,0 +1,277 @@
+"""Saved studies (`oodcorr study save | reanalyze`): a study's analysis inputs kept in the repository, so any
+clone re-analyses it without scoring.
+
+    studies/<name>/params.yaml          the study's params, as it ran
+    studies/<name>/dvc.lock             the lock of the project it ran in (code, data and params of every stage)
+    studies/<name>/runs/<run>.dvc       DVC-tracked: the run's run.json and eval/ (metrics.jsonl, predictions/,
+                                        summary.json, accuracy.csv), never its checkpoints; pushed to the
+                                        `studies` remote, which lives in the repository (.dvc/studies-remote)
+    studies/<name>/results/             the tables the analysis writes from those runs (git; figures and the
+                                        report are rebuilt, not committed)
+
+`save` adds finished runs one at a time (a study in progress grows over sessions); `reanalyze` pulls the saved
+runs and runs `oodcorr analyze` on them, nothing else: no train or evaluate stage, no model. Stages run through
+their CLI, as everywhere in launch/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from oodcorr.errors import UserError
+from oodcorr.launch.common import echo
+
+STUDIES = "studies"
+REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
+REMOTE_URL = "studies-remote"
+# what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
+RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary.json", "eval/accuracy.csv")
+# the committed tables: every file the analysis writes except figures, the report and its manifest
+NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json")
+RESULTS_GITIGNORE = "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n" \
+                    "/.oodcorr-outputs.json\n"
+# the analysis runs single-threaded, so its numbers do not depend on the machine's load or core count
+ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OODCORR_THREADS")}
+
+
+def repo_root(start: Path | None = None) -> Path:
+    """The DVC repository holding studies/ (the folder with .dvc/, walking up from `start` or the cwd)."""
+    here = Path(start or os.getcwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / ".dvc").is_dir():
+            return d
+    raise UserError(f"{here}: not inside a DVC repository (no .dvc/ folder above it); run this in the oodcorr clone")
+
+
+def study_dir(root: Path, name: str) -> Path:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
+        raise UserError(f"study name {name!r}: use letters, digits, '.', '_' and '-' (it names studies/<name>/)")
+    return root / STUDIES / name
+
+
+def saved_runs(sdir: Path) -> list[str]:
+    """Run keys saved in a study (studies/<name>/runs/<run>.dvc), in the order of its params' runs."""
+    from oodcorr.settings.config import read_yaml
+
+    have = {p.name[: -len(".dvc")] for p in (sdir / "runs").glob("*.dvc")}
+    order = list((read_yaml((sdir / "params.yaml").read_text()) or {}).get("runs") or {})
+    return [k for k in order if k in have] + sorted(have - set(order))
+
+
+def dvc(args: list[str], root: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """One dvc command in the repository (waiting for a lock another dvc process holds)."""
+    exe = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
+    env = dict(os.environ, DVC_NO_ANALYTICS="1")
+    res = subprocess.run([exe, "--wait-for-lock", *args], cwd=root, env=env, capture_output=True, text=True)
+    if check and res.returncode != 0:
+        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise UserError(f"`dvc {' '.join(args)}` failed in {root}: {last[0]}")
+    return res
+
+
+def ensure_remote(root: Path) -> None:
+    """The `studies` remote, inside the repository, so it travels with every clone (like .dvc/demo-remote)."""
+    if dvc(["remote", "list"], root).stdout.split().count(REMOTE) == 0:
+        dvc(["remote", "add", REMOTE, str(Path(".dvc") / REMOTE_URL)], root)  # stored relative to .dvc/
+
+
+def md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def finished_runs(source: Path, params: dict) -> dict[str, str]:
+    """{run: why not} for every run of `source`; '' when its evaluation is finished and recorded: metrics.jsonl
+    and predictions present and, where the project has a dvc.lock, the lock's evaluate@<run> names that
+    metrics.jsonl (so a half-scored run or one scored under older params is not saved)."""
+    from oodcorr.settings.config import read_yaml
+
+    lock = source / "dvc.lock"
+    stages = (read_yaml(lock.read_text()) or {}).get("stages") or {} if lock.exists() else None
+    out = {}
+    for key in params.get("runs") or {}:
+        ev = source / "runs" / key / "eval"
+        if not (ev / "metrics.jsonl").is_file() or not (ev / "predictions").is_dir():
+            out[key] = "not evaluated yet (no eval/metrics.jsonl and predictions/)"
+            continue
+        if stages is not None:
+            rel = f"runs/{key}/eval/metrics.jsonl"
+            recorded = [o.get("md5") for o in (stages.get(f"evaluate@{key}") or {}).get("outs") or []
+                        if o.get("path") == rel]
+            if recorded != [md5(ev / "metrics.jsonl")]:
+                out[key] = f"evaluate@{key} not recorded in {lock} for this metrics.jsonl (still running, or run " \
+                           f"`dvc repro evaluate@{key}` there)"
+                continue
+        out[key] = ""
+    return out
+
+
+def copy_run(source: Path, sdir: Path, key: str) -> Path:
+    """The analysis inputs of one run into studies/<name>/runs/<run>/ (replacing an older copy whole)."""
+    src, dst = source / "runs" / key, sdir / "runs" / key
+    tmp = dst.with_name(f".{key}.saving")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel in RUN_FILES:
+        if not (src / rel).exists():
+            if rel.endswith((".json", ".jsonl")) or rel.endswith("predictions"):
+                raise UserError(f"run {key}: {src / rel} missing; it is part of what the analysis reads")
+            continue
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (src / rel).is_dir() else shutil.copy2)(src / rel, tmp / rel)
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+    return dst
+
+
+def track(root: Path, runs: list[Path], push: bool) -> list[Path]:
+    """`dvc add` each saved run folder, name the `studies` remote in its .dvc file, and push it there."""
+    from oodcorr.io import write_text
+    from oodcorr.settings.config import read_yaml
+
+    import yaml
+
+    ensure_remote(root)
+    rel = [str(r.relative_to(root)) for r in runs]
+    dvc(["add", "-q", *rel], root)
+    files = [r.with_name(r.name + ".dvc") for r in runs]
+    for f in files:
+        doc = read_yaml(f.read_text())
+        for out in doc.get("outs") or []:
+            out["remote"] = REMOTE  # `dvc pull` / `dvc push` of this file use the studies remote
+        write_text(f, yaml.safe_dump(doc, sort_keys=False))
+    if push:
+        dvc(["push", "-q", *[str(f.relative_to(root)) for f in files]], root)
+    return files
+
+
+def is_table(rel: str) -> bool:
+    return not any(rel == n or rel.startswith(n) for n in NOT_TABLES)
+
+
+def tables(folder: Path) -> dict[str, Path]:
+    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".gitignore" and is_table(p.relative_to(folder).as_posix())}
+
+
+def analyse(sdir: Path, keys: list[str], out: Path) -> None:
+    """`oodcorr analyze` on the saved runs, single-threaded, no MLflow: the stage's own command."""
+    cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(sdir / "params.yaml"), "--out", str(out),
+           "--no-mlflow"]
+    for key in keys:
+        cmd += ["--metrics", str(sdir / "runs" / key / "eval" / "metrics.jsonl")]
+    res = subprocess.run(cmd, cwd=sdir, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
+    if res.returncode != 0:
+        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise UserError(f"the analysis of {sdir} failed: {last[0]}")
+
+
+def compare(new: Path, committed: Path) -> tuple[list[str], list[str], list[str]]:
+    """(identical, differing, missing on one side) table names."""
+    a, b = tables(new), tables(committed)
+    same = [n for n in a if n in b and a[n].read_bytes() == b[n].read_bytes()]
+    differ = [n for n in a if n in b and n not in same]
+    return same, differ, sorted(set(a) ^ set(b))
+
+
+def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[str], list[str]]:
+    """Analyse the saved runs into a temporary folder and compare its tables with studies/<name>/results;
+    unless `check`, the new outputs then replace results/ (tables, figures, report)."""
+    results = sdir / "results"
+    with tempfile.TemporaryDirectory(prefix="oodcorr-reanalyze-") as tmp:
+        out = Path(tmp) / "results"
+        analyse(sdir, keys, out)
+        outcome = compare(out, results)
+        if not check:
+            if results.exists():
+                shutil.rmtree(results)
+            shutil.copytree(out, results)
+            (results / ".gitignore").write_text(RESULTS_GITIGNORE)
+    return outcome
+
+
+@click.command("save")
+@click.argument("name")
+@click.option("--from", "source", type=click.Path(file_okay=False, exists=True), default=".", show_default=True,
+              help="The project the study ran in (its params.yaml, dvc.lock and runs/).")
+@click.option("--run", "only", multiple=True, help="Run key(s) to save (default: every finished run).")
+@click.option("--push/--no-push", default=True, show_default=True, help="Push the saved runs to the studies remote.")
+def save_cmd(name, source, only, push):
+    """Save a study's finished runs into studies/NAME (their predictions DVC-tracked and pushed to the
+    repository's `studies` remote), copy its params.yaml and dvc.lock, and rebuild its tables; then commit what
+    it lists. Run it again as more runs finish."""
+    from oodcorr.settings.config import load_params
+
+    root = repo_root()
+    source = Path(source).resolve()
+    params = load_params(source / "params.yaml")
+    sdir = study_dir(root, name)
+    text = (source / "params.yaml").read_text()
+    if (sdir / "params.yaml").exists() and (sdir / "params.yaml").read_text() != text:
+        raise UserError(f"{sdir / 'params.yaml'} differs from {source / 'params.yaml'}: a study's runs share one "
+                        "params file; save these runs under another name")
+    state = finished_runs(source, params)
+    unknown = [k for k in only if k not in state]
+    if unknown:
+        raise UserError(f"--run {unknown[0]}: not a run of {source / 'params.yaml'}; runs: {', '.join(state)}")
+    keys = [k for k in (only or state) if not state[k]]
+    for k in only or state:
+        if state[k]:
+            echo(f"{k}: skipped, {state[k]}", err=True)
+    if not keys:
+        raise UserError(f"no finished run to save in {source}")
+    sdir.mkdir(parents=True, exist_ok=True)
+    (sdir / "params.yaml").write_text(text)
+    if (source / "dvc.lock").exists():
+        shutil.copyfile(source / "dvc.lock", sdir / "dvc.lock")
+    files = track(root, [copy_run(source, sdir, k) for k in keys], push)
+    saved = saved_runs(sdir)
+    try:
+        rebuild(sdir, saved, check=False)
+        tables_line = f"tables rebuilt in {(sdir / 'results').relative_to(root)}"
+    except UserError as e:  # the runs are saved and pushed all the same; `reanalyze` retries the tables
+        tables_line = f"tables NOT rebuilt ({e}); `oodcorr study reanalyze {name}` once that is fixed"
+    echo(f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {len(state)} saved"
+         f"{', pushed to the studies remote' if push else ''}); {tables_line}")
+    paths = [sdir / "params.yaml", sdir / "dvc.lock", *files, sdir / "runs" / ".gitignore", sdir / "results",
+             root / ".dvc" / "config", root / ".dvc" / REMOTE_URL]
+    echo("commit: git add " + " ".join(str(p.relative_to(root)) for p in paths if p.exists())
+         + f" && git commit -m 'study {name}: {', '.join(keys)}'")
+
+
+@click.command("reanalyze")
+@click.argument("name")
+@click.option("--check", is_flag=True, help="Compare the rebuilt tables with the committed ones; write nothing "
+                                            "(exit 1 when one differs).")
+@click.option("--pull/--no-pull", default=True, show_default=True, help="`dvc pull` the saved runs first.")
+def reanalyze_cmd(name, check, pull):
+    """Rebuild studies/NAME's tables from its saved predictions: `dvc pull` of its runs (from the studies remote
+    inside the repository), then the analysis. No train or evaluate stage runs and no model is loaded."""
+    root = repo_root()
+    sdir = study_dir(root, name)
+    if not (sdir / "params.yaml").exists():
+        have = sorted(p.parent.name for p in (root / STUDIES).glob("*/params.yaml"))
+        raise UserError(f"no study {name!r} in {root / STUDIES}; saved studies: {', '.join(have) or 'none'}")
+    keys = saved_runs(sdir)
+    if not keys:
+        raise UserError(f"study {name!r} has no saved run yet (`oodcorr study save {name} --from DIR`)")
+    if pull:
+        dvc(["pull", "-q", *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
+    same, differ, missing = rebuild(sdir, keys, check)
+    where = (sdir / "results").relative_to(root)
+    echo(f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"
+         + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "")
+         + (f", {len(missing)} on one side only: {', '.join(missing)}" if missing else "")
+         + ("" if check else f"; {where} rewritten"))
+    if check and (differ or missing):
+        raise SystemExit(1)
+
+
+COMMANDS = (save_cmd, reanalyze_cmd)

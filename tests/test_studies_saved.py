@@ -1,0 +1,114 @@
+"""Saved studies (docs/studies.md): `oodcorr study save` keeps a study's predictions in the repository's own
+DVC remote, and a fresh clone's `oodcorr study reanalyze NAME --check` rebuilds its committed tables byte for
+byte from them, running only `dvc pull` and the analysis: no DVC stage, and no model library importable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
+from oodcorr.io import write_json, write_jsonl
+from study_helpers import BIN, sh
+
+OOD = ["hans", "anli", "wnli"]
+SIGMA = np.array([[1, 0.5, 0.0], [0.5, 1, 0.0], [0.0, 0.0, 1]])
+RUNS = {"a-s0": "smollm2-135m", "b-s0": "gemma3-270m", "c-s0": "smollm2-135m"}  # c: never evaluated
+
+
+def source_project(root: Path) -> Path:
+    """A project whose runs a and b finished evaluation (recorded in its dvc.lock); c has only started."""
+    import hashlib
+
+    runs, stages = {}, {}
+    for i, (key, model) in enumerate(RUNS.items()):
+        runs[key] = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 16,
+                     "data_seed": 0, "seed": 0}
+        rdir = root / "runs" / key
+        write_json(rdir / "run.json", {"run": key, "model": model})
+        (rdir / "checkpoints" / "checkpoint-0").mkdir(parents=True)  # never saved
+        if key == "c-s0":
+            continue
+        st = irt_study(10, [40, 40, 40], SIGMA, tau=0.04, n_id_items=80, rng=np.random.default_rng(i))
+        steps, ev = list(range(0, 100, 10)), rdir / "eval"
+        write_predictions(ev, st, steps, "mnli", OOD)
+        write_jsonl(ev / "metrics.jsonl", irt_metrics_rows(st, key, key[0], 0, steps, "mnli", OOD))
+        write_json(ev / "summary.json", {"step": 90})
+        md5 = hashlib.md5((ev / "metrics.jsonl").read_bytes()).hexdigest()
+        stages[f"evaluate@{key}"] = {"cmd": f"oodcorr evaluate --run {key}",
+                                     "outs": [{"path": f"runs/{key}/eval/metrics.jsonl", "md5": md5}]}
+    params = {"study": {"name": "demo", "tracking": "none"}, "runs": runs,
+              "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0}}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False))
+    return root
+
+
+def no_models_env(tmp: Path) -> dict:
+    """PATH with a `dvc` that logs its arguments before running the real one, and a sitecustomize that makes
+    torch, transformers and peft unimportable in every Python process started below."""
+    shim, block = tmp / "shim", tmp / "block"
+    shim.mkdir()
+    block.mkdir()
+    (shim / "dvc").write_text(f'#!/bin/sh\necho "$*" >> {tmp / "dvc.log"}\nexec {BIN / "dvc"} "$@"\n')
+    (shim / "dvc").chmod(0o755)
+    (block / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'transformers', 'peft'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, _Block())\n")
+    return {"PATH": f"{shim}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(block), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.slow  # three analyses and a DVC repository: about 45 s of CPU
+def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path):
+    src = source_project(tmp_path / "ran")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sh(["git", "init", "-q"], repo)
+    sh(["dvc", "init", "-q"], repo)
+    sh(["git", "commit", "-qm", "init"], repo)
+
+    res = sh([BIN / "oodcorr", "study", "save", "demo", "--from", src], repo)
+    assert "c-s0: skipped, not evaluated yet" in res.stderr
+    sdir = repo / "studies" / "demo"
+    assert sorted(p.name for p in (sdir / "runs").glob("*.dvc")) == ["a-s0.dvc", "b-s0.dvc"]
+    assert not (sdir / "runs" / "a-s0" / "checkpoints").exists()  # predictions, never checkpoints
+    assert yaml.safe_load((sdir / "runs" / "a-s0.dvc").read_text())["outs"][0]["remote"] == "studies"
+    assert (sdir / "dvc.lock").read_text() == (src / "dvc.lock").read_text()
+    assert (sdir / "results" / "partial_correlations.csv").is_file()
+    assert "studies-remote" in (repo / ".dvc" / "config").read_text()
+    assert any((repo / ".dvc" / "studies-remote").rglob("*"))  # pushed inside the repository
+    sh(["git", "add", "-A"], repo)
+    sh(["git", "commit", "-qm", "study demo"], repo)
+    committed = sh(["git", "ls-files", "studies/demo/results"], repo).stdout.split()
+    assert "studies/demo/results/partial_correlations.csv" in committed
+    assert not [f for f in committed if "figures/" in f or f.endswith("report.html")]
+
+    clone = tmp_path / "clone"
+    sh(["git", "clone", "-q", repo, clone], tmp_path)
+    assert not (clone / "studies" / "demo" / "runs" / "a-s0").exists()
+    env = no_models_env(tmp_path)
+    res = sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--check"], clone, **env)
+    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout and "one side" not in res.stdout, res.stdout
+    assert (clone / "studies" / "demo" / "runs" / "b-s0" / "eval" / "predictions").is_dir()
+    # the only DVC command was the pull of the saved runs: no stage ran
+    assert (tmp_path / "dvc.log").read_text().splitlines() == [
+        "--wait-for-lock pull -q studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"]
+    assert sh(["git", "status", "--porcelain"], clone).stdout == ""
+
+    # a changed table is named, and --check exits 1
+    table = clone / "studies" / "demo" / "results" / "reliability.csv"
+    table.write_text(table.read_text().replace("0", "1", 1))
+    res = sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--check", "--no-pull"], clone, check=False, **env)
+    assert res.returncode == 1 and "differ: " in res.stdout and "reliability.csv" in res.stdout, res.stdout + res.stderr
+    # without --check the tables are rebuilt in place, equal to the committed ones again
+    sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--no-pull"], clone, **env)
+    assert sh(["git", "status", "--porcelain"], clone).stdout == ""
