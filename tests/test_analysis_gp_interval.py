@@ -160,3 +160,7 @@ def test_the_analysis_pools_seeds_in_one_likelihood_and_can_share_one_estimate_a
     cl = cons[cons["method"] == "linear"]
     assert {"r_shared", "ci2_shared_low", "ci2_shared_high", "shared_why"} <= set(cons.columns)
     assert cl["ci2_shared_low"].notna().all() and (cl["ci2_shared_low"] <= cl["r_shared"]).all()
+    report = out / "report.html"
+    pooled_why = pl["ci2_why"].dropna()
+    if report.exists() and len(pooled_why) and (cl["verdict"] != "consistent_positive").any():
+        assert "effectively independent checkpoints" in report.read_text()  # the words reach the verdict table

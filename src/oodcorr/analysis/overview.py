@@ -94,6 +94,17 @@ def _name(text) -> str:
     return html.escape(str(text)).replace("_", "_<wbr>")
 
 
+def _why(keyed: dict, row, models) -> str:
+    """Each family's words for a wide interval (pooled_seeds.csv ci2_why), as a small line under the outcome."""
+    parts = []
+    for m in models:
+        p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
+        why = p.get("ci2_why") if p is not None else None
+        if isinstance(why, str) and why:
+            parts.append(f"{_name(m)}: {html.escape(why)}")
+    return "<br><small>" + "<br>".join(parts) + "</small>" if parts else ""
+
+
 def verdict_table(summary: dict, consistency, pooled) -> list[str]:
     """The report's first table: per pair and setup, each family's seed-pooled r (analysed metric, and accuracy
     beside it) and the outcome; settled pairs first, then nulls, then the unsettled."""
@@ -129,10 +140,11 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
         for m in models:
             p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
             cells += [_family_cell(p, suffix, noise, alpha) for _, suffix, _ in metrics]
-        for _, _, column in metrics:
+        for _, suffix, column in metrics:
             o, words = outcome(row.get(column))
+            why = "" if o != "unsettled" or suffix else _why(keyed, row, models)
             cells.append(f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
-                         f"{html.escape(words.format(delta=delta))}</td>")
+                         f"{html.escape(words.format(delta=delta))}{why}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     decided = "the noise-corrected 95 % interval" if noise else f"the seed-pooled 95 % CI (BH p &lt; {alpha}: <b>*</b>)"
     legend = (f"<p class='legend'>Per family: the seed-pooled partial r ({html.escape(method)}, ID progress regressed "
