@@ -62,6 +62,8 @@ def _oodcorr_errors(res):
     (lambda t: t["evaluate"].update(max_length=0), "evaluate.max_length"),
     (lambda t: t["train"].update(lr=1e30), "lr: must be in (0, 1)"),
     (lambda t: t.update(analyse={"methods": ["linear"]}), "did you mean 'analyze'"),
+    # credentials in params would be recorded in dvc.lock and the run cache: refused before DVC records anything
+    (lambda t: t["study"].update(tracking_uri="http://bob:s3cr3t@PW@127.0.0.1:1/"), "study.tracking_uri: http://***@"),
 ])
 def test_rejected_params_leave_every_output_as_it_was(reproduced, tmp_path, bad, what):
     root = _copy(reproduced, tmp_path)
@@ -71,8 +73,9 @@ def test_rejected_params_leave_every_output_as_it_was(reproduced, tmp_path, bad,
     res = sh(["dvc", "repro"], root, check=False)
     errors = _oodcorr_errors(res)
     assert res.returncode != 0 and len(errors) == 1 and what in errors[0], res.stdout[-1500:] + res.stderr[-1500:]
-    assert "Traceback" not in res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr and "s3cr3t" not in res.stdout + res.stderr
     assert _outputs(root) == before
+    assert not [p for p in (root / ".dvc").rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # run cache
 
 
 def test_a_hostile_run_key_never_reaches_a_shell(reproduced, tmp_path):
