@@ -112,3 +112,30 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
     # without --check the tables are rebuilt in place, equal to the committed ones again
     sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--no-pull"], clone, **env)
     assert sh(["git", "status", "--porcelain"], clone).stdout == ""
+
+
+def test_save_keeps_only_recorded_runs_and_one_params_file(tmp_path, monkeypatch):
+    """A run whose metrics.jsonl the project's dvc.lock does not name (still scoring, or scored under older
+    params) is not saved; a study whose params changed is refused before anything is written."""
+    from click.testing import CliRunner
+
+    from oodcorr.cli import cli
+    from oodcorr.launch.saved import finished_runs
+    from oodcorr.settings.config import load_params
+
+    src = source_project(tmp_path / "ran")
+    params = load_params(src / "params.yaml")
+    state = finished_runs(src, params)
+    assert state["a-s0"] == state["b-s0"] == "" and state["c-s0"].startswith("not evaluated yet")
+    with open(src / "runs" / "a-s0" / "eval" / "metrics.jsonl", "a") as f:
+        f.write("\n")
+    assert "evaluate@a-s0 not recorded" in finished_runs(src, params)["a-s0"]
+
+    repo = tmp_path / "repo"
+    (repo / ".dvc").mkdir(parents=True)
+    (repo / "studies" / "demo").mkdir(parents=True)
+    (repo / "studies" / "demo" / "params.yaml").write_text("study: {name: other}\n")
+    monkeypatch.chdir(repo)
+    res = CliRunner().invoke(cli, ["study", "save", "demo", "--from", str(src)])
+    assert res.exit_code == 2 and "differs from" in res.output and "another name" in res.output, res.output
+    assert sorted(p.name for p in (repo / "studies" / "demo").iterdir()) == ["params.yaml"]
