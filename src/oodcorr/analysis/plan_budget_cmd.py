@@ -175,7 +175,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
                   f"{best['null_power']:.2f} for a consistent null at +/-{o['margin']:g}"]
         if n_fam > len(families):
             header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
-        Path(o["write_params"]).write_text(params_fragment(best, families, model["id"]["name"], ood_names, header))
+        text = params_fragment(best, families[:n_fam], model["id"]["name"], ood_names, header)  # the runs priced
+        Path(o["write_params"]).write_text(text)
         if not as_json:
             click.echo(f"  params fragment     : {o['write_params']}")
 
