@@ -105,21 +105,23 @@ def cases() -> list[Case]:
              must=r"mine\.csv:\d+"),
         # what the file at a testset's path is, never what it holds
         *(Case(f"file:testset-fifo:{args[-1]}", args, _local_csv(None, os.mkfifo), must=r"mine\.csv is a named pipe",
-               item="a FIFO given as a testset file reported as file not found") for args in (CHECK, PREPARE)),
+               item="a FIFO given as a testset file reported as file not found", fast=args is PREPARE)
+          for args in (CHECK, PREPARE)),
         *(Case(f"file:testset-folder:{args[-1]}", args, _local_csv(None, Path.mkdir), must=r"mine\.csv is a folder",
                item="a folder given as a testset file reported as file not found") for args in (CHECK, PREPARE)),
         *(Case(f"file:testset-symlink-secret:{args[-1]}", args, _local_csv(None, _secret_link),
-               must=r"^(?!.*SECRETLINE).*mine\.csv", item="a symlinked secret's first line printed in the error")
-          for args in (CHECK, PREPARE)),
+               must=r"^(?!.*SECRETLINE).*mine\.csv", item="a symlinked secret's first line printed in the error",
+               fast=args is PREPARE) for args in (CHECK, PREPARE)),
         # study check reads the local testsets as prepare does
         Case("file:csv-slice-column-missing:check", CHECK, _local_csv(CSV_ROWS.encode(), slice="genre"),
              must=r"mine\.csv: testset mine: no column 'genre'",
-             item="README's slice: genre passed study check, then broke the run"),
+             item="README's slice: genre passed study check, then broke the run", fast=True),
         Case("file:csv-label-outside-map:check", CHECK, _local_csv(CSV_ROWS.replace(",yes\n", ",maybe\n").encode()),
              must=r"mine\.csv:\d+: testset mine: label 'maybe'"),
         # prepare's cleanup removes only what it recorded
         Case("file:manifest-planted-key", PREPARE, _planted_manifest_key, must=r"manifest\.json: testsets",
-             item="a key planted in manifest.json made prepare delete the user's file"),
+             item="a key planted in manifest.json made prepare delete the user's file", fast=True),
         Case("file:prepared-stale-edited", PREPARE, _stale_edited, expect="ok", check=_stale_kept,
-             allowed=("data/prepared/manifest.json",), item="prepare's cleanup deleted a file it had not written"),
+             allowed=("data/prepared/manifest.json",), item="prepare's cleanup deleted a file it had not written",
+             fast=True),
     ]

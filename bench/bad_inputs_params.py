@@ -157,7 +157,8 @@ PARAMS: list[tuple] = [
 ]
 # one per finding of the fault campaign: also in the fast test run (with its first command)
 FAST = {"lr-1e30", "key-shell", "methods-pearson", "dup-run-key", "threads-lots", "lora-dropout-1.5",
-        "runs-empty", "top-level-typo", "pattern-huge", "eval-testsets-empty"}
+        "runs-empty", "top-level-typo", "pattern-huge", "eval-testsets-empty", "testset-name-dotdot", "eval-dtype-float8",
+        "params-nested-5000", "threads-1e9-int", "key-int"}
 
 
 def cases() -> list[Case]:
