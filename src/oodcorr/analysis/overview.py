@@ -102,7 +102,8 @@ def _why(keyed: dict, row, models) -> str:
         why = p.get("ci2_why") if p is not None else None
         if isinstance(why, str) and why:
             parts.append(f"{_name(m)}: {html.escape(why)}")
-    return "<br><small>" + "<br>".join(parts) + "</small>" if parts else ""
+    return ("<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
+            if parts else "")
 
 
 def verdict_table(summary: dict, consistency, pooled) -> list[str]:
