@@ -151,3 +151,14 @@ def test_oodcorr_ui_prints_its_links_once_the_server_answers(tmp_path):
     assert proc.returncode is not None
     with pytest.raises(OSError):  # the server (its own process group) is gone with it
         urllib.request.urlopen(f"{base}/health", timeout=5)
+
+
+def test_oodcorr_ui_says_in_one_error_line_when_the_server_exits_before_answering(tmp_path):
+    """A store `mlflow server` cannot open (here: postgresql without its driver) ends `oodcorr ui` with one
+    `error:` line carrying the server's last line, after the start-up lines, no traceback."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "ui"}}))
+    res = subprocess.run([str(BIN / "oodcorr"), "ui", "--port", str(free_port())], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env=env(MLFLOW_TRACKING_URI="postgresql://127.0.0.1:1/x"))
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
+    assert res.returncode == 2 and len(errors) == 1 and "exited" in errors[0], res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.startswith("starting the MLflow UI"), res.stderr
