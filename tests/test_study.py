@@ -236,3 +236,28 @@ def test_paper_dry_run_sizes_the_hub_models_offline(tmp_path):
     res = run("train", "--run", "opt-2.7b_snli_64_s0", "--params", params, "--dry-run")
     assert res.exit_code == 0 and "out_proj" in res.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_params_read_yes_and_no_as_strings_like_dvc():
+    """YAML 1.2 booleans (DVC's): a label_map key `yes` stays the string 'yes' even when DVC rewrites params.yaml
+    without quotes (`dvc exp run -S`); true/false are still booleans."""
+    from oodcorr.settings.config import read_yaml
+
+    assert read_yaml("label_map: {yes: entailment, no: non_entailment}\nslices: true\nm: on\n") == \
+        {"label_map": {"yes": "entailment", "no": "non_entailment"}, "slices": True, "m": "on"}
+
+
+def test_put_back_never_reads_the_dvc_folder(tmp_path, monkeypatch):
+    """`*.dvc` also matches the project's .dvc folder: put_back skips anything that is not a file."""
+    from oodcorr.data import dvc_sources
+
+    import subprocess
+
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("[core]\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(git + cmd, cwd=tmp_path, check=True, capture_output=True)
+    monkeypatch.setenv("DVC_STAGE", next(iter(dvc_sources.STAGES)))
+    monkeypatch.setattr(dvc_sources, "_dvc_started", lambda: 0.0)
+    assert dvc_sources.put_back(tmp_path) == []

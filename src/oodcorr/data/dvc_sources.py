@@ -44,7 +44,7 @@ def put_back(root: str | os.PathLike) -> list[str]:
     restored = []
     for path in sorted({*root.glob("*.dvc"), *root.glob("data/**/*.dvc")}):
         try:
-            if path.stat().st_mtime < started:
+            if not path.is_file() or path.stat().st_mtime < started:  # `*.dvc` also matches the .dvc folder
                 continue
             rel = path.relative_to(root).as_posix()
             head = subprocess.run(["git", "show", f"HEAD:./{rel}"], cwd=root, capture_output=True, timeout=30)
