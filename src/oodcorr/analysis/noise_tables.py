@@ -169,9 +169,9 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
 
 
 def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
-    """{row position in partials: interval.partial_interval result (scalars)} for the linear/rank/gam rows with
-    a finite r: one batched call per run (linear: the moment estimator with the ID correction; rank/gam: the
-    row's r disattenuated with the same reliabilities and effective sample)."""
+    """{row position in partials: its interval} for the linear/rank/gam rows with a finite r: rank/gam, the
+    moment interval (interval.partial_interval, one batched call per run: the row's r disattenuated); linear,
+    the likelihood interval of that run alone (pair_ci2.interval), which replaces the moment result."""
     import numpy as np
 
     from oodcorr.analysis.interval import partial_interval
