@@ -56,13 +56,13 @@ def load_items(runs: dict) -> dict:
     return items
 
 
-def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
+def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, inputs: dict | None = None):
     """Reliability table and the noise columns of `partials` (noise_columns). `items`: load_items. Each metric's
     reliability residualises its own ID series, over halves stratified by gold label (analyse_run_noise).
     ci2boot is the two-level bootstrap view of the analysed metric (checkpoints and, within each testset,
     items resampled; linear and rank; metrics that are plain means only): reported beside ci2, not used for
     verdicts, since it under-covers under strong attenuation (bench/results/noise_simulation.json); its
-    resamples: analyze.bootstrap, else BOOT_DEFAULT."""
+    resamples: analyze.bootstrap, else BOOT_DEFAULT. inputs: seed_inputs (built here when not given)."""
     import numpy as np
     import pandas as pd
 
@@ -99,7 +99,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict):
     if rel.empty:
         rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
     rel = rel[RELIABILITY_COLUMNS]
-    return noise_columns(partials, rel, metric, settings, boots, runs, items), rel
+    return noise_columns(partials, rel, metric, settings, boots, runs, items, inputs), rel
 
 
 def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
@@ -147,15 +147,16 @@ def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings)
 
 
 def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings,
-                     by_model: bool = True) -> dict:
+                     by_model: bool = True, inputs: dict | None = None) -> dict:
     """{(model, train_set, shots, id_testset, "linear", a, b): pair_ci2.interval over the model's seeds}: one
     likelihood per model and pair, whenever at least one of its runs has the pair's series. by_model=False: one
-    likelihood over every model's runs per pair (the key without the model): a shared estimate."""
+    likelihood over every model's runs per pair (the key without the model): a shared estimate. inputs:
+    seed_inputs, when the caller has built them."""
     import numpy as np
 
     from oodcorr.analysis.pair_ci2 import interval
 
-    inputs = seed_inputs(runs, items, metric, settings)
+    inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     rows = partials[(partials["method"] == "linear") & np.isfinite(partials["r"].astype(float))]
     out = {}
     keys = ["model"] * by_model + ["train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
@@ -168,45 +169,42 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     return out
 
 
-def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
-    """{row position in partials: its interval} for the linear/rank/gam rows with a finite r: rank/gam, the
-    moment interval (interval.partial_interval, one batched call per run: the row's r disattenuated); linear,
-    the likelihood interval of that run alone (pair_ci2.interval), which replaces the moment result."""
+def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings,
+                   inputs: dict | None = None) -> dict:
+    """{row position in partials: its interval} for the linear/rank/gam rows with a finite r, in runs whose
+    series of the rows' testsets are all finite: linear, the likelihood interval of that run alone
+    (pair_ci2.interval); rank/gam, the moment interval (interval.partial_interval, one batched call per run: the
+    row's r disattenuated). inputs: seed_inputs, when the caller has built them."""
     import numpy as np
 
     from oodcorr.analysis.interval import partial_interval
-    from oodcorr.analysis.noise import GOLD
     from oodcorr.analysis.pair_ci2 import interval
 
+    inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     out = {}
-    rng = np.random.default_rng(settings.seed + 2)
     rows = partials[partials["method"].isin(["linear", "rank", "gam"]) & np.isfinite(partials["r"].astype(float))]
     for run, g in rows.groupby("run"):
-        if run not in items:
+        if run not in inputs:
             continue
-        id_name = runs[run]["meta"]["id_testset"]
-        names = [id_name, *sorted(set(g["testset_a"]) | set(g["testset_b"]))]
-        if any(nm not in items[run][metric] for nm in names):
+        series, V, id_name = inputs[run]["series"], inputs[run]["V"], inputs[run]["id"]
+        if not all(np.isfinite(series[nm]).all() for nm in {id_name, *g["testset_a"], *g["testset_b"]}):
             continue
-        series, V = item_noise({nm: items[run][metric][nm] for nm in names}, items[run][GOLD],
-                               METRICS[metric].aggregate, rng, settings.reliability_splits)
-        if not all(np.isfinite(series[nm]).all() for nm in names):
+        lin = g["method"].to_numpy() == "linear"
+        for i, row in g[lin].iterrows():  # one story per row: the reliabilities are the interval's own
+            out[partials.index.get_loc(i)] = interval([inputs[run]], row["testset_a"], row["testset_b"],
+                                                      settings.alpha)
+        g = g[~lin]
+        if not len(g):
             continue
         a, b, k = g["testset_a"].tolist(), g["testset_b"].tolist(), len(g)
-        r_obs = np.where(g["method"].to_numpy() == "linear", np.nan, g["r"].to_numpy(float))
         res = partial_interval(np.broadcast_to(series[id_name], (k, len(series[id_name]))),
                                np.stack([series[t] for t in a]), np.stack([series[t] for t in b]),
                                np.broadcast_to(V[id_name], (k,) + V[id_name].shape), np.stack([V[t] for t in a]),
-                               np.stack([V[t] for t in b]), settings.alpha, r_obs=r_obs,
+                               np.stack([V[t] for t in b]), settings.alpha, r_obs=g["r"].to_numpy(float),
                                reliability_min=settings.reliability_min)
         for j, i in enumerate(g.index):
             out[partials.index.get_loc(i)] = {key: (str(v[j]) if key == "reason" else float(v[j]))
                                               for key, v in res.items()}
-    inputs = seed_inputs(runs, items, metric, settings)
-    for i, row in partials[(partials["method"] == "linear") & partials["run"].isin(inputs)].iterrows():
-        pos = partials.index.get_loc(i)
-        if pos in out:  # the likelihood interval for the linear method (pair_ci2), one story per row
-            out[pos] = interval([inputs[row["run"]]], row["testset_a"], row["testset_b"], settings.alpha)
     return out
 
 
@@ -214,7 +212,7 @@ NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci
 
 
 def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None,
-                  runs: dict | None = None, items: dict | None = None):
+                  runs: dict | None = None, items: dict | None = None, inputs: dict | None = None):
     """`partials` with rel_a, rel_b (`metric`'s split-half reliabilities from the table `rel`), the
     noise-corrected interval (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high,
     ci2_se, attenuation, n_eff), ci2boot_low/high (from `boots`, else NaN), distinguishable (ci2 excludes 0)
@@ -232,7 +230,8 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
     boots = boots or {}
     sub = rel[rel["metric"] == metric]
     rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
-    intervals = pair_intervals(runs, partials, items, metric, settings) if runs is not None and items else {}
+    intervals = pair_intervals(runs, partials, items, metric, settings, inputs) \
+        if runs is not None and items else {}
     out = partials.copy()
     for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"] + CI2_EXTRA:
         out[col] = math.nan if col != "ci2_why" else ""

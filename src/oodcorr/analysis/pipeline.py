@@ -28,7 +28,7 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise, with_shared
     from oodcorr.analysis.loading import build_runs, load_metrics
     from oodcorr.analysis.noise_tables import (compute_noise, load_items, noise_enabled, noise_summary,
-                                               pooled_intervals)
+                                               pooled_intervals, seed_inputs)
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
@@ -45,12 +45,14 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     reliability = None
     ci2_pooled = None
     if use_noise:
-        partials, reliability = compute_noise(runs, partials, settings, items)
-        ci2_pooled = pooled_intervals(runs, partials, items, metric, settings)
+        inputs = seed_inputs(runs, items, metric, settings)  # item noise: once per analysis
+        partials, reliability = compute_noise(runs, partials, settings, items, inputs)
+        ci2_pooled = pooled_intervals(runs, partials, items, metric, settings, inputs=inputs)
     pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled)
     consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
     if use_noise and settings.pool_models:
-        consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False))
+        consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False,
+                                                                inputs))
     summary = summarise(partials, consistency, all_methods, alpha)
     summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
                    equivalence=settings.equivalence,
@@ -94,7 +96,7 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
     pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
     in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
     from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
-    from oodcorr.analysis.noise_tables import noise_columns, pooled_intervals
+    from oodcorr.analysis.noise_tables import noise_columns, pooled_intervals, seed_inputs
 
     alpha = settings.alpha
     acc_runs = series.as_metric(runs, BASELINE_METRIC)
@@ -106,8 +108,10 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
         acc = compute_partials(acc_runs, methods, settings.but(bootstrap=0))
         ci2_pooled = None
         if tables["reliability"] is not None:
-            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items)
-            ci2_pooled = pooled_intervals(acc_runs, acc, items, BASELINE_METRIC, settings)
+            inputs = seed_inputs(acc_runs, items, BASELINE_METRIC, settings)
+            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items,
+                                inputs=inputs)
+            ci2_pooled = pooled_intervals(acc_runs, acc, items, BASELINE_METRIC, settings, inputs=inputs)
         pooled = pool_seeds(acc, alpha, settings.equivalence, ci2_pooled)
         cons = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
         s = summarise(acc, cons, methods, alpha)
