@@ -115,7 +115,8 @@ ALPHA = 0.05
 TARGET = (0.93, 0.97)
 QUICK = dict(cells=["base|gp0.2|id128|S1|n20|rho0.0", "base|gp0.2|id128|S3|n9|rho0.5",
                     "base|iid|id512|S1|n9|rho0.8", "answer_bias|gp0.2|id128|S1|n9|rho0.0"], reps=10)
-SOURCES = {"new": "gp_interval.py", "earlier": "interval.py"}  # hashed into each row (src/oodcorr/analysis/)
+SOURCES = {"new": ("gp_interval.py", "gp_model.py"), "earlier": ("interval.py",)}  # hashed into each row
+# (src/oodcorr/analysis/): every module an interval's numbers come from
 
 
 # ----------------------------------------------------------------------------- cells
@@ -344,13 +345,15 @@ METHODS = {"new": run_new, "earlier": run_earlier}
 
 
 def source_hash(method: str) -> str:
-    """sha1 (12 hex) of the module implementing an interval: which version of it a row was computed with."""
+    """sha1 (12 hex) of the modules implementing an interval: which version of them a row was computed with."""
     import hashlib
 
     import oodcorr.analysis as pkg
 
-    path = Path(pkg.__file__).parent / SOURCES[method]
-    return hashlib.sha1(path.read_bytes()).hexdigest()[:12] if path.exists() else ""
+    paths = [Path(pkg.__file__).parent / name for name in SOURCES[method]]
+    if not all(path.exists() for path in paths):
+        return ""
+    return hashlib.sha1(b"".join(path.read_bytes() for path in paths)).hexdigest()[:12]
 
 
 def stats(f: dict, rho: float) -> dict:

@@ -4,10 +4,11 @@ Each cell: `seeds` runs of n checkpoints; per run the two OOD residual signals a
 (the interval's kernel, Matern 3/2, length-scale ell, unit signal variance, correlation rho), each OOD series
 adds white item noise at the stated reliability and the ID series (a saturating trend, slope 0.5 into both OOD series)
 adds its own (ID items = 2 x OOD items). gp_interval pools the seeds; the planner's numbers are
-plan_budget's: design_curve (power to exclude 0 at rho = 0.5) and the consistent-null probability (both ends
+plan_budget's: design_curve (power to exclude 0 at the cell's rho, 0.5 at rho = 0) and the consistent-null probability (both ends
 inside +/- margin at rho = 0), from design_terms with the ID noise as leak.
 
   python bench/plan_power_check.py --reps 100          # writes bench/results/plan_power_check.json
+  python bench/plan_power_check.py --reps 100 --cells 5 6 --seed 5   # reruns those cells, keeps the others
   python bench/plan_power_check.py --markdown           # the table in docs/statistics.md
 """
 
@@ -25,8 +26,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from oodcorr.analysis.gp_design import design_curve, design_terms  # noqa: E402
 from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
-from oodcorr.analysis.gp_model import KERNEL, KERNELS  # noqa: E402
+from oodcorr.analysis import plan_simulate as simulate  # noqa: E402
+from oodcorr.analysis.gp_model import KERNEL  # noqa: E402
 from oodcorr.analysis.plan_budget import _curve, kernel_share, one_thread  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "plan_power_check.json"
@@ -39,20 +42,15 @@ CELLS = [
     ("rougher, 20 checkpoints", 0.1, 20, 6, 0.7, 0.5),
     ("rougher, null", 0.1, 20, 10, 0.9, 0.0),
     ("smooth, null", 0.4, 20, 15, 0.9, 0.0),
+    ("smooth, 9 checkpoints, r 0.8", 0.4, 9, 5, 0.7, 0.8),
+    ("smooth, 20 checkpoints, r 0.8", 0.4, 20, 4, 0.7, 0.8),
 ]
 
 
 def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng) -> dict:
+    """plan_simulate's generator with this check's ID curve (0.55 + 0.3 (1 - exp(-4 t))) and slope BETA."""
     t = np.linspace(0.0, 1.0, n)
-    R = KERNELS[KERNEL](np.abs(np.subtract.outer(t, t)), ell)[0]
-    L = np.linalg.cholesky(R + 1e-8 * np.eye(n))
-    z1, z2 = rng.standard_normal((2, n))
-    u, v = L @ z1, L @ (rho * z1 + math.sqrt(1 - rho * rho) * z2)
-    x0 = 0.55 + 0.3 * (1 - np.exp(-4 * t))
-    sd, sd_id = math.sqrt(noise), math.sqrt(noise_id)
-    I = np.eye(n)
-    return {"t": t, "x": x0 + sd_id * rng.standard_normal(n), "ya": BETA * x0 + u + sd * rng.standard_normal(n),
-            "yb": BETA * x0 + v + sd * rng.standard_normal(n), "Vx": noise_id * I, "Va": noise * I, "Vb": noise * I}
+    return simulate.draw_seed(n, ell, rho, noise, noise_id, rng, beta=BETA, x0=0.55 + 0.3 * (1 - np.exp(-4 * t)))
 
 
 def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
@@ -60,6 +58,9 @@ def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
     noise = k * (1 - rel) / rel  # the reliability of a residual trajectory, as gp_interval reports it
     noise_id = noise / 2
     power, null = _curve(n, noise, BETA * BETA * noise_id, 1.0, ell, MARGIN, 0.05, np.array([seeds]))
+    if rho:  # the power at the cell's own r (the planner's headline is at r = 0.5)
+        power = design_curve([design_terms(n, noise, noise, BETA * BETA * noise_id)], 1.0, 1.0, ell, rho,
+                             copies=[seeds])["power"]
     excl, inside, ok, t0 = 0, 0, 0, time.time()
     for _ in range(reps):
         res = gp_interval([draw_seed(n, ell, rho, noise, noise_id, rng) for _ in range(seeds)])
@@ -102,13 +103,17 @@ def main() -> None:
         print(markdown(json.loads(args.out.read_text())))
         return
     rng = np.random.default_rng(args.seed)
-    rows = []
+    # the cells run now replace theirs in --out; the others are kept (each row records its own seed)
+    kept = json.loads(args.out.read_text())["cells"] if args.out.exists() else []
+    order = [c[0] for c in CELLS]
     with one_thread():
         for i in args.cells if args.cells is not None else range(len(CELLS)):
-            rows.append(run_cell(*CELLS[i], args.reps, rng))
-            print(json.dumps(rows[-1]), flush=True)
-            args.out.write_text(json.dumps({"margin": MARGIN, "beta": BETA, "kernel": KERNEL, "seed": args.seed,
-                                            "cells": rows}, indent=2) + "\n")
+            row = {**run_cell(*CELLS[i], args.reps, rng), "seed": args.seed}
+            kept = sorted([c for c in kept if c["cell"] != row["cell"] and c["cell"] in order] + [row],
+                          key=lambda c: order.index(c["cell"]))
+            print(json.dumps(row), flush=True)
+            args.out.write_text(json.dumps({"margin": MARGIN, "beta": BETA, "kernel": KERNEL, "cells": kept},
+                                           indent=2) + "\n")
 
 
 if __name__ == "__main__":

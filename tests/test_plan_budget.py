@@ -110,7 +110,15 @@ def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     frag = read_yaml(out.read_text())
     d = _json(tmp_path, monkeypatch, "--budget", "12", *STATED)["design"]
-    assert frag["train"]["checkpoints"]["log_spaced"] == d["checkpoints"]
+    assert frag["train"]["checkpoints"]["log_spaced"] == d["checkpoints"]  # no step count known: log-spaced
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED, "--train-steps", "64", "--write-params", out)
+    assert res.exit_code == 0, res.output
+    from oodcorr.train.plan import checkpoint_schedule
+
+    every = read_yaml(out.read_text())["train"]["checkpoints"]["every"]  # evenly spaced, as the plan's model has them
+    steps = checkpoint_schedule(64, every)
+    gaps = {b - a for a, b in zip(steps, steps[1:])}
+    assert abs(len(steps) - d["checkpoints"]) <= 1 and max(gaps) == every
     assert frag["data"]["max_examples"] == d["ood_items"]
     assert frag["data"]["testsets"]["mnli_real"]["max_examples"] == d["id_items"]
     assert len(frag["runs"]) == d["seeds"] and {r["seed"] for r in frag["runs"].values()} == set(range(d["seeds"]))
@@ -167,5 +175,23 @@ def test_docs_power_check_table_matches_its_results_file():
     for c in result["cells"]:  # the planner's prediction is the one the bench recorded
         noise = kernel_share(c["checkpoints"], c["ell"]) * (1 - c["reliability"]) / c["reliability"]
         terms = design_terms(c["checkpoints"], noise, noise, 0.25 * noise / 2)
-        assert design_power([terms], 1.0, 1.0, c["ell"], 0.5, copies=c["seeds"]) == pytest.approx(
+        assert design_power([terms], 1.0, 1.0, c["ell"], c["rho"] or 0.5, copies=c["seeds"]) == pytest.approx(
             c["predicted_power"], abs=1e-6)
+
+
+def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypatch):
+    """--simulate analyses studies drawn from the plan's model with gp_interval: a strong correlation on rough,
+    reliable curves is found in most of them, a zero one in few; the CLI reports it beside the prediction."""
+    from oodcorr.analysis.plan_simulate import simulate_design
+
+    strong = simulate_design(20, 4, 0.05, 0.02, 1.0, 0.1, 0.5, 0.8, 0.3, reps=8, seed=1)
+    null = simulate_design(20, 4, 0.05, 0.02, 1.0, 0.1, 0.5, 0.0, 0.3, reps=8, seed=2)
+    assert strong["reps"] == 8 and strong["excludes_0"] >= 0.75
+    assert null["excludes_0"] <= 0.25 and 0 <= null["consistent_null"] <= 1
+    out = tmp_path / "plan.yaml"
+    args = ["--budget", "3", *STATED, "--ood-testsets", "2"]
+    got = _json(tmp_path, monkeypatch, *args, "--simulate", "2")["design"]
+    assert got["simulated"]["reps"] == 2 and 0 <= got["simulated"]["power"] <= 1
+    res = _plan(tmp_path, monkeypatch, *args, "--simulate", "2", "--write-params", out)
+    assert res.exit_code == 0 and "simulated (2 studies of this design" in res.output
+    assert "# simulated (2 studies" in out.read_text()

@@ -151,8 +151,16 @@ def _cheapest(rows, ok):
     return best
 
 
-def params_fragment(design: dict, families: list, id_name: str, ood_names: list | None, header: list[str]) -> str:
-    """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments."""
+def even_every(steps: int, n: int) -> int:
+    """train.checkpoints.every that gives about n evenly spaced checkpoints over `steps` (0 and the last included),
+    as the planner's model has them (gp_design.design_terms: t evenly spread over [0, 1])."""
+    return max(1, math.ceil(steps / max(n - 1, 1)))
+
+
+def params_fragment(design: dict, families: list, id_name: str, ood_names: list | None, header: list[str],
+                    steps: int | None = None) -> str:
+    """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments.
+    steps: training steps per run; known, the checkpoints are evenly spaced (every), as planned; else log-spaced."""
     import yaml
 
     from oodcorr.settings.names import check_run_key
@@ -165,14 +173,17 @@ def params_fragment(design: dict, families: list, id_name: str, ood_names: list 
                                         "shots": int(shots), "data_seed": seed, "seed": seed}
     tree = {"data": {"max_examples": design["ood_items"],
                      "testsets": {id_name: {"max_examples": design["id_items"]}}},
-            "train": {"checkpoints": {"every": None, "log_spaced": design["checkpoints"]}}}
+            "train": {"checkpoints": {"every": even_every(steps, design["checkpoints"]), "log_spaced": None} if steps
+                      else {"every": None, "log_spaced": design["checkpoints"]}}}
     if ood_names:
         tree["evaluate"] = {"testsets": [id_name, *ood_names]}
     tree["runs"] = runs
     lines = [f"# {h}" for h in header]
     lines += ["# data.max_examples: items per OOD testset (a smaller testset keeps all its rows); the ID testset's",
-              "# own max_examples under data.testsets. train.checkpoints: log-spaced checkpoints (a run with few",
-              "# steps has fewer distinct ones: `oodcorr train --run KEY --dry-run` lists them)."]
+              "# own max_examples under data.testsets. train.checkpoints: " + (
+                  f"every {even_every(steps, design['checkpoints'])} of the {steps} steps, evenly spaced as planned"
+                  if steps else "log-spaced (the plan assumed even spacing: with train.max_steps known, prefer every:"
+                  " max_steps / (checkpoints - 1))") + "; `oodcorr train --run KEY --dry-run` lists them."]
     return "\n".join(lines) + "\n" + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=150)
 
 

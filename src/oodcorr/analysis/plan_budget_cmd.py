@@ -53,6 +53,9 @@ def budget_options(f):
                      help="Budget without a pilot: shots named in the params fragment."),
         click.option("--write-params", type=click.Path(dir_okay=False), default=None,
                      help="Budget: write the design as a params.yaml fragment to this file."),
+        click.option("--simulate", type=click.IntRange(0), default=0, show_default=True,
+                     help="Budget: measure the chosen design's power on this many simulated studies analysed with "
+                          "the interval (minutes: 100 is about 0.05 precise); 0: the prediction only."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -155,6 +158,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
         raise UserError(f"plan --budget: fewer than two OOD testsets reach reliability {RELIABILITY_FLOOR} at their "
                         f"full size ({rel}), so no pair can be settled; more items or testsets with more signal")
     best = res["best"]
+    if best and o["simulate"]:
+        best["simulated"] = _simulated(model, best, o["margin"], o["simulate"])
     need = required_budget_text(res)
     rates_line = (f"scoring {eps:.3g} examples/s ({'stated' if examples_per_s else rates['eval_source']}); training "
                   f"{train_h:.3g} h per run ({'stated' if o['train_hours'] is not None else rates['train_source']})")
@@ -173,9 +178,12 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
                   f"{best['hours']:.1f} h",
                   f"expected power {best['power']:.2f} at |r| = {TARGET_R} (median reliable pair), "
                   f"{best['null_power']:.2f} for a consistent null at +/-{o['margin']:g}"]
+        if "simulated" in best:
+            header.append(_simulated_text(best["simulated"], o["margin"]))
         if n_fam > len(families):
             header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
-        text = params_fragment(best, families[:n_fam], model["id"]["name"], ood_names, header)  # the runs priced
+        text = params_fragment(best, families[:n_fam], model["id"]["name"], ood_names, header,  # the runs priced
+                               o["train_steps"] or rates["steps"])
         Path(o["write_params"]).write_text(text)
         if not as_json:
             click.echo(f"  params fragment     : {o['write_params']}")
@@ -201,5 +209,25 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
     click.echo(f"  expected power {best['power']:.2f} at |r| = {TARGET_R} (median reliable pair: "
                f"{best['median_testset']} on both sides); {best['null_power']:.2f} for a consistent null at "
                f"+/-{margin:g}")
+    if "simulated" in best:
+        click.echo(f"  {_simulated_text(best['simulated'], margin)}")
     if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  {need}")
+
+
+def _simulated(model: dict, best: dict, margin: float, reps: int) -> dict:
+    """The design's power and consistent-null rate measured on `reps` simulated studies each (plan_simulate)."""
+    from oodcorr.analysis.plan_simulate import simulate_design
+
+    t = model["ood"][best["median_testset"]]
+    args = (best["checkpoints"], best["seeds"], t["item_var"] / min(best["ood_items"], t["size"]),
+            model["id"]["item_var"] / best["id_items"], t["signal_var"], model["ell"], model["beta"])
+    power, null = (simulate_design(*args, rho, margin, reps, seed=i) for i, rho in enumerate((TARGET_R, 0.0)))
+    return {"power": power["excludes_0"], "power_se": power["se"], "null_power": null["consistent_null"],
+            "false_exclusion": null["excludes_0"], "reps": reps}
+
+
+def _simulated_text(sim: dict, margin: float) -> str:
+    return (f"simulated ({sim['reps']} studies of this design analysed with the interval): power "
+            f"{sim['power']:.2f} +/- {sim['power_se']:.2f} at |r| = {TARGET_R}, {sim['null_power']:.2f} for a "
+            f"consistent null at +/-{margin:g}")
