@@ -4,8 +4,9 @@ Each cell: `seeds` runs of n checkpoints; per run the two OOD residual signals a
 (the interval's kernel, Matern 3/2, length-scale ell, unit signal variance, correlation rho), each OOD series
 adds white item noise at the stated reliability and the ID series (a saturating trend, slope 0.5 into both OOD series)
 adds its own (ID items = 2 x OOD items). gp_interval pools the seeds; the planner's numbers are
-plan_budget's: design_curve (power to exclude 0 at the cell's rho, 0.5 at rho = 0) and the consistent-null probability (both ends
-inside +/- margin at rho = 0), from design_terms with the ID noise as leak.
+plan_budget's: design_curve (power to exclude 0 at the cell's rho, 0.5 at rho = 0) and the consistent-null
+probability (both ends inside +/- margin at rho = 0), from design_terms with the ID noise as leak. The studies are
+plan_simulate's (simulate_design), with this check's ID curve.
 
   python bench/plan_power_check.py --reps 100          # writes bench/results/plan_power_check.json
   python bench/plan_power_check.py --reps 100 --cells 5 6 --seed 5   # reruns those cells, keeps the others
@@ -27,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from oodcorr.analysis.gp_design import design_curve, design_terms  # noqa: E402
-from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
 from oodcorr.analysis import plan_simulate as simulate  # noqa: E402
 from oodcorr.analysis.gp_model import KERNEL  # noqa: E402
 from oodcorr.analysis.plan_budget import _curve, kernel_share, one_thread  # noqa: E402
@@ -47,12 +47,6 @@ CELLS = [
 ]
 
 
-def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng) -> dict:
-    """plan_simulate's generator with this check's ID curve (0.55 + 0.3 (1 - exp(-4 t))) and slope BETA."""
-    t = np.linspace(0.0, 1.0, n)
-    return simulate.draw_seed(n, ell, rho, noise, noise_id, rng, beta=BETA, x0=0.55 + 0.3 * (1 - np.exp(-4 * t)))
-
-
 def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
     k = kernel_share(n, ell)
     noise = k * (1 - rel) / rel  # the reliability of a residual trajectory, as gp_interval reports it
@@ -61,20 +55,13 @@ def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
     if rho:  # the power at the cell's own r (the planner's headline is at r = 0.5)
         power = design_curve([design_terms(n, noise, noise, BETA * BETA * noise_id)], 1.0, 1.0, ell, rho,
                              copies=[seeds])["power"]
-    excl, inside, ok, t0 = 0, 0, 0, time.time()
-    for _ in range(reps):
-        res = gp_interval([draw_seed(n, ell, rho, noise, noise_id, rng) for _ in range(seeds)])
-        if res["reason"]:
-            continue
-        ok += 1
-        excl += res["ci_low"] > 0 or res["ci_high"] < 0
-        inside += -MARGIN < res["ci_low"] and res["ci_high"] < MARGIN
-    sim = excl / max(ok, 1)
-    sim_null = inside / max(ok, 1)
-    return {"cell": name, "ell": ell, "checkpoints": n, "seeds": seeds, "reliability": rel, "rho": rho, "reps": ok,
-            "predicted_power": float(power[0]), "simulated_exclusion": sim,
-            "se": math.sqrt(sim * (1 - sim) / max(ok, 1)), "predicted_consistent_null": float(null[0]),
-            "simulated_consistent_null": sim_null, "seconds": round(time.time() - t0, 1)}
+    t0 = time.time()
+    x0 = 0.55 + 0.3 * (1 - np.exp(-4 * np.linspace(0.0, 1.0, n)))  # this check's ID curve
+    sim = simulate.simulate_design(n, seeds, noise, noise_id, 1.0, ell, BETA, rho, MARGIN, reps, seed=rng, x0=x0)
+    return {"cell": name, "ell": ell, "checkpoints": n, "seeds": seeds, "reliability": rel, "rho": rho,
+            "reps": sim["reps"], "predicted_power": float(power[0]), "simulated_exclusion": sim["excludes_0"],
+            "se": sim["se"], "predicted_consistent_null": float(null[0]),
+            "simulated_consistent_null": sim["consistent_null"], "seconds": round(time.time() - t0, 1)}
 
 
 def markdown(result: dict) -> str:

@@ -40,9 +40,10 @@ def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng
 
 
 def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_var: float, ell: float, beta: float,
-                    rho: float, margin: float, reps: int, seed: int = 0, alpha: float = 0.05) -> dict:
+                    rho: float, margin: float, reps: int, seed=0, alpha: float = 0.05, x0=None) -> dict:
     """`reps` studies of `seeds` runs x n checkpoints analysed with gp_interval: {"rho", "reps" (defined),
-    "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0)}."""
+    "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0)}. seed: an int or a numpy
+    Generator to draw from; x0: draw_seed's ID curve."""
     from oodcorr.analysis.gp_interval import gp_interval
     from oodcorr.analysis.plan_budget import one_thread
 
@@ -50,8 +51,8 @@ def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_va
     excl = inside = ok = 0
     with one_thread():
         for _ in range(reps):
-            res = gp_interval([draw_seed(n, ell, rho, noise, noise_id, rng, signal_var, beta) for _ in range(seeds)],
-                              alpha=alpha)
+            runs = [draw_seed(n, ell, rho, noise, noise_id, rng, signal_var, beta, x0) for _ in range(seeds)]
+            res = gp_interval(runs, alpha=alpha)
             if res["reason"]:
                 continue
             ok += 1
