@@ -31,7 +31,8 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
   and seeds; b_k the answer bias (0 by default). The testset's series is balanced_margin,
   1/2 [mean m over y = +1 - mean m over y = -1], from the items; its item-noise covariance over checkpoints is
   oodcorr.analysis.interval.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
-  (the estimator under test, not part of the generator). The population value of balanced_margin is
+  (the estimator under test, not part of the generator; the new interval gets it with shrink=True, the
+  cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population value of balanced_margin is
   E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the item model.
 - Answer-bias variant ("answer_bias"): b_k a per-checkpoint shift shared by all testsets of a seed, SD 1 logit
   (half its variance a squared-exponential GP with l = 0.2, half independent per checkpoint), and the OOD testsets
@@ -115,7 +116,7 @@ ALPHA = 0.05
 TARGET = (0.93, 0.97)
 QUICK = dict(cells=["base|gp0.2|id128|S1|n20|rho0.0", "base|gp0.2|id128|S3|n9|rho0.5",
                     "base|iid|id512|S1|n9|rho0.8", "answer_bias|gp0.2|id128|S1|n9|rho0.0"], reps=10)
-SOURCES = {"new": ("gp_interval.py", "gp_model.py"), "earlier": ("interval.py",)}  # hashed into each row
+SOURCES = {"new": ("gp_interval.py", "gp_model.py", "interval.py"), "earlier": ("interval.py",)}  # hashed into each row
 # (src/oodcorr/analysis/): every module an interval's numbers come from
 
 
@@ -204,7 +205,7 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
     """One chunk of a cell: `reps` replicates x cell['seeds'] seeds x n checkpoints.
 
     Returns t (n,), truth {"x", "a", "b"} (reps, S, n) noise-free abilities, series {"x", "a", "b"} (reps, S, n)
-    balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates, labels, and with
+    balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates (Vs: shrunk), labels, and with
     keep_scores the per-item scores (reps, S, n, I); items=False: the noise-free part only (t, truth, bias)."""
     from oodcorr.analysis.interval import noise_cov
 
@@ -227,7 +228,7 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
         bias = ab["sd"] * (math.sqrt(ab["smooth_share"]) * smooth
                            + math.sqrt(1 - ab["smooth_share"]) * rng.standard_normal((reps, S, n)))
         gold = ab["gold_yes"]
-    out = {"t": t, "truth": truth, "series": {}, "V": {}, "labels": {}, "bias": bias}
+    out = {"t": t, "truth": truth, "series": {}, "V": {}, "Vs": {}, "labels": {}, "bias": bias}
     if not items:
         return out
     if keep_scores:
@@ -242,6 +243,7 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
         scores = y * m
         out["series"][j] = balanced_margin(scores, y)
         out["V"][j] = noise_cov(scores, y, coef)
+        out["Vs"][j] = noise_cov(scores, y, coef, shrink=True)
         out["labels"][j] = y
         if keep_scores:
             out["scores"][j] = scores
@@ -295,7 +297,7 @@ def run_new(d: dict) -> dict:
     out["reason"] = np.full(R, "", dtype=object)
     for r in range(R):
         seeds = [{"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s], "yb": d["series"]["b"][r, s],
-                  "Vx": d["V"]["x"][r, s], "Va": d["V"]["a"][r, s], "Vb": d["V"]["b"][r, s], "t": d["t"]}
+                  "Vx": d["Vs"]["x"][r, s], "Va": d["Vs"]["a"][r, s], "Vb": d["Vs"]["b"][r, s], "t": d["t"]}
                  for s in range(S)]
         res = gp_interval(seeds, alpha=ALPHA)
         for k in keys:

@@ -11,7 +11,9 @@ the two testsets is read as signal, and the correlation shrinks towards 0. Compa
         theta' / I, difficulty spread 1 / I): what a perfect estimate would give;
 - lw / oas: per gold class, the part of the sample covariance orthogonal to the constant shrunk towards a scaled
         identity by Ledoit-Wolf / OAS (sklearn.covariance); the constant direction (item difficulty) is kept,
-        since the interval's residual space never sees it.
+        since the interval's residual space never sees it;
+- cv: the same with the pull that best predicts held-out items (interval.cv_shrinkage, 5-fold cross-validated
+        Gaussian log-likelihood): what the analysis uses (noise_cov(..., shrink=True)).
 
 On real predictions the question is which estimate predicts items it has not seen: `--real` splits each
 testset's items (per gold class) in halves many times, estimates the covariance of the item trajectories
@@ -39,11 +41,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 import interval_grid as G  # noqa: E402
 
 from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
+from oodcorr.analysis.interval import cv_shrinkage  # noqa: E402
 from oodcorr.analysis.plan_budget import one_thread  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "noise_shrinkage.json"
 CELLS = ["base|iid|id128|S3|n40|rho0.8", "base|gp0.2|id128|S3|n40|rho0.8", "answer_bias|gp0.2|id128|S3|n40|rho0.0"]
-MODES = ("hat", "true", "lw", "oas")
+MODES = ("hat", "true", "lw", "oas", "cv")
+
 
 
 def shrunk(items: np.ndarray, labels: np.ndarray, coef: dict, how: str) -> tuple[np.ndarray, list]:
@@ -63,7 +67,10 @@ def shrunk(items: np.ndarray, labels: np.ndarray, coef: dict, how: str) -> tuple
         X = X - X.mean(0)
         S = X.T @ X / (k - 1)
         Z = X @ B
-        d = ledoit_wolf_shrinkage(Z, assume_centered=True) if how == "lw" else oas(Z, assume_centered=True)[1]
+        if how == "cv":
+            d = cv_shrinkage(Z)
+        else:
+            d = ledoit_wolf_shrinkage(Z, assume_centered=True) if how == "lw" else oas(Z, assume_centered=True)[1]
         SJ = B.T @ S @ B
         SJs = (1 - d) * SJ + d * np.trace(SJ) / (n - 1) * np.eye(n - 1)
         V += coef[c] ** 2 * (S - P @ S @ P + B @ SJs @ B.T) / k
@@ -76,14 +83,14 @@ def true_cov(theta: np.ndarray, n_items: int) -> np.ndarray:
     return (G.TAU**2 * np.eye(n) + G.DISCRIMINATION_SD**2 * np.outer(theta, theta) + 1.0) / n_items
 
 
-def run_cell(key: str, reps: int, seed: int) -> dict:
+def run_cell(key: str, reps: int, seed: int, modes=MODES) -> dict:
     cell = G.parse_key(key)
     d = G.simulate(cell, reps, np.random.default_rng(seed), keep_scores=True)
     coef = {1.0: 0.5, -1.0: 0.5}
     sizes = {"x": cell["id_items"], "a": G.OOD_ITEMS, "b": G.OOD_ITEMS}
-    res, deltas = {m: [] for m in MODES}, []
+    res, deltas = {m: [] for m in modes}, []
     for r in range(reps):
-        for mode in MODES:
+        for mode in modes:
             seeds = []
             for s in range(cell["seeds"]):
                 V = {}
@@ -94,13 +101,13 @@ def run_cell(key: str, reps: int, seed: int) -> dict:
                         V[j] = true_cov(d["truth"][j][r, s], sizes[j])
                     else:
                         V[j], dd = shrunk(d["scores"][j][r, s], d["labels"][j], coef, mode)
-                        deltas += dd if mode == "lw" else []
+                        deltas += dd if mode == "cv" else []
                 seeds.append({"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s],
                               "yb": d["series"]["b"][r, s], "Vx": V["x"], "Va": V["a"], "Vb": V["b"], "t": d["t"]})
             o = gp_interval(seeds)
             res[mode].append((o["r_hat"], o["ci_low"], o["ci_high"]))
     rho = cell["rho"]
-    out = {"cell": key, "rho": rho, "reps": reps, "seed": seed, "mean_lw_shrinkage": float(np.mean(deltas))}
+    out = {"cell": key, "rho": rho, "reps": reps, "seed": seed, "mean_cv_shrinkage": float(np.mean(deltas)) if deltas else None}
     for mode, rows in res.items():
         a = np.array(rows, float)
         out[mode] = {"median_r": float(np.nanmedian(a[:, 0])), "mean_r": float(np.nanmean(a[:, 0])),
@@ -131,8 +138,9 @@ def _estimates(A: np.ndarray) -> tuple[dict, float]:
     var_s = k / (k - 1) ** 3 * ((W - W.mean(0)) ** 2).sum(0)
     off = ~np.eye(p, dtype=bool)
     d_diag = min(1.0, var_s[off].sum() / (S[off] ** 2).sum())
+    d_cv = cv_shrinkage(A)
     return {"sample": S, "lw": (1 - d_lw) * S + d_lw * target, "oas": (1 - d_oas) * S + d_oas * target,
-            "diag": (1 - d_diag) * S + d_diag * np.diag(np.diag(S))}, float(d_lw)
+            "diag": (1 - d_diag) * S + d_diag * np.diag(np.diag(S)), "cv": (1 - d_cv) * S + d_cv * target}, float(d_lw)
 
 
 def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
@@ -151,7 +159,7 @@ def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
             gold = np.asarray(items[run][GOLD][name], bool)
             n = m.shape[0]
             B = null_space(np.ones((1, n)))
-            ll, deltas = {mode: [] for mode in ("sample", "lw", "oas", "diag")}, []
+            ll, deltas = {mode: [] for mode in ("sample", "lw", "oas", "diag", "cv")}, []
             for c in (True, False):
                 X = m[:, gold == c].T @ B
                 for _ in range(splits):
@@ -177,6 +185,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--real", nargs="+", metavar="METRICS", help="real runs' metrics.jsonl: the held-out check")
     ap.add_argument("--splits", type=int, default=40)
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     args = ap.parse_args()
     if args.real:
         old = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -188,7 +197,7 @@ def main() -> None:
     rows = []
     with one_thread():
         for key in CELLS:
-            rows.append(run_cell(key, args.reps, args.seed))
+            rows.append(run_cell(key, args.reps, args.seed, args.modes))
             print(json.dumps(rows[-1]), flush=True)
             old = json.loads(args.out.read_text()) if args.out.exists() else {}
             args.out.write_text(json.dumps({**old, "cells": rows}, indent=2) + "\n")

@@ -38,6 +38,48 @@ def test_noise_cov_is_the_item_covariance_over_items_stratified_by_label():
     assert not np.allclose(noise_cov(shifted), noise_cov(items))
 
 
+def test_shrunk_noise_cov_takes_the_pull_that_best_predicts_held_out_items():
+    from scipy.linalg import null_space
+    from scipy.stats import multivariate_normal
+
+    from oodcorr.analysis.interval import SHRINK_FOLDS, SHRINK_GRID, cv_shrinkage
+
+    rng = np.random.default_rng(3)
+    n = 12
+    smooth = np.exp(-np.subtract.outer(np.arange(n), np.arange(n)) ** 2 / 20.0)
+    structured = (np.linalg.cholesky(smooth + 1e-6 * np.eye(n)) @ rng.normal(size=(n, 60))
+                  + 0.05 * rng.normal(size=(n, 60)))
+    Z = structured.T @ null_space(np.ones((1, n)))
+    # the objective, computed independently: scipy's Gaussian log-density of each held-out fold
+    best, want = -np.inf, None
+    for d in SHRINK_GRID:
+        ll = 0.0
+        for test in np.array_split(np.arange(len(Z)), SHRINK_FOLDS):
+            train = np.setdiff1d(np.arange(len(Z)), test)
+            mu = Z[train].mean(0)
+            S = np.cov(Z[train].T)
+            C = (1 - d) * S + d * np.trace(S) / len(S) * np.eye(len(S))
+            ll += multivariate_normal(np.zeros(len(S)), C, allow_singular=False).logpdf(Z[test] - mu).sum()
+        if ll > best:
+            best, want = ll, d
+    assert cv_shrinkage(Z) == want
+    assert cv_shrinkage(Z) <= 0.1  # strongly structured item noise: (almost) no pull
+    white = rng.normal(size=(n, 40))  # white noise, few items per checkpoint: a strong pull
+    assert cv_shrinkage(white.T @ null_space(np.ones((1, n)))) >= 0.7
+    # the shrunk estimate keeps the total noise and the constant direction, and only moves the rest
+    labels = np.r_[np.zeros(20), np.ones(20)]
+    V, Vs = noise_cov(white, labels), noise_cov(white, labels, shrink=True)
+    one = np.ones(n) / math.sqrt(n)
+    assert np.trace(Vs) == pytest.approx(np.trace(V))
+    assert np.allclose(Vs @ one, V @ one)
+    assert not np.allclose(Vs, V)
+    spread = lambda M: np.ptp(np.linalg.eigvalsh(null_space(one[None]).T @ M @ null_space(one[None])))  # noqa
+    assert spread(Vs) < 0.5 * spread(V)
+    # batched over leading axes like the plain estimate
+    both = noise_cov(np.stack([white, structured[:, :40]]), labels, shrink=True)
+    assert np.allclose(both[0], Vs)
+
+
 def test_item_noise_reliability_is_cronbachs_alpha_of_the_residualised_items():
     import pingouin as pg
 

@@ -105,7 +105,8 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
 def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
     """({testset: series (n,)}, {testset: item-noise covariance (n, n)}) of one run's analysed metric:
     interval.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
-    1/2 per class), split halves within each gold class for AUC (interval.noise_cov_from_halves)."""
+    1/2 per class), each class's covariance shrunk by the pull that best predicts held-out items; split halves
+    within each gold class for AUC (interval.noise_cov_from_halves)."""
     import numpy as np
 
     from oodcorr.aggregate import stratified_halves, values
@@ -119,7 +120,7 @@ def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dic
             A, B = stratified_halves(g, splits, rng)
             V[name] = noise_cov_from_halves(*(values(kind, m, g, h).T for h in (A, B)))
         else:
-            V[name] = noise_cov(m, g, {True: 0.5, False: 0.5} if kind == "balanced" else None)
+            V[name] = noise_cov(m, g, {True: 0.5, False: 0.5} if kind == "balanced" else None, shrink=True)
     return series, V
 
 
