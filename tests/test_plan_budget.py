@@ -195,3 +195,43 @@ def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypa
     res = _plan(tmp_path, monkeypatch, *args, "--simulate", "2", "--write-params", out)
     assert res.exit_code == 0 and "simulated (2 studies of this design" in res.output
     assert "# simulated (2 studies" in out.read_text()
+
+
+def test_target_r_and_checkpoint_counts_steer_the_design(tmp_path, monkeypatch):
+    """--target-r powers the design for that |r| (with gp_design's own power at it); --checkpoints restricts the
+    checkpoint counts searched."""
+    at5 = _json(tmp_path, monkeypatch, "--budget", "6", *STATED, "--checkpoints", "17")
+    at8 = _json(tmp_path, monkeypatch, "--budget", "6", *STATED, "--checkpoints", "17", "--target-r", "0.8")
+    assert at5["target_r"] == 0.5 and at8["target_r"] == 0.8
+    assert [d["checkpoints"] for d in at8["by_checkpoints"]] == [17] and at8["design"]["checkpoints"] == 17
+    d = at8["design"]
+    terms = design_terms(17, 0.25 / d["ood_items"], 0.25 / d["ood_items"], 0.25 * 0.25 / d["id_items"])
+    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.8, copies=d["seeds"]), abs=1e-9)
+    assert d["power"] > at5["design"]["power"]  # a stronger correlation is easier to find at the same budget
+    res = _plan(tmp_path, monkeypatch, "--budget", "0.5", *STATED, "--target-r", "0.8")
+    assert "80% power at |r| = 0.8 needs a budget of" in res.output and "power |r|=0.8" in res.output
+
+
+def test_fragment_keeps_the_pilot_families_own_training_settings(tmp_path, monkeypatch):
+    """Two pilot families trained with different learning rates: each family's planned runs carry its own."""
+    from oodcorr.io import write_jsonl
+    from oodcorr.settings.config import read_yaml
+
+    _pilot(tmp_path)
+    runs = sorted((tmp_path / "runs").iterdir())
+    for i, rdir in enumerate(runs):  # the second pilot run becomes a second family, trained at its own lr
+        model = "p" if i == 0 else "q"
+        rows = [json.loads(ln) for ln in (rdir / "eval" / "metrics.jsonl").read_text().splitlines()]
+        write_jsonl(rdir / "eval" / "metrics.jsonl", [{**r, "model": model} for r in rows])
+        cfg = {"model": model, "train_set": "mnli_train", "id_testset": "mnli", "shots": 16, "seed": i,
+               "data_seed": i, "lr": [2e-3, 1e-3][i], "warmup_ratio": 0.1, "max_steps": 64}
+        (rdir / "run.json").write_text(json.dumps({"run": rdir.name, "config": cfg}))
+    out = tmp_path / "plan.yaml"
+    res = _plan(tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20",
+                "--train-hours", "0.1", "--write-params", out)
+    assert res.exit_code == 0, res.output
+    frag = read_yaml(out.read_text())["runs"]
+    assert {r["model"] for r in frag.values()} == {"p", "q"}
+    for r in frag.values():
+        assert r["lr"] == (2e-3 if r["model"] == "p" else 1e-3)
+        assert "warmup_ratio" not in r and "max_steps" not in r  # the families share them: not repeated

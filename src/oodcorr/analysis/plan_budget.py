@@ -71,29 +71,30 @@ def reliability(signal_var: float, item_var: float, items: int, n: int, ell: flo
     return k / (k + item_var / items + leak)
 
 
-def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds):
-    """(power at TARGET_R, consistent-null probability) for each number of seeds (module notes)."""
+def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R):
+    """(power at |r|, consistent-null probability) for each number of seeds (module notes)."""
     from scipy.stats import norm
 
     from oodcorr.analysis.gp_design import design_curve, design_terms
     from oodcorr.analysis.gp_model import KERNEL
 
-    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, TARGET_R, alpha, KERNEL, copies=seeds)
+    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, r, alpha, KERNEL, copies=seeds)
     null = np.clip(2 * norm.cdf((math.atanh(margin) - c["half"]) / c["se0"]) - 1, 0.0, 1.0)
     return c["power"], null
 
 
 def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: float = 0.05,
-           target: float = TARGET_POWER) -> dict:
+           target: float = TARGET_POWER, r: float = TARGET_R, checkpoints=CHECKPOINTS) -> dict:
     """The best design within `budget` hours, the best per checkpoint count, and the cheapest designs that reach
-    `target` power (for the correlation alone and with the consistent null). model: {"ood": {name: {signal_var,
-    item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost: {families, train_h, examples_per_s}."""
+    `target` power at |r| (for the correlation alone and with the consistent null), over `checkpoints` counts.
+    model: {"ood": {name: {signal_var, item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost:
+    {families, train_h, examples_per_s}."""
     ell, beta = model["ell"], model["beta"]
     nmax = max(CHECKPOINTS)
     rel_full = {name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell)
                 for name, t in model["ood"].items()}
     kept = sorted(name for name, r in rel_full.items() if r >= RELIABILITY_FLOOR)
-    out = {"reliability_full": rel_full, "kept": kept, "target_power": target,
+    out = {"reliability_full": rel_full, "kept": kept, "target_power": target, "target_r": r,
            "dropped": sorted(set(rel_full) - set(kept)), "rows": []}
     if len(kept) < 2:
         return out
@@ -101,21 +102,21 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
     seeds = np.arange(1, MAX_SEEDS + 1)
     rows = []
     with one_thread():
-        for n in CHECKPOINTS:
+        for n in checkpoints:
             for i_id in item_grid(model["id"]["size"]):
                 leak = beta * beta * model["id"]["item_var"] / i_id
                 for i_ood in item_grid(max(t["size"] for t in ts)):
                     noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
                     snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
-                    power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds)
+                    power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     per_seed = cost["families"] * (cost["train_h"] + n * scored / cost["examples_per_s"] / 3600)
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood, "per_seed_h": per_seed,
                                  "power": power, "null": null, "median_testset": kept[j]})
     out["rows"] = rows
     out["best"] = _best(rows, budget)
-    out["by_checkpoints"] = [b for n in CHECKPOINTS if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
+    out["by_checkpoints"] = [b for n in checkpoints if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
     out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
     out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
@@ -158,9 +159,10 @@ def even_every(steps: int, n: int) -> int:
 
 
 def params_fragment(design: dict, families: list, id_name: str, ood_names: list | None, header: list[str],
-                    steps: int | None = None) -> str:
+                    steps: int | None = None, recipes: dict | None = None) -> str:
     """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments.
-    steps: training steps per run; known, the checkpoints are evenly spaced (every), as planned; else log-spaced."""
+    steps: training steps per run; known, the checkpoints are evenly spaced (every), as planned; else log-spaced.
+    recipes: {family: {train key: value}} written into each of the family's runs (the pilot's own settings)."""
     import yaml
 
     from oodcorr.settings.names import check_run_key
@@ -170,7 +172,8 @@ def params_fragment(design: dict, families: list, id_name: str, ood_names: list 
         for seed in range(design["seeds"]):
             key = f"{model.replace('/', '--')}_{train_set.removesuffix('_train')}_{shots}_s{seed}"
             runs[check_run_key(key)] = {"model": model, "train_set": train_set, "id_testset": id_testset,
-                                        "shots": int(shots), "data_seed": seed, "seed": seed}
+                                        "shots": int(shots), "data_seed": seed, "seed": seed,
+                                        **(recipes or {}).get((model, train_set, id_testset, shots), {})}
     tree = {"data": {"max_examples": design["ood_items"],
                      "testsets": {id_name: {"max_examples": design["id_items"]}}},
             "train": {"checkpoints": {"every": even_every(steps, design["checkpoints"]), "log_spaced": None} if steps
@@ -189,11 +192,11 @@ def params_fragment(design: dict, families: list, id_name: str, ood_names: list 
 
 def required_budget_text(res: dict) -> str:
     """One line saying which budget reaches the target power (or that none within MAX_SEEDS seeds does)."""
-    r, target = res.get("reach"), res["target_power"]
+    r, target, at = res.get("reach"), res["target_power"], res.get("target_r", TARGET_R)
     if r is None:
-        return (f"no design here reaches {target:.0%} power at |r| = {TARGET_R} with <= {MAX_SEEDS} seeds "
+        return (f"no design here reaches {target:.0%} power at |r| = {at:g} with <= {MAX_SEEDS} seeds "
                 "per family: the testsets carry too little signal for their size")
-    text = (f"{target:.0%} power at |r| = {TARGET_R} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
+    text = (f"{target:.0%} power at |r| = {at:g} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
             f"({_describe(r)})")
     b = res.get("reach_both")
     if b is not None and b["hours"] > r["hours"] * 1.0001:

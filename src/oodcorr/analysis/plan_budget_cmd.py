@@ -19,7 +19,8 @@ def budget_options(f):
     """The options of `oodcorr plan --budget` (beside plan's own --pilot, --examples-per-s and --json)."""
     opts = [
         click.option("--budget", type=float, default=None,
-                     help="Budget mode: hours of compute; chooses seeds x checkpoints x items for power at |r| = 0.5."),
+                     help="Budget mode: hours of compute; chooses seeds x checkpoints x items for power at "
+                          "|r| = --target-r."),
         click.option("--families", type=int, default=None,
                      help="Budget: runs per seed (model families x setups); default: the pilot's, else 1."),
         click.option("--dtype", default=None, help="Budget: the scoring dtype of the measured throughput."),
@@ -53,6 +54,11 @@ def budget_options(f):
                      help="Budget without a pilot: shots named in the params fragment."),
         click.option("--write-params", type=click.Path(dir_okay=False), default=None,
                      help="Budget: write the design as a params.yaml fragment to this file."),
+        click.option("--checkpoints", "checkpoint_counts", type=click.IntRange(3), multiple=True,
+                     help="Budget: checkpoint counts per run to choose from (repeatable; default: "
+                          + ", ".join(map(str, CHECKPOINTS)) + ")."),
+        click.option("--target-r", type=click.FloatRange(0.05, 0.95), default=TARGET_R, show_default=True,
+                     help="Budget: the |r| the design is powered for (the noise-free partial correlation)."),
         click.option("--simulate", type=click.IntRange(0), default=0, show_default=True,
                      help="Budget: measure the chosen design's power on this many simulated studies analysed with "
                           "the interval (minutes: 100 is about 0.05 precise); 0: the prediction only."),
@@ -119,7 +125,8 @@ def _inputs(o: dict, pilot) -> tuple[dict, list, str, str]:
         families = [(o["model_name"] or DEFAULTS["model"], o["train_set"], id_name, o["shots"])]
         where = (f"stated: length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD {o['item_sd']:g}, slope on "
                  f"ID {beta:g}")
-    model = {"ood": ood, "id": {"name": id_name, **idt}, "ell": ell, "beta": beta}
+    model = {"ood": ood, "id": {"name": id_name, **idt}, "ell": ell, "beta": beta,
+             "recipes": pm.get("recipes", {}) if pilot else {}}
     return model, families, o["model_name"] or families[0][0], where
 
 
@@ -152,14 +159,15 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
     cost = {"families": n_fam, "train_h": train_h, "examples_per_s": eps}
     if not 0 < target_power < 1:
         raise UserError(f"plan: --power must be in (0, 1), got {target_power}")
-    res = search(model, budget, cost, o["margin"], target=target_power)
+    res = search(model, budget, cost, o["margin"], target=target_power, r=o["target_r"],
+                 checkpoints=tuple(sorted(set(o["checkpoint_counts"]))) or CHECKPOINTS)
     rel = ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["reliability_full"].items()))
     if len(res["kept"]) < 2:
         raise UserError(f"plan --budget: fewer than two OOD testsets reach reliability {RELIABILITY_FLOOR} at their "
                         f"full size ({rel}), so no pair can be settled; more items or testsets with more signal")
     best = res["best"]
     if best and o["simulate"]:
-        best["simulated"] = _simulated(model, best, o["margin"], o["simulate"])
+        best["simulated"] = _simulated(model, best, o["margin"], o["simulate"], o["target_r"])
     need = required_budget_text(res)
     rates_line = (f"scoring {eps:.3g} examples/s ({'stated' if examples_per_s else rates['eval_source']}); training "
                   f"{train_h:.3g} h per run ({'stated' if o['train_hours'] is not None else rates['train_source']})")
@@ -168,7 +176,7 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
                                "reliability_full_size": res["reliability_full"], "kept": res["kept"],
                                "dropped": res["dropped"], "design": best, "by_checkpoints": res["by_checkpoints"],
                                "reach": res["reach"], "reach_both": res["reach_both"], "margin": o["margin"],
-                               "target_power": res["target_power"]},
+                               "target_power": res["target_power"], "target_r": res["target_r"]},
                               indent=2))
     else:
         _print(budget, where, rates_line, n_fam, res, rel, best, need, o["margin"])
@@ -176,14 +184,14 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
         ood_names = res["kept"] if pilot else None
         header = [f"oodcorr plan --budget {budget:g}: {_describe(best)}, {n_fam} run(s) per seed: "
                   f"{best['hours']:.1f} h",
-                  f"expected power {best['power']:.2f} at |r| = {TARGET_R} (median reliable pair), "
+                  f"expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair), "
                   f"{best['null_power']:.2f} for a consistent null at +/-{o['margin']:g}"]
         if "simulated" in best:
-            header.append(_simulated_text(best["simulated"], o["margin"]))
+            header.append(_simulated_text(best["simulated"], o["margin"], res["target_r"]))
         if n_fam > len(families):
             header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
         text = params_fragment(best, families[:n_fam], model["id"]["name"], ood_names, header,  # the runs priced
-                               o["train_steps"] or rates["steps"])
+                               o["train_steps"] or rates["steps"], model["recipes"])
         Path(o["write_params"]).write_text(text)
         if not as_json:
             click.echo(f"  params fragment     : {o['write_params']}")
@@ -194,40 +202,40 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
     dropped = f"; left out: {', '.join(res['dropped'])}" if res["dropped"] else ""
     click.echo(f"  reliability at full size: {rel} (kept >= {RELIABILITY_FLOOR}: {len(res['kept'])}{dropped})")
     if best is None:
-        cheapest = min(r["per_seed_h"] for r in res["rows"])
-        click.echo(f"  no design fits: one seed of the cheapest ({min(CHECKPOINTS)} checkpoints) takes "
-                   f"{cheapest:.2f} h")
+        cheapest = min(res["rows"], key=lambda r: r["per_seed_h"])
+        click.echo(f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
+                   f"{cheapest['per_seed_h']:.2f} h")
         click.echo(f"  {need}")
         return
     click.echo(f"  best per checkpoint count within {budget:g} h ({n_fam} run(s) per seed, <= {MAX_SEEDS} seeds):")
     click.echo(f"    {'checkpoints':>11} {'seeds':>5} {'ID items':>8} {'OOD items':>9} {'hours':>7} "
-               f"{'power |r|=' + str(TARGET_R):>14} {'null +/-' + format(margin, 'g'):>10}")
+               f"{'power |r|=' + format(res['target_r'], 'g'):>14} {'null +/-' + format(margin, 'g'):>10}")
     for d in res["by_checkpoints"]:
         click.echo(f"    {d['checkpoints']:>11} {d['seeds']:>5} {d['id_items']:>8} {d['ood_items']:>9} "
                    f"{d['hours']:>7.1f} {d['power']:>14.2f} {d['null_power']:>10.2f}")
     click.echo(f"  design: {_describe(best)}, {n_fam} run(s) per seed: {best['hours']:.1f} h")
-    click.echo(f"  expected power {best['power']:.2f} at |r| = {TARGET_R} (median reliable pair: "
+    click.echo(f"  expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair: "
                f"{best['median_testset']} on both sides); {best['null_power']:.2f} for a consistent null at "
                f"+/-{margin:g}")
     if "simulated" in best:
-        click.echo(f"  {_simulated_text(best['simulated'], margin)}")
+        click.echo(f"  {_simulated_text(best['simulated'], margin, res['target_r'])}")
     if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  {need}")
 
 
-def _simulated(model: dict, best: dict, margin: float, reps: int) -> dict:
+def _simulated(model: dict, best: dict, margin: float, reps: int, r: float = TARGET_R) -> dict:
     """The design's power and consistent-null rate measured on `reps` simulated studies each (plan_simulate)."""
     from oodcorr.analysis.plan_simulate import simulate_design
 
     t = model["ood"][best["median_testset"]]
     args = (best["checkpoints"], best["seeds"], t["item_var"] / min(best["ood_items"], t["size"]),
             model["id"]["item_var"] / best["id_items"], t["signal_var"], model["ell"], model["beta"])
-    power, null = (simulate_design(*args, rho, margin, reps, seed=i) for i, rho in enumerate((TARGET_R, 0.0)))
+    power, null = (simulate_design(*args, rho, margin, reps, seed=i) for i, rho in enumerate((r, 0.0)))
     return {"power": power["excludes_0"], "power_se": power["se"], "null_power": null["consistent_null"],
             "false_exclusion": null["excludes_0"], "reps": reps}
 
 
-def _simulated_text(sim: dict, margin: float) -> str:
+def _simulated_text(sim: dict, margin: float, r: float = TARGET_R) -> str:
     return (f"simulated ({sim['reps']} studies of this design analysed with the interval): power "
-            f"{sim['power']:.2f} +/- {sim['power_se']:.2f} at |r| = {TARGET_R}, {sim['null_power']:.2f} for a "
+            f"{sim['power']:.2f} +/- {sim['power_se']:.2f} at |r| = {r:g}, {sim['null_power']:.2f} for a "
             f"consistent null at +/-{margin:g}")

@@ -100,7 +100,33 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     id_name = next(iter(data.values()))["id"]
     v, n_items = item_var(id_name)
     return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
-            "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells)}
+            "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells),
+            "recipes": family_recipes(pilot_files(paths), list(families))}
+
+
+SEED_KEYS = ("run", "model", "train_set", "id_testset", "shots", "seed", "data_seed")
+
+
+def family_recipes(files: list[str], families: list) -> dict:
+    """{family: {train key: value}}: the training settings in which the pilot's families differ (e.g. Gemma's own
+    lr), read from each run's run.json beside its metrics file, so a planned study trains them as the pilot did.
+    A family whose run.json is missing gets none."""
+    import json
+
+    configs = {}
+    for f in files:
+        try:
+            cfg = json.loads((Path(f).parent.parent / "run.json").read_text())["config"]
+        except (OSError, ValueError, KeyError):
+            continue
+        fam = (cfg.get("model"), cfg.get("train_set"), cfg.get("id_testset"), int(cfg.get("shots") or 0))
+        configs.setdefault(fam, cfg)
+    found = [configs[f] for f in families if f in configs]
+    if len(found) < 2:
+        return {}
+    keys = sorted({k for c in found for k in c} - set(SEED_KEYS))
+    differ = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in found}) > 1]
+    return {f: {k: configs[f].get(k) for k in differ} for f in families if f in configs}
 
 
 def measured_rates(root: Path, model: str, dtype: str | None) -> dict:
