@@ -87,7 +87,12 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     kinds = sorted(t.get("oodcorr.kind") for t in tags)
     assert kinds == ["analysis", "train"]
     train = runs[[t.get("oodcorr.kind") for t in tags].index("train")]
-    assert train["info"]["run_name"] == run_key
+    # named model and seed first (the UI's run column is narrow), the key in its tag
+    spec = params["runs"][run_key]
+    ts, shots, seed = spec["train_set"].removesuffix("_train"), spec["shots"], spec["seed"]
+    model = run_key.removesuffix(f"_{ts}_{shots}_s{seed}")
+    assert model != run_key and train["info"]["run_name"] == f"{model} s{seed} · {ts} {shots}"
+    assert {t["key"]: t["value"] for t in train["data"]["tags"]}["oodcorr.run_key"] == run_key
     hist = rest(server, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="acc/synth_vocab")
     steps = [m["step"] for m in hist["metrics"]]
     ckpts = json.loads((tmp_path / "runs" / run_key / "run.json").read_text())["checkpoint_steps"]

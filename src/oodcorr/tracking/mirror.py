@@ -47,13 +47,15 @@ def _line(obj: dict) -> str:
 
 # ---------------------------------------------------------------- local records (always written)
 
-def start_train(project: Project | dict, run: str, identity: str, tags: dict, flat_params: dict) -> None:
-    """Begin (or, for the same identity, continue) the training record of `run`."""
+def start_train(project: Project | dict, run: str, identity: str, tags: dict, flat_params: dict,
+                name: str | None = None) -> None:
+    """Begin (or, for the same identity, continue) the training record of `run` (MLflow run name `name`, default
+    the key)."""
     path = record_dir(project, run) / "train.jsonl"
     header = next(iter(io.read_jsonl_tolerant(path)), None)
     if header and header.get("type") == "run" and header.get("identity") == identity:
         return
-    io.write_text(path, _line({"type": "run", "identity": identity, "run_name": run, "tags": tags,
+    io.write_text(path, _line({"type": "run", "identity": identity, "run_name": name or run, "tags": tags,
                                "params": flat_params, "experiment": tracking.experiment_name(project)}) + "\n")
     (record_dir(project, run) / "eval.jsonl").unlink(missing_ok=True)
 

@@ -275,6 +275,21 @@ def setup(project: Project | dict, experiment: str | None = None) -> str:
     return exp_id
 
 
+def run_name(run: str, cfg: dict) -> str:
+    """The MLflow run name of a training run: its key with the model and seed first, e.g.
+    "smollm2-135m s0 · mnli_real 1024" for smollm2-135m_mnli_real_1024_s0, so the UI's narrow run column
+    (about 20 characters) tells the runs apart; a key of another form is kept as it is. The key itself is the
+    tag oodcorr.run_key."""
+    train_set, shots, seed = cfg.get("train_set"), cfg.get("shots"), cfg.get("seed")
+    if not train_set or shots is None or seed is None:
+        return run
+    ts = str(train_set).removesuffix("_train")
+    tail = f"_{ts}_{shots}_s{seed}"
+    if not run.endswith(tail) or len(run) == len(tail):
+        return run
+    return f"{run[:-len(tail)]} s{seed} · {ts} {shots}"
+
+
 def flatten(d: dict, prefix: str = "", skip_private: bool = False) -> dict:
     """Nested dict -> {"a.b": leaf} (keys starting with "_" left out when `skip_private`)."""
     out = {}

@@ -45,7 +45,8 @@ def start_record(project: Project, run: RunSettings, info: dict, identity: str) 
     commit = tracking.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    mirror.start_train(project, run.run, identity, tags, tracking.param_values(run.as_dict()))
+    cfg = run.as_dict()
+    mirror.start_train(project, run.run, identity, tags, tracking.param_values(cfg), tracking.run_name(run.run, cfg))
     return mirror.push(project, run.run)
 
 
