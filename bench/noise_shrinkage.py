@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import interval_grid as G  # noqa: E402
 
 from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
-from oodcorr.analysis.interval import cv_shrinkage  # noqa: E402
+from oodcorr.analysis.interval import cv_shrinkage, shrunk_cov  # noqa: E402
 from oodcorr.analysis.plan_budget import one_thread  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "noise_shrinkage.json"
@@ -52,29 +52,19 @@ MODES = ("hat", "true", "lw", "oas", "cv")
 
 def shrunk(items: np.ndarray, labels: np.ndarray, coef: dict, how: str) -> tuple[np.ndarray, list]:
     """items (n, I) -> (V (n, n), shrinkage per class): the class-stratified noise_cov with each class's
-    covariance, orthogonal to the constant, shrunk towards a scaled identity."""
-    from scipy.linalg import null_space
+    covariance, orthogonal to the constant, shrunk towards a scaled identity (interval.shrunk_cov) by the pull
+    of `how`."""
     from sklearn.covariance import ledoit_wolf_shrinkage, oas
 
+    pull = {"cv": cv_shrinkage, "lw": lambda Z: ledoit_wolf_shrinkage(Z, assume_centered=True),
+            "oas": lambda Z: oas(Z, assume_centered=True)[1]}[how]
     n = items.shape[0]
-    B = null_space(np.ones((1, n)))
-    P = B @ B.T
     V, deltas = np.zeros((n, n)), []
     for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        k = len(idx)
-        X = items[:, idx].T
-        X = X - X.mean(0)
-        S = X.T @ X / (k - 1)
-        Z = X @ B
-        if how == "cv":
-            d = cv_shrinkage(Z)
-        else:
-            d = ledoit_wolf_shrinkage(Z, assume_centered=True) if how == "lw" else oas(Z, assume_centered=True)[1]
-        SJ = B.T @ S @ B
-        SJs = (1 - d) * SJ + d * np.trace(SJ) / (n - 1) * np.eye(n - 1)
-        V += coef[c] ** 2 * (S - P @ S @ P + B @ SJs @ B.T) / k
-        deltas.append(float(d))
+        X = items[:, labels == c]
+        C, d = shrunk_cov(X - X.mean(1, keepdims=True), pull)
+        V += coef[c] ** 2 * C / X.shape[1]
+        deltas.append(d)
     return V, deltas
 
 

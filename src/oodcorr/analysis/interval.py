@@ -83,20 +83,20 @@ def cv_shrinkage(Z: np.ndarray, folds: int = SHRINK_FOLDS, grid: np.ndarray = SH
     return float(grid[int(np.argmax(total))])
 
 
-def _shrunk_cov(sub: np.ndarray) -> np.ndarray:
-    """(n, k) centred item trajectories -> their (n, n) covariance with the part orthogonal to the constant
-    shrunk towards a scaled identity by cv_shrinkage (the constant direction, item difficulty, kept as is)."""
+def shrunk_cov(sub: np.ndarray, pull=cv_shrinkage) -> tuple[np.ndarray, float]:
+    """(n, k) centred item trajectories -> (their (n, n) covariance with the part orthogonal to the constant
+    shrunk towards a scaled identity, the pull used): pull(Z) of the trajectories Z (k, n - 1) in an orthonormal
+    basis of that part (default cv_shrinkage); the constant direction, item difficulty, is kept as is."""
     n, k = sub.shape
     S = sub @ sub.T / (k - 1)
     if n < 3:
-        return S
+        return S, 0.0
     B = np.linalg.qr(np.column_stack([np.ones(n), np.eye(n)[:, : n - 1]]))[0][:, 1:]  # orthonormal, _|_ 1
-    Z = sub.T @ B
-    d = cv_shrinkage(Z)
+    d = float(pull(sub.T @ B))
     SJ = B.T @ S @ B
     SJ = (1 - d) * SJ + d * np.trace(SJ) / (n - 1) * np.eye(n - 1)
     P = B @ B.T
-    return S - P @ S @ P + B @ SJ @ B.T
+    return S - P @ S @ P + B @ SJ @ B.T, d
 
 
 def noise_cov(items: np.ndarray, labels=None, coef: dict | None = None, shrink: bool = False) -> np.ndarray:
@@ -126,7 +126,7 @@ def noise_cov(items: np.ndarray, labels=None, coef: dict | None = None, shrink: 
         sub = sub - sub.mean(axis=-1, keepdims=True)
         if shrink:
             flat = sub.reshape((-1,) + sub.shape[-2:]).astype(float)
-            C = np.stack([_shrunk_cov(x) for x in flat]).reshape(V.shape)
+            C = np.stack([shrunk_cov(x)[0] for x in flat]).reshape(V.shape)
             V += w**2 * C / k
         else:
             V += w**2 * (sub @ np.swapaxes(sub, -1, -2)).astype(float) / (k - 1) / k

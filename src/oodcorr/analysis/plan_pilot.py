@@ -67,7 +67,8 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     from oodcorr.analysis.noise_tables import load_items
     from oodcorr.analysis.pair_ci2 import seed_dict
 
-    runs = build_runs(load_metrics(pilot_files(paths)))
+    files = pilot_files(paths)
+    runs = build_runs(load_metrics(files))
     data = _seed_inputs(runs, load_items(runs), metric, splits)
     families: dict = {}
     for run, d in data.items():
@@ -101,7 +102,7 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     v, n_items = item_var(id_name)
     return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
             "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells),
-            "recipes": family_recipes(pilot_files(paths), list(families))}
+            "recipes": family_recipes(files, list(families))}
 
 
 SEED_KEYS = ("run", "model", "train_set", "id_testset", "shots", "seed", "data_seed")
