@@ -28,6 +28,30 @@ def test_analysis_note_links_the_report():
     assert "get-artifact?path=report.html&run_uuid=abc123" in note
 
 
+def test_run_names_name_the_model_and_seed_and_only_what_else_differs_in_the_study():
+    cfg = {"model": "smollm2-135m", "train_set": "mnli_real_train", "shots": 64, "seed": 1}
+    key = "smollm2-135m_mnli_real_64_s1"
+    same = {key: cfg, "gemma3-270m_mnli_real_64_s0": {**cfg, "model": "gemma3-270m", "seed": 0}}
+    assert tracking.run_name(key, cfg, same) == "smollm2-135m s1"  # fits the UI's run column
+    shots = {**same, "x": {**cfg, "shots": 1024}}
+    assert tracking.run_name(key, cfg, shots) == "smollm2-135m s1 · 64"
+    sets = {**shots, "y": {**cfg, "train_set": "snli_real_train"}}
+    assert tracking.run_name(key, cfg, sets) == "smollm2-135m s1 · mnli_real 64"
+    assert tracking.run_name(key, cfg) == "smollm2-135m s1 · mnli_real 64"  # no study to compare with
+    assert tracking.run_name("my-run", cfg, same) == "my-run"  # a key of another form is kept
+
+
+def test_the_chart_view_link_fills_the_search_box_with_the_training_runs_filter():
+    from urllib.parse import parse_qs, urlsplit
+
+    from oodcorr.tracking.ui_links import FILTERS, links
+
+    urls = links("http://127.0.0.1:5000", "3")
+    chart = parse_qs(urlsplit(urls["chart view"].split("#", 1)[1]).query)
+    assert chart["compareRunsMode"] == ["CHART"] and chart["searchFilter"] == [FILTERS["chart view"]]
+    assert "searchFilter" not in urls["runs table"]  # the table shows the analysis run (it links the report)
+
+
 # The chart view's title box is 122 px wide at a 1400 px window (scripts/mlflow_screenshot.py --titles); its
 # 13 px font takes about 6 px a character, so a title of up to 20 characters is shown whole.
 TITLE_CHARS = 16

@@ -108,7 +108,8 @@ def rebuild(params: dict, run: str) -> bool:
     tags = {"oodcorr.run_key": run, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
             "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
             "oodcorr.rebuilt": "from the run folder (dvc pull)"}
-    lines = [{"type": "run", "identity": info["tracking_identity"], "run_name": tracking.run_name(run, cfg),
+    lines = [{"type": "run", "identity": info["tracking_identity"],
+              "run_name": tracking.run_name(run, cfg, params.get("runs")),
               "tags": tags,
               "params": tracking.param_values(cfg)}]
     base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)

@@ -275,11 +275,12 @@ def setup(project: Project | dict, experiment: str | None = None) -> str:
     return exp_id
 
 
-def run_name(run: str, cfg: dict) -> str:
-    """The MLflow run name of a training run: its key with the model and seed first, e.g.
-    "smollm2-135m s0 · mnli_real 1024" for smollm2-135m_mnli_real_1024_s0, so the UI's narrow run column
-    (about 20 characters) tells the runs apart; a key of another form is kept as it is. The key itself is the
-    tag oodcorr.run_key."""
+def run_name(run: str, cfg: dict, runs: dict | None = None) -> str:
+    """The MLflow run name of a training run: its key with the model and seed first, then the training set and
+    shots where the study's `runs` (params' runs:) differ in them: "smollm2-135m s0" when every run trains on the
+    same set and shots, "smollm2-135m s0 · mnli_real 1024" otherwise (and when `runs` is not given), so the UI's
+    narrow run column (about 20 characters) tells the runs apart. A key of another form is kept as it is; the key
+    itself is the tag oodcorr.run_key."""
     train_set, shots, seed = cfg.get("train_set"), cfg.get("shots"), cfg.get("seed")
     if not train_set or shots is None or seed is None:
         return run
@@ -287,7 +288,11 @@ def run_name(run: str, cfg: dict) -> str:
     tail = f"_{ts}_{shots}_s{seed}"
     if not run.endswith(tail) or len(run) == len(tail):
         return run
-    return f"{run[:-len(tail)]} s{seed} · {ts} {shots}"
+    others = [r for r in (runs or {}).values() if isinstance(r, dict)]
+    parts = [ts if not others or any(r.get("train_set") != train_set for r in others) else "",
+             str(shots) if not others or any(r.get("shots") != shots for r in others) else ""]
+    rest = " ".join(p for p in parts if p)
+    return f"{run[:-len(tail)]} s{seed}" + (f" · {rest}" if rest else "")
 
 
 def flatten(d: dict, prefix: str = "", skip_private: bool = False) -> dict:

@@ -2,11 +2,16 @@
 
 MLflow 3's UI opens an experiment on the GenAI overview unless told otherwise. The links name the runs tab,
 the classic ("machine_learning") workflow and the compare mode (TABLE: the runs table; CHART: every metric
-drawn per run, one chart per metric), so a fresh browser lands on the runs."""
+drawn per run, one chart per metric), so a fresh browser lands on the runs. The chart view is filtered to
+the training runs (tag oodcorr.kind): the analysis run has no checkpoint metrics, yet it would take the first
+line of every chart's legend."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 VIEWS = {"runs table": "TABLE", "chart view": "CHART"}
+FILTERS = {"chart view": "tags.`oodcorr.kind` = 'train'"}  # the UI's search box, filled in by the link
 
 
 def experiment_id(uri: str, name: str) -> str | None:
@@ -30,4 +35,5 @@ def experiment_id(uri: str, name: str) -> str | None:
 def links(base: str, exp_id: str) -> dict[str, str]:
     """{view name: URL} for experiment `exp_id` on the UI at `base` (e.g. http://127.0.0.1:5000)."""
     return {view: f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}"
+                  + (f"&searchFilter={quote(FILTERS[view], safe='')}" if view in FILTERS else "")
             for view, mode in VIEWS.items()}

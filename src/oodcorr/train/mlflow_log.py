@@ -35,8 +35,9 @@ def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def start_record(project: Project, run: RunSettings, info: dict, identity: str) -> str | None:
-    """Begin (or continue) the run's local record and mirror it; the MLflow run id, or None if unreachable."""
+def start_record(project: Project, run: RunSettings, info: dict, identity: str, name: str) -> str | None:
+    """Begin (or continue) the run's local record, named `name` in MLflow (tracking.run_name), and mirror it;
+    the MLflow run id, or None if unreachable."""
     from oodcorr.tracking import store as tracking
 
     root = project.resolved_root
@@ -46,7 +47,7 @@ def start_record(project: Project, run: RunSettings, info: dict, identity: str) 
     if commit:
         tags["mlflow.source.git.commit"] = commit
     cfg = run.as_dict()
-    mirror.start_train(project, run.run, identity, tags, tracking.param_values(cfg), tracking.run_name(run.run, cfg))
+    mirror.start_train(project, run.run, identity, tags, tracking.param_values(cfg), name)
     return mirror.push(project, run.run)
 
 
