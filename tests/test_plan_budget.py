@@ -235,3 +235,17 @@ def test_fragment_keeps_the_pilot_families_own_training_settings(tmp_path, monke
     for r in frag.values():
         assert r["lr"] == (2e-3 if r["model"] == "p" else 1e-3)
         assert "warmup_ratio" not in r and "max_steps" not in r  # the families share them: not repeated
+
+
+def test_seeds_already_trained_cost_their_scoring_only(tmp_path, monkeypatch):
+    """Extending a study whose runs exist: its trained seeds are priced as scoring alone, so the same budget buys
+    at least the power it bought before, and the hours follow the formula with the training left out."""
+    args = ["--budget", "3", "--checkpoints", "17", *STATED]
+    fresh = _json(tmp_path, monkeypatch, *args)["design"]
+    ext = _json(tmp_path, monkeypatch, *args, "--trained-seeds", "4")["design"]
+    assert ext["power"] >= fresh["power"] - 1e-9 and ext["hours"] <= 3
+    score = 17 * (ext["id_items"] + 4 * ext["ood_items"]) / 20 / 3600
+    assert ext["hours"] == pytest.approx(ext["seeds"] * score + max(ext["seeds"] - 4, 0) * 0.1)
+    # a design of no more seeds than are trained costs exactly its scoring
+    res = _plan(tmp_path, monkeypatch, *args, "--trained-seeds", "64")
+    assert res.exit_code == 0 and "64 seed(s) per family already trained" in res.output, res.output

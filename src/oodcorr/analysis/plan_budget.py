@@ -17,6 +17,9 @@ gain information from seeds, not from more checkpoints of the same curve.
                        2 Phi((atanh(margin) - h) / se0) - 1
   hours              = seeds x families x [train hours per run
                        + checkpoints x (ID items + sum over kept OOD testsets of min(I, size)) / examples_per_s / 3600]
+                       less the training of the seeds already trained (cost's trained_seeds: extending a study whose
+                       runs exist, at the checkpoint count they were trained with, costs their scoring only; every
+                       item is priced as scored again, since a new item count is a new testset)
 
 Search: seeds 1..MAX_SEEDS, checkpoints in CHECKPOINTS, ID and OOD items in 128, 256, ... up to each testset's
 size; testsets whose reliability stays below RELIABILITY_FLOOR at their full size are left out (and not scored).
@@ -111,9 +114,11 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
                     power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
-                    per_seed = cost["families"] * (cost["train_h"] + n * scored / cost["examples_per_s"] / 3600)
-                    rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood, "per_seed_h": per_seed,
-                                 "power": power, "null": null, "median_testset": kept[j]})
+                    score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
+                    rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
+                                 "per_seed_h": score_h + cost["families"] * cost["train_h"], "score_h": score_h,
+                                 "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
+                                 "median_testset": kept[j]})
     out["rows"] = rows
     out["best"] = _best(rows, budget)
     out["by_checkpoints"] = [b for n in checkpoints if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
@@ -122,16 +127,23 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
     return out
 
 
+def _hours(row, s):
+    """Hours of `s` seeds of a row's design (module notes): every seed scored, the untrained ones trained too."""
+    train_h = row["per_seed_h"] - row["score_h"]
+    return s * row["score_h"] + np.maximum(np.asarray(s) - row["trained"], 0) * train_h
+
+
 def _design(row, s) -> dict:
     return {k: row[k] for k in ("checkpoints", "id_items", "ood_items", "median_testset")} | {
-        "seeds": int(s), "hours": float(s * row["per_seed_h"]), "power": float(row["power"][s - 1]),
+        "seeds": int(s), "hours": float(_hours(row, s)), "power": float(row["power"][s - 1]),
         "null_power": float(row["null"][s - 1])}
 
 
 def _best(rows, budget, tol: float = 0.005):
     """The cheapest design within `budget` whose power is within `tol` of the most any design there reaches, and
     whose consistent-null power is within `tol` of the most among those."""
-    afford = [(row, min(MAX_SEEDS, int(math.floor(budget / row["per_seed_h"] + 1e-9)))) for row in rows]
+    seeds = np.arange(1, MAX_SEEDS + 1)
+    afford = [(row, int(np.sum(_hours(row, seeds) <= budget + 1e-9))) for row in rows]  # hours rise with seeds
     afford = [(row, s) for row, s in afford if s >= 1]
     if not afford:
         return None

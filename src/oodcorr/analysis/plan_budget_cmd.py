@@ -59,6 +59,9 @@ def budget_options(f):
                           + ", ".join(map(str, CHECKPOINTS)) + ")."),
         click.option("--target-r", type=click.FloatRange(0.05, 0.95), default=TARGET_R, show_default=True,
                      help="Budget: the |r| the design is powered for (the noise-free partial correlation)."),
+        click.option("--trained-seeds", type=click.IntRange(0), default=0, show_default=True,
+                     help="Budget: seeds per family whose runs are already trained (extending a study; give "
+                          "--checkpoints as they were trained): they cost their scoring only."),
         click.option("--simulate", type=click.IntRange(0), default=0, show_default=True,
                      help="Budget: measure the chosen design's power on this many simulated studies analysed with "
                           "the interval (minutes: 100 is about 0.05 precise); 0: the prediction only."),
@@ -156,7 +159,7 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
     train_h = o["train_hours"] if o["train_hours"] is not None else \
         rates["step_s"] * (o["train_steps"] or rates["steps"]) / 3600
     n_fam = o["families"] or len(families)
-    cost = {"families": n_fam, "train_h": train_h, "examples_per_s": eps}
+    cost = {"families": n_fam, "train_h": train_h, "examples_per_s": eps, "trained_seeds": o["trained_seeds"]}
     if not 0 < target_power < 1:
         raise UserError(f"plan: --power must be in (0, 1), got {target_power}")
     res = search(model, budget, cost, o["margin"], target=target_power, r=o["target_r"],
@@ -170,7 +173,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
         best["simulated"] = _simulated(model, best, o["margin"], o["simulate"], o["target_r"])
     need = required_budget_text(res)
     rates_line = (f"scoring {eps:.3g} examples/s ({'stated' if examples_per_s else rates['eval_source']}); training "
-                  f"{train_h:.3g} h per run ({'stated' if o['train_hours'] is not None else rates['train_source']})")
+                  f"{train_h:.3g} h per run ({'stated' if o['train_hours'] is not None else rates['train_source']})"
+                  + (f"; {o['trained_seeds']} seed(s) per family already trained" if o["trained_seeds"] else ""))
     if as_json:
         click.echo(json.dumps({"budget_h": budget, "source": where, "rates": rates_line, "families": n_fam,
                                "reliability_full_size": res["reliability_full"], "kept": res["kept"],
