@@ -96,3 +96,25 @@ def test_summary_counts_verdicts(tmp_path):
     assert "raw" in summary["methods"]  # always computed as the unpartialled reference
     cons = pd.read_csv(tmp_path / "out" / "consistency.csv")
     assert set(cons["method"]) == {"linear", "raw"}
+
+
+def test_a_pooled_row_is_flagged_by_the_reliabilities_its_own_interval_used(tmp_path):
+    """A seed's `unreliable:` flag (its own, one-seed fit) does not stick to the pooled row, whose interval is one
+    likelihood over every seed: the row flags the testsets whose pooled reliability is below the threshold, and
+    keeps the seeds' other flags."""
+    partials = _partials(tmp_path, {"m1": 0.6}).copy()
+    ab = (partials["testset_a"] == "a") & (partials["testset_b"] == "b")
+    for col in ("ci2_low", "ci2_high", "ci2_se", "attenuation", "r_disattenuated", "rel_a", "rel_b", "n_eff"):
+        partials[col] = np.nan
+    partials.loc[ab & (partials["seed"] == 0), "flag"] = "unreliable:b;collinear_with_id:b"
+    key = tuple(partials.loc[ab, ["model", "train_set", "shots", "id_testset", "method", "testset_a",
+                                  "testset_b"]].iloc[0])
+    iv = {"reason": "", "ci_low": 0.2, "ci_high": 0.9, "se_z": 0.3, "n_eff": 40.0, "A": 0.8, "r_hat": 0.6,
+          "rel_a": 0.45, "rel_b": 0.7, "ell": 0.2, "why": ""}
+    row = pool_seeds(partials, ci2_pooled={key: iv}, reliability_min=0.5).query("testset_a == 'a' and "
+                                                                                 "testset_b == 'b'").iloc[0]
+    assert row["flag"].split(";") == ["collinear_with_id:b", "unreliable:a"]
+    assert (row["rel_a"], row["rel_b"]) == (0.45, 0.7)
+    # without a pooled likelihood the seeds' flags are all kept
+    row = pool_seeds(partials).query("testset_a == 'a' and testset_b == 'b'").iloc[0]
+    assert "unreliable:b" in row["flag"].split(";")

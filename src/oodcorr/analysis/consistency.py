@@ -76,12 +76,15 @@ def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
 
 
 def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
-               equivalence: float = EQUIVALENCE, ci2_pooled: dict | None = None) -> pd.DataFrame:
+               equivalence: float = EQUIVALENCE, ci2_pooled: dict | None = None,
+               reliability_min: float = AnalyzeSettings.reliability_min) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
     With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation). ci2_pooled
     ({(model, *SETUP, method, a, b): pair_ci2.interval}, noise_tables.pooled_intervals): the noise columns of
-    those rows come from one likelihood over the seeds' data instead of pooling each seed's interval."""
+    those rows come from one likelihood over the seeds' data instead of pooling each seed's interval, and so do
+    their `unreliable:<testset>` flags (the reliabilities that likelihood fitted, below reliability_min), not
+    the seeds' own: one row tells one story."""
     keys = ["model", *SETUP, *PAIR]
     out = []
     for key, g in partials.groupby(keys, sort=True, dropna=False):
@@ -96,14 +99,18 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
             one = valid.iloc[0]
             row.update(p=float(one["p"]), ci_low=float(one["ci_low"]), ci_high=float(one["ci_high"]))
         row["weight"] = pooled["w"]
+        iv = (ci2_pooled or {}).get(tuple(key)) if "ci2_low" in g else None
         if "ci2_low" in g:
-            iv = (ci2_pooled or {}).get(tuple(key))
             row.update(_pool_noise(valid, alpha) if iv is None else _from_likelihood(iv))
             row["equivalent"] = bool(equivalent(row["ci2_low"], row["ci2_high"], equivalence))
         else:
             row["equivalent"] = bool(equivalent(row["ci_low"], row["ci_high"], equivalence))
-        row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(set(
-            f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f)))
+        flags = {f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f}
+        if iv is not None:  # the pooled likelihood's reliabilities decide, as for a run's own row
+            flags = {f for f in flags if not f.startswith("unreliable:")} | {
+                f"unreliable:{t}" for t, v in ((key[-2], iv["rel_a"]), (key[-1], iv["rel_b"]))
+                if not (np.isfinite(v) and v >= reliability_min)}
+        row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(flags))
         out.append(row)
     pooled = pd.DataFrame(out)
     if pooled.empty:

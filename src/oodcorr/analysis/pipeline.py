@@ -48,7 +48,7 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
         inputs = seed_inputs(runs, items, metric, settings)  # item noise: once per analysis
         partials, reliability = compute_noise(runs, partials, settings, items, inputs)
         ci2_pooled = pooled_intervals(runs, partials, items, metric, settings, inputs=inputs)
-    pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled)
+    pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled, settings.reliability_min)
     consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
     if use_noise and settings.pool_models:
         consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False,
@@ -112,7 +112,7 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
             acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items,
                                 inputs=inputs)
             ci2_pooled = pooled_intervals(acc_runs, acc, items, BASELINE_METRIC, settings, inputs=inputs)
-        pooled = pool_seeds(acc, alpha, settings.equivalence, ci2_pooled)
+        pooled = pool_seeds(acc, alpha, settings.equivalence, ci2_pooled, settings.reliability_min)
         cons = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
         s = summarise(acc, cons, methods, alpha)
         summary["accuracy"] = {m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]}
