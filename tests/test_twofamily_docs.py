@@ -1,0 +1,33 @@
+"""The numbers README.md and docs/studies.md state for studies/twofamily are the ones in its committed tables:
+each pair's noise-free r and 95 % interval per family, the reliabilities, and the verdicts."""
+
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "studies" / "twofamily" / "results"
+MODELS = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
+
+
+def _cell(row) -> str:
+    return f"{row.r_disattenuated:+.2f} [{row.ci2_low:+.2f}, {row.ci2_high:+.2f}]".replace("-", "−")
+
+
+def test_the_pages_state_the_committed_intervals_and_verdicts():
+    pooled = pd.read_csv(RESULTS / "pooled_seeds.csv").query("method == 'linear'")
+    cons = pd.read_csv(RESULTS / "consistency.csv").query("method == 'linear'").set_index(["testset_a", "testset_b"])
+    readme, studies = ((REPO / p).read_text() for p in ("README.md", "docs/studies.md"))
+    assert len(pooled) == 6 and set(pooled["n_seeds"]) == {4}
+    for row in pooled.itertuples(index=False):
+        cell = _cell(row)
+        assert cell in readme and cell in studies, (row.model, row.testset_a, row.testset_b, cell)
+        rel = f"reliability {row.rel_a:.2f} / {row.rel_b:.2f}"
+        assert rel in studies, rel
+    verdicts = {"consistent_positive": "consistent positive", "unreliable": "unreliable"}
+    for (a, b), v in cons["verdict"].items():
+        name = {"hans_real": "HANS", "scitail_real": "SciTail", "snli_real": "SNLI"}
+        line = next(x for x in studies.splitlines() if x.startswith(f"  | {name[a]} ~ {name[b]} |"))
+        assert line.rstrip().endswith(f"| {verdicts[v]} |"), line
+    assert cons.loc[("scitail_real", "snli_real"), "verdict"] == "consistent_positive"
+    assert "**same sign, positive**" in readme
