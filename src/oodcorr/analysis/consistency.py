@@ -107,9 +107,8 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
             row["equivalent"] = bool(equivalent(row["ci_low"], row["ci_high"], equivalence))
         flags = {f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f}
         if iv is not None:  # the pooled likelihood's reliabilities decide, as for a run's own row
-            flags = {f for f in flags if not f.startswith("unreliable:")} | {
-                f"unreliable:{t}" for t, v in ((key[-2], iv["rel_a"]), (key[-1], iv["rel_b"]))
-                if not (np.isfinite(v) and v >= reliability_min)}
+            flags = {f for f in flags if not f.startswith("unreliable:")} | set(
+                unreliable_flags(key[-2], key[-1], iv["rel_a"], iv["rel_b"], reliability_min))
         row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(flags))
         out.append(row)
     pooled = pd.DataFrame(out)
@@ -167,6 +166,12 @@ def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
         out[col] = [(shared.get(tuple(k)) or {}).get(src, "" if col == "shared_why" else math.nan)
                     for k in out[[*SETUP, *PAIR]].itertuples(index=False)]
     return out
+
+
+def unreliable_flags(a: str, b: str, rel_a: float, rel_b: float,
+                     reliability_min: float = AnalyzeSettings.reliability_min) -> list[str]:
+    """`unreliable:<testset>` for each of a pair's testsets whose reliability is missing or below the threshold."""
+    return [f"unreliable:{t}" for t, v in ((a, rel_a), (b, rel_b)) if not (np.isfinite(v) and v >= reliability_min)]
 
 
 def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):

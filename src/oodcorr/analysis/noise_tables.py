@@ -223,7 +223,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
 
     import numpy as np
 
-    from oodcorr.analysis.consistency import equivalent
+    from oodcorr.analysis.consistency import equivalent, unreliable_flags
     from oodcorr.analysis.noise import basic_ci
     from oodcorr.analysis.pair_ci2 import CI2_EXTRA
 
@@ -249,8 +249,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         if iv is not None and "why" in iv:  # the likelihood interval reports the reliabilities it used
             ra, rb = iv["rel_a"], iv["rel_b"]
             out.iloc[i, out.columns.get_indexer(CI2_EXTRA)] = [iv["ell"], iv["why"]]
-        new = [f"unreliable:{t}" for t, v in ((row.testset_a, ra), (row.testset_b, rb))
-               if not (np.isfinite(v) and v >= reliability_min)]
+        new = unreliable_flags(row.testset_a, row.testset_b, ra, rb, reliability_min)
         if iv is not None and iv["reason"]:
             new.append(f"ci2_undefined:{iv['reason']}")
         flags[i] = ";".join(filter(None, [flags[i], *new]))
