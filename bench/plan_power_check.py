@@ -10,6 +10,7 @@ plan_simulate's (simulate_design), with this check's ID curve.
 
   python bench/plan_power_check.py --reps 100          # writes bench/results/plan_power_check.json
   python bench/plan_power_check.py --reps 100 --cells 5 6 --seed 5   # reruns those cells, keeps the others
+  python bench/plan_power_check.py --predict            # the planner's columns again, simulations kept
   python bench/plan_power_check.py --markdown           # the table in docs/statistics.md
 """
 
@@ -44,10 +45,16 @@ CELLS = [
     ("smooth, null", 0.4, 20, 15, 0.9, 0.0),
     ("smooth, 9 checkpoints, r 0.8", 0.4, 9, 5, 0.7, 0.8),
     ("smooth, 20 checkpoints, r 0.8", 0.4, 20, 4, 0.7, 0.8),
+    ("mid, 20 checkpoints", 0.2, 20, 8, 0.7, 0.5),
+    ("mid, 40 checkpoints, r 0.8", 0.2, 40, 3, 0.7, 0.8),
+    ("mid, 9 checkpoints, r 0.8", 0.2, 9, 5, 0.7, 0.8),
+    ("rougher, 40 checkpoints", 0.1, 40, 4, 0.7, 0.5),
+    ("mid, 1 seed, 40 checkpoints, r 0.8", 0.2, 40, 1, 0.7, 0.8),
 ]
 
 
-def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
+def predict(ell, n, seeds, rel, rho) -> tuple[float, float, float, float]:
+    """The planner's numbers for a cell: (power, consistent null, item noise, ID item noise)."""
     k = kernel_share(n, ell)
     noise = k * (1 - rel) / rel  # the reliability of a residual trajectory, as gp_interval reports it
     noise_id = noise / 2
@@ -55,12 +62,17 @@ def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
     if rho:  # the power at the cell's own r (the planner's headline is at r = 0.5)
         power = design_curve([design_terms(n, noise, noise, BETA * BETA * noise_id)], 1.0, 1.0, ell, rho,
                              copies=[seeds])["power"]
+    return float(power[0]), float(null[0]), noise, noise_id
+
+
+def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
+    power, null, noise, noise_id = predict(ell, n, seeds, rel, rho)
     t0 = time.time()
     x0 = 0.55 + 0.3 * (1 - np.exp(-4 * np.linspace(0.0, 1.0, n)))  # this check's ID curve
     sim = simulate.simulate_design(n, seeds, noise, noise_id, 1.0, ell, BETA, rho, MARGIN, reps, seed=rng, x0=x0)
     return {"cell": name, "ell": ell, "checkpoints": n, "seeds": seeds, "reliability": rel, "rho": rho,
-            "reps": sim["reps"], "predicted_power": float(power[0]), "simulated_exclusion": sim["excludes_0"],
-            "se": sim["se"], "predicted_consistent_null": float(null[0]),
+            "reps": sim["reps"], "predicted_power": power, "simulated_exclusion": sim["excludes_0"],
+            "se": sim["se"], "predicted_consistent_null": null,
             "simulated_consistent_null": sim["consistent_null"], "seconds": round(time.time() - t0, 1)}
 
 
@@ -85,9 +97,19 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--markdown", action="store_true", help="print the docs' table from --out and stop")
+    ap.add_argument("--predict", action="store_true",
+                    help="recompute the planner's columns of --out's cells (the simulations are kept) and stop")
     args = ap.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())))
+        return
+    if args.predict:
+        result = json.loads(args.out.read_text())
+        for c in result["cells"]:
+            c["predicted_power"], c["predicted_consistent_null"], *_ = predict(
+                c["ell"], c["checkpoints"], c["seeds"], c["reliability"], c["rho"])
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(markdown(result))
         return
     rng = np.random.default_rng(args.seed)
     # the cells run now replace theirs in --out; the others are kept (each row records its own seed)

@@ -179,6 +179,31 @@ def test_docs_power_check_table_matches_its_results_file():
             c["predicted_power"], abs=1e-6)
 
 
+def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(tmp_path, monkeypatch):
+    """The prediction was checked within 0.04 of the simulated power where each of >= 3 seeds carries >= 5
+    effectively independent checkpoints (bench/results/plan_power_check.json); on smoother curves (length-scale
+    0.4: about 4.5 per seed) it ran up to 0.11 high, and the plan says so, in the params fragment too."""
+    from oodcorr.analysis.plan_budget import CHECKED_NEFF, prediction_caveat
+
+    rough = _json(tmp_path, monkeypatch, "--budget", "12", *STATED)["design"]
+    assert rough["seeds"] >= 3 and rough["caveat"] == ""
+    smooth = [*STATED[:5], "0.4", *STATED[6:]]
+    d = _json(tmp_path, monkeypatch, "--budget", "12", *smooth)["design"]
+    assert "effectively independent checkpoints" in d["caveat"] and "--simulate 100" in d["caveat"]
+    assert prediction_caveat({**rough, "seeds": 1}, 0.2) != ""  # one seed: outside too
+    out = tmp_path / "plan.yaml"
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *smooth, "--write-params", out)
+    assert d["caveat"] in res.output and f"# {d['caveat']}" in out.read_text()
+    from study_helpers import REPO
+
+    result = json.loads((REPO / "bench" / "results" / "plan_power_check.json").read_text())
+    for c in result["cells"]:  # the regime's bounds are the check's
+        inside = not prediction_caveat({"checkpoints": c["checkpoints"], "seeds": c["seeds"]}, c["ell"])
+        if c["rho"] and inside:
+            assert abs(c["predicted_power"] - c["simulated_exclusion"]) <= 0.04 + 1e-9, c["cell"]
+    assert CHECKED_NEFF <= 5.7
+
+
 def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypatch):
     """--simulate analyses studies drawn from the plan's model with gp_interval: a strong correlation on rough,
     reliable curves is found in most of them, a zero one in few; the CLI reports it beside the prediction."""

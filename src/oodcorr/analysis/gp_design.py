@@ -46,44 +46,63 @@ def _se_z(info) -> float:
     return float(math.sqrt(max(np.linalg.inv(info + 1e-12 * np.eye(4))[3, 3], 0.0)))
 
 
+def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float,
+                     kernel: str = KERNEL) -> float:
+    """The expected likelihood-ratio statistic against rho = 0 for the seeds' designs: twice the Kullback-Leibler
+    divergence from the model at rho to the nearest model at rho = 0 (sa2, sb2 and ell re-fitted, as the profile
+    likelihood re-fits them), summed over the seeds ("exemplary data": the statistic on data equal to their
+    expectation). Identical copies of a design share the nearest model, so the value scales with the copies."""
+    from scipy.optimize import minimize
+
+    if rho == 0:
+        return 0.0
+    S1 = [_sigma(s, np.array([sa2]), np.array([sb2]), np.array([rho * math.sqrt(sa2 * sb2)]),
+                 _kernel_mats(s, np.array([ell]), kernel)[0])[0] for s in seeds]
+
+    def kl(theta):
+        a2, b2, e = np.exp(theta)
+        tot = 0.0
+        for s, S in zip(seeds, S1):
+            S0 = _sigma(s, np.array([a2]), np.array([b2]), np.zeros(1), _kernel_mats(s, np.array([e]), kernel)[0])[0]
+            A = np.linalg.solve(S0, S)
+            tot += 0.5 * (np.trace(A) - len(A) - np.linalg.slogdet(A)[1])
+        return tot
+
+    fit = minimize(kl, np.log([sa2, sb2, ell]), method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-9})
+    return float(max(2.0 * fit.fun, 0.0))
+
+
 def design_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
                  kernel: str = KERNEL, copies: float = 1.0) -> float:
     """Probability that the interval excludes 0 when the true correlation is rho, for `copies` times the seeds'
-    designs: atanh(rho_hat) normal with the expected-information standard error at rho, rejected past the
-    likelihood-ratio cut (lr_cut at the design's effective degrees of freedom) on the null standard error."""
+    designs (design_curve)."""
     return float(design_curve(seeds, sa2, sb2, ell, rho, alpha, kernel, [copies])["power"][0])
 
 
 def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
                  kernel: str = KERNEL, copies=(1.0,)) -> dict:
-    """design_power for many `copies` at once (the information is computed once and scales with the copies):
-    arrays power, se0 and se1 (standard errors of atanh(rho_hat) at 0 and at rho) and half (the interval's
-    half-width on atanh rho at rho = 0: the square root of the likelihood-ratio cut times se0)."""
-    from scipy.stats import norm
+    """design_power for many `copies` at once. The interval excludes 0 when the likelihood-ratio statistic against
+    0 passes lr_cut(df), the exact t-test's cut at the design's effective degrees of freedom df (as gp_interval);
+    the power is that t-test's: the noncentral t on df with noncentrality the square root of the expected
+    statistic (lr_noncentrality), which scales with the copies. Also arrays se0 and se1 (expected-information
+    standard errors of atanh(rho_hat) at 0 and at rho) and half (the interval's half-width on atanh rho at rho = 0:
+    the square root of the likelihood-ratio cut times se0), for the consistent null."""
+    from scipy.stats import nct, t
 
     c = np.asarray(copies, float)
-    i1, i0 = (expected_info(seeds, sa2, sb2, ell, r, kernel) for r in (rho, 0.0))
-    se1, se0 = _se_z(i1) / np.sqrt(c), _se_z(i0) / np.sqrt(c)  # the information scales with the copies
+    i0 = expected_info(seeds, sa2, sb2, ell, 0.0, kernel)
+    se1 = _se_z(expected_info(seeds, sa2, sb2, ell, rho, kernel)) / np.sqrt(c)  # information scales with copies
+    se0 = _se_z(i0) / np.sqrt(c)
     neff = c * sum(n_eff_of(s, ell, kernel) for s in seeds)
-    half = np.sqrt(lr_cut(neff - 2 * c * len(seeds) - 1, alpha)) * se0
-    z1 = abs(math.atanh(min(abs(rho), 0.999)))
-    return {"power": norm.cdf((z1 - half) / se1) + norm.cdf((-z1 - half) / se1), "se0": se0, "se1": se1,
-            "half": half}
+    df = np.maximum(neff - 2 * c * len(seeds) - 1, 0.5)  # lr_cut's floor
+    half = np.sqrt(lr_cut(df, alpha)) * se0
+    q, delta = t.ppf(1 - alpha / 2, df), np.sqrt(c * lr_noncentrality(seeds, sa2, sb2, ell, rho, kernel))
+    return {"power": nct.sf(q, df, delta) + nct.cdf(-q, df, delta), "se0": se0, "se1": se1, "half": half}
 
 
 def seeds_for_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float = 0.5, power: float = 0.8,
                     alpha: float = 0.05, kernel: str = KERNEL, most: int = 256) -> int | None:
     """The fewest seeds like these (their average design) for `power` at |rho|; None past `most`."""
-    per = 1.0 / max(len(seeds), 1)
-    lo, hi = 1, 1
-    while design_power(seeds, sa2, sb2, ell, rho, alpha, kernel, copies=hi * per) < power:
-        lo, hi = hi + 1, hi * 2
-        if hi > most:
-            return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if design_power(seeds, sa2, sb2, ell, rho, alpha, kernel, copies=mid * per) >= power:
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    k = np.arange(1, most + 1)
+    ok = np.nonzero(design_curve(seeds, sa2, sb2, ell, rho, alpha, kernel, k / max(len(seeds), 1))["power"] >= power)[0]
+    return int(k[ok[0]]) if len(ok) else None

@@ -38,6 +38,11 @@ FIRST_ITEMS = 128
 RELIABILITY_FLOOR = 0.5
 TARGET_R = 0.5
 TARGET_POWER = 0.8
+# where the predicted power was checked against the interval's simulated power (bench/plan_power_check.py): within
+# 0.04 with >= CHECKED_SEEDS seeds carrying >= CHECKED_NEFF effectively independent checkpoints each; 0.05-0.11
+# too high with one seed or about 4.5 per seed (curves smoother than that)
+CHECKED_NEFF = 5.0
+CHECKED_SEEDS = 3
 
 
 def one_thread():
@@ -131,6 +136,20 @@ def _hours(row, s):
     """Hours of `s` seeds of a row's design (module notes): every seed scored, the untrained ones trained too."""
     train_h = row["per_seed_h"] - row["score_h"]
     return s * row["score_h"] + np.maximum(np.asarray(s) - row["trained"], 0) * train_h
+
+
+def prediction_caveat(design: dict, ell: float) -> str:
+    """One line where a design lies outside the regime the prediction was checked in ("" inside it)."""
+    from oodcorr.analysis.gp_design import design_terms
+    from oodcorr.analysis.gp_interval import n_eff_of
+    from oodcorr.analysis.gp_model import KERNEL
+
+    neff = n_eff_of(design_terms(design["checkpoints"], 1.0, 1.0), ell, KERNEL)
+    if neff >= CHECKED_NEFF and design["seeds"] >= CHECKED_SEEDS:
+        return ""
+    return (f"each seed carries about {neff:.1f} effectively independent checkpoints over {design['seeds']} "
+            f"seed(s): there the prediction has run up to 0.11 above the interval's simulated power; measure it "
+            f"with --simulate 100")
 
 
 def _design(row, s) -> dict:

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FLOOR, TARGET_R,
-                                          _describe, one_thread, params_fragment, required_budget_text,
-                                          search)
+                                          _describe, one_thread, params_fragment, prediction_caveat,
+                                          required_budget_text, search)
 from oodcorr.errors import UserError
 
 DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
@@ -171,6 +171,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
     best = res["best"]
     if best and o["simulate"]:
         best["simulated"] = _simulated(model, best, o["margin"], o["simulate"], o["target_r"])
+    elif best:
+        best["caveat"] = prediction_caveat(best, model["ell"])
     need = required_budget_text(res)
     rates_line = (f"scoring {eps:.3g} examples/s ({'stated' if examples_per_s else rates['eval_source']}); training "
                   f"{train_h:.3g} h per run ({'stated' if o['train_hours'] is not None else rates['train_source']})"
@@ -192,6 +194,8 @@ def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> Non
                   f"{best['null_power']:.2f} for a consistent null at +/-{o['margin']:g}"]
         if "simulated" in best:
             header.append(_simulated_text(best["simulated"], o["margin"], res["target_r"]))
+        elif best["caveat"]:
+            header.append(best["caveat"])
         if n_fam > len(families):
             header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
         text = params_fragment(best, families[:n_fam], model["id"]["name"], ood_names, header,  # the runs priced
@@ -223,6 +227,8 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
                f"+/-{margin:g}")
     if "simulated" in best:
         click.echo(f"  {_simulated_text(best['simulated'], margin, res['target_r'])}")
+    elif best["caveat"]:
+        click.echo(f"  {best['caveat']}")
     if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  {need}")
 
