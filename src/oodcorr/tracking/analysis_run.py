@@ -32,12 +32,12 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
-    from oodcorr.tracking.store import metric_leaves
+    from oodcorr.tracking.store import ANALYSIS_KIND, KIND_TAG, metric_leaves
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    tags = {"oodcorr.kind": "analysis", "oodcorr.training_runs": ",".join(training_run_ids),
+    tags = {KIND_TAG: ANALYSIS_KIND, "oodcorr.training_runs": ",".join(training_run_ids),
             "mlflow.runName": "analysis"}
     if rebuilt:
         tags["oodcorr.rebuilt"] = "from the results folder (oodcorr sync)"

@@ -201,25 +201,25 @@ class Mirror:
         found = client.search_runs([exp_id], filter_string=f"tags.`oodcorr.run_key` = '{run}'", max_results=200,
                                    order_by=["attributes.start_time ASC"])
         identity = header.get("identity")
-        mine = [r for r in found if r.data.tags.get("oodcorr.kind") == "train"
+        mine = [r for r in found if r.data.tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND
                 and (identity is None or r.data.tags.get("oodcorr.identity") in (identity, None))]
         if identity:  # prefer an exact identity match over an untagged (older version) run
             exact = [r for r in mine if r.data.tags.get("oodcorr.identity") == identity]
             mine = exact or mine
         for r in found:
             tags = r.data.tags
-            if tags.get("oodcorr.kind") == "train" and r not in mine:
-                client.set_tag(r.info.run_id, "oodcorr.kind", "train-superseded")
+            if tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND and r not in mine:
+                client.set_tag(r.info.run_id, tracking.KIND_TAG, f"{tracking.TRAIN_KIND}-superseded")
                 if r.info.status == "RUNNING":
                     client.set_terminated(r.info.run_id, "KILLED")
         if mine:
             keep = mine[0]
             for r in mine[1:]:  # duplicates from an older version's kill between create_run and run.json
-                client.set_tag(r.info.run_id, "oodcorr.kind", "train-duplicate")
+                client.set_tag(r.info.run_id, tracking.KIND_TAG, f"{tracking.TRAIN_KIND}-duplicate")
                 if r.info.status == "RUNNING":
                     client.set_terminated(r.info.run_id, "KILLED")
             return keep.info.run_id
-        tags = {**header.get("tags", {}), "oodcorr.run_key": run, "oodcorr.kind": "train"}
+        tags = {**header.get("tags", {}), "oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND}
         if identity:
             tags["oodcorr.identity"] = identity
         return client.create_run(exp_id, run_name=header.get("run_name") or run, tags=tags).info.run_id

@@ -105,7 +105,7 @@ def rebuild(params: dict, run: str) -> bool:
     if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
         return False
     cfg = info["config"]
-    tags = {"oodcorr.run_key": run, "oodcorr.kind": "train", "oodcorr.model": cfg["model"],
+    tags = {"oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": cfg["model"],
             "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
             "oodcorr.rebuilt": "from the run folder (dvc pull)"}
     lines = [{"type": "run", "identity": info["tracking_identity"],

@@ -17,6 +17,8 @@ MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
 # A classic ML experiment: MLflow 3's UI then opens it on the runs table and its charts, not the GenAI
 # (traces) view it infers for an untagged experiment (mlflow/server/js: ExperimentKind).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+# The tag that tells a study's MLflow runs apart, and its values: one run per training run, one analysis run.
+KIND_TAG, TRAIN_KIND, ANALYSIS_KIND = "oodcorr.kind", "train", "analysis"
 
 
 def enabled(project: Project | dict | None) -> bool:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from oodcorr.tracking.store import KIND_TAG, TRAIN_KIND
+
 VIEWS = {"runs table": "TABLE", "chart view": "CHART"}
-FILTERS = {"chart view": "tags.`oodcorr.kind` = 'train'"}  # the UI's search box, filled in by the link
+FILTERS = {"chart view": f"tags.`{KIND_TAG}` = '{TRAIN_KIND}'"}  # the UI's search box, filled in by the link
 
 
 def experiment_id(uri: str, name: str) -> str | None:

@@ -41,7 +41,7 @@ def start_record(project: Project, run: RunSettings, info: dict, identity: str, 
     from oodcorr.tracking import store as tracking
 
     root = project.resolved_root
-    tags = {"oodcorr.run_key": run.run, "oodcorr.kind": "train", "oodcorr.model": run.model,
+    tags = {"oodcorr.run_key": run.run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": run.model,
             "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
     commit = tracking.git_commit(root)
     if commit:
