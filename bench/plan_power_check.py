@@ -10,6 +10,7 @@ plan_simulate's (simulate_design), with this check's ID curve.
 
   python bench/plan_power_check.py --reps 100          # writes bench/results/plan_power_check.json
   python bench/plan_power_check.py --reps 100 --cells 5 6 --seed 5   # reruns those cells, keeps the others
+  python bench/plan_power_check.py --reps 400 --cells 0 --seed 7 --pool   # 400 more replicates of cell 0
   python bench/plan_power_check.py --predict            # the planner's columns again, simulations kept
   python bench/plan_power_check.py --markdown           # the table in docs/statistics.md
 """
@@ -76,6 +77,18 @@ def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
             "simulated_consistent_null": sim["consistent_null"], "seconds": round(time.time() - t0, 1)}
 
 
+def pooled(old: dict, new: dict) -> dict:
+    """A cell's replicates from two runs (different seeds) as one: rates weighted by replicates, seeds listed."""
+    n = old["reps"] + new["reps"]
+    out = dict(new, reps=n, seconds=round(old["seconds"] + new["seconds"], 1),
+               seed=[*(old["seed"] if isinstance(old["seed"], list) else [old["seed"]]), new["seed"]])
+    for k in ("simulated_exclusion", "simulated_consistent_null"):
+        out[k] = (old[k] * old["reps"] + new[k] * new["reps"]) / n
+    p = out["simulated_exclusion"]
+    out["se"] = math.sqrt(p * (1 - p) / n)
+    return out
+
+
 def markdown(result: dict) -> str:
     """The docs' table (docs/statistics.md) from a results file's contents."""
     lines = ["| curves | length-scale | checkpoints | seeds | reliability | r | excludes 0: predicted | simulated "
@@ -97,6 +110,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--markdown", action="store_true", help="print the docs' table from --out and stop")
+    ap.add_argument("--pool", action="store_true",
+                    help="add the cells' new replicates to those in --out (a new --seed) instead of replacing them")
     ap.add_argument("--predict", action="store_true",
                     help="recompute the planner's columns of --out's cells (the simulations are kept) and stop")
     args = ap.parse_args()
@@ -118,6 +133,9 @@ def main() -> None:
     with one_thread():
         for i in args.cells if args.cells is not None else range(len(CELLS)):
             row = {**run_cell(*CELLS[i], args.reps, rng), "seed": args.seed}
+            old = next((c for c in kept if c["cell"] == row["cell"]), None)
+            if args.pool and old:
+                row = pooled(old, row)
             kept = sorted([c for c in kept if c["cell"] != row["cell"] and c["cell"] in order] + [row],
                           key=lambda c: order.index(c["cell"]))
             print(json.dumps(row), flush=True)

@@ -39,8 +39,8 @@ RELIABILITY_FLOOR = 0.5
 TARGET_R = 0.5
 TARGET_POWER = 0.8
 # where the predicted power was checked against the interval's simulated power (bench/plan_power_check.py): within
-# 0.04 with >= CHECKED_SEEDS seeds carrying >= CHECKED_NEFF effectively independent checkpoints each; 0.05-0.11
-# too high with one seed or about 4.5 per seed (curves smoother than that)
+# 0.04 with >= CHECKED_SEEDS seeds carrying >= CHECKED_NEFF effectively independent checkpoints each; 0.02-0.07
+# too high at about 4.5 per seed (smoother curves), 0.11 with one seed
 CHECKED_NEFF = 5.0
 CHECKED_SEEDS = 3
 
