@@ -204,6 +204,21 @@ def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(t
     assert CHECKED_NEFF <= 5.7
 
 
+def test_docs_plan_vs_grid_table_matches_its_results_file():
+    """The planner against the independent grid: the docs' table is the results file's, and a row's prediction
+    is the planner's for what the interval reported in that cell."""
+    from study_helpers import REPO, load_script
+
+    bench = load_script(REPO / "bench" / "plan_vs_grid.py")
+    result = json.loads((REPO / "bench" / "results" / "plan_vs_grid.json").read_text())
+    assert bench.markdown(result) in (REPO / "docs" / "statistics.md").read_text()
+    grid = {c["key"]: c for c in json.loads((REPO / "bench" / "results" / "interval_grid.json").read_text())["cells"]}
+    for row in result["rows"][::17]:
+        assert bench.predict(grid[row["key"]])["predicted"] == pytest.approx(row["predicted"], abs=1e-6)
+    smooth = [s for s in result["summary"] if s["dependence"].startswith("gp") and s["seeds"] != "1"]
+    assert smooth and all(abs(s["mean_error"]) <= 0.05 for s in smooth)
+
+
 def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypatch):
     """--simulate analyses studies drawn from the plan's model with gp_interval: a strong correlation on rough,
     reliable curves is found in most of them, a zero one in few; the CLI reports it beside the prediction."""
