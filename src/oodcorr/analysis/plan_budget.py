@@ -121,7 +121,7 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
-                                 "per_seed_h": score_h + cost["families"] * cost["train_h"], "score_h": score_h,
+                                 "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
                                  "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
                                  "median_testset": kept[j]})
     out["rows"] = rows
@@ -134,8 +134,7 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
 
 def _hours(row, s):
     """Hours of `s` seeds of a row's design (module notes): every seed scored, the untrained ones trained too."""
-    train_h = row["per_seed_h"] - row["score_h"]
-    return s * row["score_h"] + np.maximum(np.asarray(s) - row["trained"], 0) * train_h
+    return s * row["score_h"] + np.maximum(np.asarray(s) - row["trained"], 0) * row["train_h"]
 
 
 def prediction_caveat(design: dict, ell: float) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FLOOR, TARGET_R,
-                                          _describe, one_thread, params_fragment, prediction_caveat,
+                                          _describe, _hours, one_thread, params_fragment, prediction_caveat,
                                           required_budget_text, search)
 from oodcorr.errors import UserError
 
@@ -210,9 +210,9 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
     dropped = f"; left out: {', '.join(res['dropped'])}" if res["dropped"] else ""
     click.echo(f"  reliability at full size: {rel} (kept >= {RELIABILITY_FLOOR}: {len(res['kept'])}{dropped})")
     if best is None:
-        cheapest = min(res["rows"], key=lambda r: r["per_seed_h"])
+        cheapest = min(res["rows"], key=lambda r: _hours(r, 1))
         click.echo(f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
-                   f"{cheapest['per_seed_h']:.2f} h")
+                   f"{_hours(cheapest, 1):.2f} h")
         click.echo(f"  {need}")
         return
     click.echo(f"  best per checkpoint count within {budget:g} h ({n_fam} run(s) per seed, <= {MAX_SEEDS} seeds):")
