@@ -144,11 +144,13 @@ def prediction_caveat(design: dict, ell: float) -> str:
     from oodcorr.analysis.gp_model import KERNEL
 
     neff = n_eff_of(design_terms(design["checkpoints"], 1.0, 1.0), ell, KERNEL)
-    if neff >= CHECKED_NEFF and design["seeds"] >= CHECKED_SEEDS:
+    here = ([f"each seed carries about {neff:.1f}"] if neff < CHECKED_NEFF else []) + (
+        [f"{design['seeds']} seed(s)"] if design["seeds"] < CHECKED_SEEDS else [])
+    if not here:
         return ""
-    return (f"each seed carries about {neff:.1f} effectively independent checkpoints over {design['seeds']} "
-            f"seed(s): there the prediction has run up to 0.11 above the interval's simulated power; measure it "
-            f"with --simulate 100")
+    return (f"the prediction was checked with >= {CHECKED_SEEDS} seeds of >= {CHECKED_NEFF:g} effectively "
+            f"independent checkpoints each; here {' and '.join(here)}, where it has run up to 0.11 above the "
+            f"interval's simulated power: measure it with --simulate 100")
 
 
 def _design(row, s) -> dict:
