@@ -59,16 +59,23 @@ def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho:
     S1 = [_sigma(s, np.array([sa2]), np.array([sb2]), np.array([rho * math.sqrt(sa2 * sb2)]),
                  _kernel_mats(s, np.array([ell]), kernel)[0])[0] for s in seeds]
 
-    def kl(theta):
+    def kl(theta):  # KL(model at rho || model at 0 with theta) and its gradient in theta (log sa2, log sb2, log ell)
         a2, b2, e = np.exp(theta)
-        tot = 0.0
+        tot, grad = 0.0, np.zeros(3)
         for s, S in zip(seeds, S1):
-            S0 = _sigma(s, np.array([a2]), np.array([b2]), np.zeros(1), _kernel_mats(s, np.array([e]), kernel)[0])[0]
-            A = np.linalg.solve(S0, S)
+            K, dK = (x[0] for x in _kernel_mats(s, np.array([e]), kernel))
+            S0 = _sigma(s, np.array([a2]), np.array([b2]), np.zeros(1), K[None])[0]
+            Si = np.linalg.inv(S0)
+            A = Si @ S
             tot += 0.5 * (np.trace(A) - len(A) - np.linalg.slogdet(A)[1])
-        return tot
+            W = Si - A @ Si  # d KL = 1/2 tr(W dS0); dS0 is block-diagonal in the two testsets
+            m = s["m"]
+            Wa, Wb = W[:m, :m], W[m:, m:]
+            grad += 0.5 * np.array([a2 * np.sum(Wa * K), b2 * np.sum(Wb * K),
+                                    a2 * np.sum(Wa * dK) + b2 * np.sum(Wb * dK)])
+        return tot, grad
 
-    fit = minimize(kl, np.log([sa2, sb2, ell]), method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-9})
+    fit = minimize(kl, np.log([sa2, sb2, ell]), jac=True, method="L-BFGS-B")
     return float(max(2.0 * fit.fun, 0.0))
 
 
