@@ -115,6 +115,33 @@ def test_a_pooled_row_is_flagged_by_the_reliabilities_its_own_interval_used(tmp_
                                                                                  "testset_b == 'b'").iloc[0]
     assert row["flag"].split(";") == ["collinear_with_id:b", "unreliable:a"]
     assert (row["rel_a"], row["rel_b"]) == (0.45, 0.7)
-    # without a pooled likelihood the seeds' flags are all kept
+    # without a pooled likelihood and no noise columns the seeds' flags are all kept
     row = pool_seeds(partials).query("testset_a == 'a' and testset_b == 'b'").iloc[0]
     assert "unreliable:b" in row["flag"].split(";")
+
+
+def test_a_pooled_row_without_a_joint_likelihood_is_flagged_by_its_own_mean_reliabilities_and_interval(tmp_path):
+    """rank / gam rows pool the seeds' own intervals: one seed's unreliable testset (its interval undefined) does not
+    flag the pooled row when the seeds' mean reliability passes and the pooled interval is defined from the others;
+    where no seed has an interval the row keeps `ci2_undefined`."""
+    partials = _partials(tmp_path, {"m1": 0.6}).copy()
+    ab = (partials["testset_a"] == "a") & (partials["testset_b"] == "b")
+    seeds = sorted(partials.loc[ab, "seed"].unique())
+    assert len(seeds) >= 2
+    vals = {"ci2_low": 0.1, "ci2_high": 0.8, "ci2_se": 0.3, "attenuation": 0.9, "r_disattenuated": 0.5,
+            "rel_a": 0.9, "rel_b": 0.8, "n_eff": 10.0}
+    for col, v in vals.items():
+        partials[col] = v
+    bad = ab & (partials["seed"] == seeds[0])
+    partials.loc[bad, ["ci2_low", "ci2_high", "ci2_se", "r_disattenuated"]] = np.nan
+    partials.loc[bad, "rel_b"] = 0.45
+    partials.loc[bad, "flag"] = "unreliable:b;ci2_undefined:unreliable;collinear_with_id:b"
+    pooled = pool_seeds(partials, reliability_min=0.5)
+    row = pooled.query("testset_a == 'a' and testset_b == 'b'").iloc[0]
+    assert np.isfinite(row["ci2_low"]) and row["rel_b"] > 0.5
+    assert row["flag"].split(";") == ["collinear_with_id:b"]
+    partials.loc[ab, ["ci2_low", "ci2_high", "ci2_se", "r_disattenuated"]] = np.nan  # no seed has an interval
+    partials.loc[ab, "rel_a"] = 0.3
+    row = pool_seeds(partials, reliability_min=0.5).query("testset_a == 'a' and testset_b == 'b'").iloc[0]
+    assert np.isnan(row["ci2_low"])
+    assert row["flag"].split(";") == ["ci2_undefined:unreliable", "collinear_with_id:b", "unreliable:a"]

@@ -84,7 +84,8 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
     ({(model, *SETUP, method, a, b): pair_ci2.interval}, noise_tables.pooled_intervals): the noise columns of
     those rows come from one likelihood over the seeds' data instead of pooling each seed's interval, and so do
     their `unreliable:<testset>` flags (the reliabilities that likelihood fitted, below reliability_min), not
-    the seeds' own: one row tells one story."""
+    the seeds' own: one row tells one story. Without it (rank, gam) the row's mean reliabilities decide its
+    `unreliable:` flags, and a seed's `ci2_undefined:` flag is dropped where the pooled interval is defined."""
     keys = ["model", *SETUP, *PAIR]
     out = []
     for key, g in partials.groupby(keys, sort=True, dropna=False):
@@ -106,9 +107,13 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
         else:
             row["equivalent"] = bool(equivalent(row["ci_low"], row["ci_high"], equivalence))
         flags = {f for fl in g["flag"].fillna("") for f in str(fl).split(";") if f}
-        if iv is not None:  # the pooled likelihood's reliabilities decide, as for a run's own row
+        if iv is not None or "rel_a" in g and g[["rel_a", "rel_b"]].notna().to_numpy().any():
+            # the pooled row's own reliabilities and interval decide, as for a run's own row
             flags = {f for f in flags if not f.startswith("unreliable:")} | set(
-                unreliable_flags(key[-2], key[-1], iv["rel_a"], iv["rel_b"], reliability_min))
+                unreliable_flags(key[-2], key[-1], row.get("rel_a", math.nan), row.get("rel_b", math.nan),
+                                 reliability_min))
+            if np.isfinite(row.get("ci2_low", math.nan)):  # a seed's undefined interval is not the pooled row's
+                flags = {f for f in flags if not f.startswith("ci2_undefined:")}
         row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(flags))
         out.append(row)
     pooled = pd.DataFrame(out)
