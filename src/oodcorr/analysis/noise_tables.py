@@ -214,8 +214,8 @@ NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci
 
 def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None,
                   runs: dict | None = None, items: dict | None = None, inputs: dict | None = None):
-    """`partials` with rel_a, rel_b (`metric`'s split-half reliabilities from the table `rel`), the
-    noise-corrected interval (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high,
+    """`partials` with rel_a, rel_b (the reliabilities of the pair's residual series its interval used; without
+    an interval, `metric`'s split-half reliabilities from the table `rel`), the noise-corrected interval (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high,
     ci2_se, attenuation, n_eff), ci2boot_low/high (from `boots`, else NaN), distinguishable (ci2 excludes 0)
     and equivalent (ci2 inside +/- analyze.equivalence); `unreliable:<testset>` and `ci2_undefined:<why>`
     flags."""
@@ -246,8 +246,9 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         iv = intervals.get(i)
         if not (np.isfinite(ra) and np.isfinite(rb)):  # too few items to estimate a testset's noise at all
             iv = None
-        if iv is not None and "why" in iv:  # the likelihood interval reports the reliabilities it used
-            ra, rb = iv["rel_a"], iv["rel_b"]
+        if iv is not None:  # the row reports the reliabilities its interval used (one story per row)
+            ra, rb = (float(np.clip(iv[k], 0, 1)) if np.isfinite(iv[k]) else math.nan for k in ("rel_a", "rel_b"))
+        if iv is not None and "why" in iv:
             out.iloc[i, out.columns.get_indexer(CI2_EXTRA)] = [iv["ell"], iv["why"]]
         new = unreliable_flags(row.testset_a, row.testset_b, ra, rb, reliability_min)
         if iv is not None and iv["reason"]:

@@ -1,0 +1,35 @@
+"""Every committed study table tells one story per row: a row flagged `unreliable:<testset>` or with its
+interval undefined for unreliability reports a reliability below the threshold for that testset, and a row
+whose reported reliabilities both pass is not flagged unreliable (the reliabilities shown are those the
+interval used, for every method, per run and with seeds pooled)."""
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TABLES = sorted(p for name in ("partial_correlations.csv", "pooled_seeds.csv")
+                for p in (REPO / "studies").glob(f"*/results/{name}"))
+RELIABILITY_MIN = 0.5  # every committed study runs with the default analyze.reliability_min
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_flags_and_reported_reliabilities_agree(table):
+    rows = pd.read_csv(table).query("method != 'raw'")
+    assert len(rows)
+    checked = 0
+    for row in rows.itertuples(index=False):
+        flags = str(row.flag).split(";") if isinstance(row.flag, str) else []
+        rel = {row.testset_a: row.rel_a, row.testset_b: row.rel_b}
+        if any(math.isnan(v) for v in rel.values()):
+            continue
+        checked += 1
+        low = {t for t, v in rel.items() if v < RELIABILITY_MIN}
+        assert {f.split(":", 1)[1] for f in flags if f.startswith("unreliable:")} == low, (table.name, row)
+        if "ci2_undefined:unreliable" in flags:
+            assert low, (table.name, row)
+        if not math.isnan(row.ci2_low):
+            assert not any(f.startswith("ci2_undefined:") for f in flags), (table.name, row)
+    assert checked
