@@ -1,0 +1,60 @@
+"""docs/statistics.md's table of the interval on the study's own items is the one bench/item_resample.py makes from
+its committed results, and the statements beside it follow from those results."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("item_resample", REPO / "bench" / "item_resample.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_table_is_the_committed_results():
+    bench = _bench()
+    text = (REPO / "docs" / "statistics.md").read_text()
+    block = text.split("<!-- item_resample:begin -->\n")[1].split("<!-- item_resample:end -->")[0]
+    assert block.strip().splitlines()[2:] == bench.markdown().splitlines()
+
+
+def test_the_sign_held_in_every_gated_draw_and_the_all_items_reference_is_the_committed_study():
+    bench = _bench()
+    pooled = {}
+    import pandas as pd
+
+    rows = pd.read_csv(REPO / "studies" / "twofamily" / "results" / "pooled_seeds.csv").query(
+        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
+    pooled = {r.model: (r.r_disattenuated, r.ci2_low, r.ci2_high) for r in rows.itertuples(index=False)}
+    for path in bench.TABLED:
+        res = json.loads(Path(path).read_text())
+        for model, s in res["summary"].items():
+            ref = s["reference"]
+            assert abs(ref["r"] - pooled[model][0]) < 1e-9 and abs(ref["ci_low"] - pooled[model][1]) < 1e-9
+            d = bench.draw_rows(res, model)
+            assert d["sig"] == d["positive"] > 0  # every gated draw that excluded 0 was positive
+    gemma = [bench.draw_rows(json.loads(Path(p).read_text()), "gemma3-270m")["holds"] for p in bench.TABLED]
+    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    lo, hi = round(100 * (1 - max(gemma))), round(100 * (1 - min(gemma)))
+    assert f"missed the all-items value in {lo}–{hi} % of draws" in text
+
+
+def test_readme_and_the_study_page_quote_the_half_item_draws():
+    bench = _bench()
+    res = json.loads(Path(bench.TABLED[1]).read_text())
+    assert res["sizes"] == {"scitail_real": 256, "snli_real": 256} and res["draws"] == 40
+    gemma, smol = (bench.draw_rows(res, m) for m in ("gemma3-270m", "smollm2-135m"))
+    rise = [bench.draw_rows(res, m)["median"] - res["summary"][m]["reference"]["r"] for m in res["summary"]]
+    assert all(abs(x - 0.12) < 0.015 for x in rise)
+    assert gemma["sig"] == gemma["positive"] == smol["sig"] == smol["positive"] == 40
+    miss = f"missed the all-items value in {round(100 * (1 - gemma['holds']))} % of draws"
+    for page in ("README.md", "docs/studies.md"):
+        text = " ".join((REPO / page).read_text().split())
+        assert miss in text, page
+    assert "the estimates rose by about 0.12 with fewer items" in " ".join((REPO / "README.md").read_text().split())
+    studies = " ".join((REPO / "docs/studies.md").read_text().split())
+    assert f"(median {gemma['median']:+.2f} for Gemma, {smol['median']:+.2f} for SmolLM2)" in studies
