@@ -58,3 +58,24 @@ def test_readme_and_the_study_page_quote_the_half_item_draws():
     assert "the estimates rose by about 0.12 with fewer items" in " ".join((REPO / "README.md").read_text().split())
     studies = " ".join((REPO / "docs/studies.md").read_text().split())
     assert f"(median {gemma['median']:+.2f} for Gemma, {smol['median']:+.2f} for SmolLM2)" in studies
+
+
+def test_the_why_bullets_are_the_noise_check_results():
+    res = json.loads((REPO / "bench" / "results" / "real_noise_check.json").read_text())
+    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    lo, hi = res["split_half_range"]
+    assert f"difference is {lo:.2f}–{hi:.2f} of what the analysis estimates" in text
+    med = [s["median_r"] for s in res["own_model"]]
+    cov = [s["coverage"] for s in res["own_model"]]
+    assert f"the median estimate is {min(med):.2f}–{max(med):.2f}" in text
+    assert f"coverage {min(cov):.3f}–{max(cov):.3f}" in text
+    g, s = res["bands"]["gemma3-270m"], res["bands"]["smollm2-135m"]
+    f = "{:+.2f}".format
+    assert f"SmolLM2 {f(s['slow']['r'])} against {f(s['fast']['r'])}, Gemma {f(g['slow']['r'])} against " \
+           f"{f(g['fast']['r'])}" in text
+    share = [round(100 * b["slow"][k] / b["all"][k]) for b in (g, s) for k in ("signal_var_a", "signal_var_b")]
+    assert "SciTail {} % and SNLI {} % in Gemma, {} % and {} % in SmolLM2".format(*share) in text
+    assert f"moment estimate is {f(g['all']['r'])} (Gemma) and {f(s['all']['r'])} (SmolLM2)" in text
+    assert f"against the likelihood's {f(g['likelihood_r'])} and {f(s['likelihood_r'])}" in text
+    for b in (g, s):
+        assert b["slow"]["r"] > 0 and b["fast"]["r"] > 0 and b["all"]["r"] > 0
