@@ -79,3 +79,11 @@ def test_the_why_bullets_are_the_noise_check_results():
     assert f"against the likelihood's {f(g['likelihood_r'])} and {f(s['likelihood_r'])}" in text
     for b in (g, s):
         assert b["slow"]["r"] > 0 and b["fast"]["r"] > 0 and b["all"]["r"] > 0
+
+
+def test_the_drift_is_there_seed_by_seed():
+    res = json.loads((REPO / "bench" / "results" / "item_resample_id512.json").read_text())
+    rise = [res["per_seed_median_r"][k] - v[0] for k, v in res["reference_per_seed"].items()]
+    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    assert f"rises in {sum(x > 0 for x in rise)} of {len(rise)} seeds (by {min(rise):+.2f} to {max(rise):+.2f};" \
+        .replace("-", "−") in text
