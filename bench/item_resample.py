@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +36,6 @@ OUT = ROOT / "bench" / "results" / "item_resample.json"
 TABLED = (OUT, OUT.with_name("item_resample_id512.json"))  # the results docs/statistics.md shows
 FAMILY = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 TESTSET = {"mnli_real": "MNLI", "scitail_real": "SciTail", "snli_real": "SNLI"}
-ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OODCORR_THREADS")}
 
 
 def draw_ids(tables: dict, sizes: dict, rng) -> dict:
@@ -57,11 +54,11 @@ def draw_ids(tables: dict, sizes: dict, rng) -> dict:
     return keep
 
 
-def write_draw(study: Path, runs: list[str], keep: dict | None, dst: Path) -> list[Path]:
-    """The runs' predictions restricted to `keep` (None: all) and their metrics.jsonl recomputed from them."""
+def write_draw(study: Path, params: dict, runs: list[str], keep: dict | None, dst: Path) -> Path:
+    """A saved study's layout in `dst` (params.yaml, runs/<run>/): the runs' predictions restricted to `keep` (None:
+    all) and their metrics.jsonl recomputed from them."""
     import pandas as pd
 
-    files = []
     for run in runs:
         src, out = study / "runs" / run, dst / "runs" / run
         (out / "eval").mkdir(parents=True)
@@ -83,26 +80,24 @@ def write_draw(study: Path, runs: list[str], keep: dict | None, dst: Path) -> li
                 row.update(table_metrics(table), n=len(table))
                 lines.append(json.dumps(row))
         (out / "eval" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-        files.append(out / "eval" / "metrics.jsonl")
-    return files
+    (dst / "params.yaml").write_text(json.dumps(params))  # YAML is a superset of JSON
+    return dst
 
 
-def analyse(params: Path, files: list[Path], out: Path, a: str, b: str) -> dict:
-    """{model: (r, ci_low, ci_high, rel_a, rel_b, n_eff, length-scale)} of the pooled linear row of the pair."""
+def analyse(draw: Path, runs: list[str], a: str, b: str) -> dict:
+    """{model: (r, ci_low, ci_high, rel_a, rel_b, n_eff, length-scale)} of the pooled linear row of the pair, and
+    "per_seed": {model/seed: (r, ci_low, ci_high)}, from the analysis a saved study gets (launch.saved.analyse)."""
     import pandas as pd
 
-    cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(params), "--out", str(out), "--no-mlflow"]
-    for f in files:
-        cmd += ["--metrics", str(f)]
-    res = subprocess.run(cmd, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(res.stderr[-2000:])
-    pooled = pd.read_csv(out / "pooled_seeds.csv").query(
-        f"method == 'linear' and testset_a == '{a}' and testset_b == '{b}'")
+    from oodcorr.launch.saved import analyse as analyse_saved
+
+    out = draw / "out"
+    analyse_saved(draw, runs, out)
+    query = f"method == 'linear' and testset_a == '{a}' and testset_b == '{b}'"
+    pooled = pd.read_csv(out / "pooled_seeds.csv").query(query)
     res = {r.model: [float(r.r_disattenuated), float(r.ci2_low), float(r.ci2_high), float(r.rel_a), float(r.rel_b),
                      float(r.n_eff), float(r.ci2_ell)] for r in pooled.itertuples(index=False)}
-    seeds = pd.read_csv(out / "partial_correlations.csv").query(
-        f"method == 'linear' and testset_a == '{a}' and testset_b == '{b}'")
+    seeds = pd.read_csv(out / "partial_correlations.csv").query(query)
     res["per_seed"] = {f"{r.model}/{int(r.seed)}": [float(r.r_disattenuated), float(r.ci2_low), float(r.ci2_high)]
                        for r in seeds.itertuples(index=False)}
     return res
@@ -167,13 +162,12 @@ def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="oodcorr-resample-") as tmp:
         tmp = Path(tmp)
-        (tmp / "params.yaml").write_text(json.dumps(params))  # YAML is a superset of JSON
-        ref = analyse(tmp / "params.yaml", write_draw(study, runs, None, tmp / "all"), tmp / "out-all", *args.pair)
+        ref = analyse(write_draw(study, params, runs, None, tmp / "all"), runs, *args.pair)
         draws = []
         for i in range(args.draws):
             keep = draw_ids(tables, sizes, rng)
             d = tmp / f"d{i}"
-            draws.append(analyse(tmp / "params.yaml", write_draw(study, runs, keep, d), d / "out", *args.pair))
+            draws.append(analyse(write_draw(study, params, runs, keep, d), runs, *args.pair))
             shutil.rmtree(d)
             print(f"draw {i + 1}/{args.draws}: " + ", ".join(
                 f"{m} {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}] rel {v[3]:.2f}/{v[4]:.2f} n_eff {v[5]:.0f} ell {v[6]:.2f}"

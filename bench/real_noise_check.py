@@ -28,45 +28,42 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.aggregate import gold_entailment  # noqa: E402
+from oodcorr.aggregate import gold_entailment, stratified_halves, values  # noqa: E402
 from oodcorr.analysis.gp_interval import _seed_terms, gp_interval  # noqa: E402
 from oodcorr.analysis.gp_model import KERNEL, KERNELS  # noqa: E402
-from oodcorr.analysis.interval import noise_cov  # noqa: E402
+from oodcorr.analysis.noise_tables import item_noise  # noqa: E402
 from oodcorr.analysis.plan_budget import one_thread  # noqa: E402
-from oodcorr.metrics import item_scores  # noqa: E402
+from oodcorr.metrics import METRICS, item_scores  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "real_noise_check.json"
-BALANCED = {True: 0.5, False: 0.5}
+METRIC = "balanced_margin"
+KIND = METRICS[METRIC].aggregate
 SLOW_MODES = 4  # the band of slow changes: the 4 leading eigenvectors of the fitted kernel in the residual space
 
 
 def item_matrix(run_dir: Path, testset: str):
-    """(t in [0, 1], per-item balanced_margin scores (checkpoints, items), gold-entailment mask), items by id."""
+    """(t in [0, 1], per-item scores of METRIC (checkpoints, items), gold-entailment mask), items by id."""
     import pandas as pd
 
     pred = run_dir / "eval" / "predictions"
     steps = sorted(int(p.name.split("-")[1]) for p in pred.iterdir())
     tabs = [pd.read_parquet(pred / f"step-{s}" / f"{testset}.parquet").sort_values("id").reset_index(drop=True)
             for s in steps]
-    M = np.stack([item_scores(t, "balanced_margin") for t in tabs])
+    M = np.stack([item_scores(t, METRIC) for t in tabs])
     return np.array(steps, float) / max(steps), M, np.asarray(gold_entailment(tabs[0]))
 
 
-def balanced(M, g):
-    return 0.5 * M[:, g].mean(1) + 0.5 * M[:, ~g].mean(1)
+def series_and_noise(M, g):
+    """The testset's series and its item-noise covariance, as the analysis computes them."""
+    series, V = item_noise({"t": M}, {"t": g}, KIND, None, 0)
+    return series["t"], V["t"]
 
 
 def split_half(M, g, rng, splits: int) -> dict:
     n = M.shape[0]
-    V = noise_cov(M, g, BALANCED, shrink=True)
-    D = []
-    for _ in range(splits):
-        a = np.zeros(len(g), bool)
-        for c in (True, False):
-            idx = np.flatnonzero(g == c)
-            a[rng.choice(idx, len(idx) // 2, replace=False)] = True
-        D.append((balanced(M[:, a], g[a]) - balanced(M[:, ~a], g[~a])) / 2)
-    D = np.array(D)
+    V = series_and_noise(M, g)[1]
+    A, B = stratified_halves(g, splits, rng)
+    D = (values(KIND, M, g, A) - values(KIND, M, g, B)).T / 2  # (splits, n)
     E = D.T @ D / len(D)
     J = np.eye(n) - 1.0 / n
     d2 = np.diff(np.eye(n), 2, axis=0)
@@ -80,7 +77,7 @@ def bands(study: Path, runs: list[str], ell: float, a: str, b: str, id_name: str
         data = {}
         for key, ts in (("x", id_name), ("ya", a), ("yb", b)):
             t, M, g = item_matrix(study / "runs" / run, ts)
-            data[key], data["V" + key[-1]] = balanced(M, g), noise_cov(M, g, BALANCED, shrink=True)
+            data[key], data["V" + key[-1]] = series_and_noise(M, g)
         data["t"] = t
         s = _seed_terms(data)
         m = s["m"]

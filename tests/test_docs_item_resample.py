@@ -23,10 +23,9 @@ def test_the_table_is_the_committed_results():
 
 
 def test_the_sign_held_in_every_gated_draw_and_the_all_items_reference_is_the_committed_study():
-    bench = _bench()
-    pooled = {}
     import pandas as pd
 
+    bench = _bench()
     rows = pd.read_csv(REPO / "studies" / "twofamily" / "results" / "pooled_seeds.csv").query(
         "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
     pooled = {r.model: (r.r_disattenuated, r.ci2_low, r.ci2_high) for r in rows.itertuples(index=False)}

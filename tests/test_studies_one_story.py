@@ -8,25 +8,33 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
+
+from oodcorr.analysis.settings import AnalyzeSettings
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = sorted(p for name in ("partial_correlations.csv", "pooled_seeds.csv")
                 for p in (REPO / "studies").glob(f"*/results/{name}"))
-RELIABILITY_MIN = 0.5  # every committed study runs with the default analyze.reliability_min
+
+
+def reliability_min(table: Path) -> float:
+    """The threshold the study analysed with: its params' analyze.reliability_min, else the default."""
+    params = yaml.safe_load((table.parents[1] / "params.yaml").read_text()) or {}
+    return float((params.get("analyze") or {}).get("reliability_min", AnalyzeSettings.reliability_min))
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda p: f"{p.parts[-3]}/{p.name}")
 def test_flags_and_reported_reliabilities_agree(table):
     rows = pd.read_csv(table).query("method != 'raw'")
     assert len(rows)
-    checked = 0
+    checked, threshold = 0, reliability_min(table)
     for row in rows.itertuples(index=False):
         flags = str(row.flag).split(";") if isinstance(row.flag, str) else []
         rel = {row.testset_a: row.rel_a, row.testset_b: row.rel_b}
         if any(math.isnan(v) for v in rel.values()):
             continue
         checked += 1
-        low = {t for t, v in rel.items() if v < RELIABILITY_MIN}
+        low = {t for t, v in rel.items() if v < threshold}
         assert {f.split(":", 1)[1] for f in flags if f.startswith("unreliable:")} == low, (table.name, row)
         if "ci2_undefined:unreliable" in flags:
             assert low, (table.name, row)

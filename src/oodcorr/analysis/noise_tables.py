@@ -215,10 +215,10 @@ NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci
 def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None,
                   runs: dict | None = None, items: dict | None = None, inputs: dict | None = None):
     """`partials` with rel_a, rel_b (the reliabilities of the pair's residual series its interval used; without
-    an interval, `metric`'s split-half reliabilities from the table `rel`), the noise-corrected interval (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high,
-    ci2_se, attenuation, n_eff), ci2boot_low/high (from `boots`, else NaN), distinguishable (ci2 excludes 0)
-    and equivalent (ci2 inside +/- analyze.equivalence); `unreliable:<testset>` and `ci2_undefined:<why>`
-    flags."""
+    an interval, `metric`'s split-half reliabilities from the table `rel`), the noise-corrected interval
+    (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high, ci2_se, attenuation, n_eff),
+    ci2boot_low/high (from `boots`, else NaN), distinguishable (ci2 excludes 0) and equivalent (ci2 inside +/-
+    analyze.equivalence); `unreliable:<testset>` and `ci2_undefined:<why>` flags."""
     import math
 
     import numpy as np
