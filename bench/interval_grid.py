@@ -116,7 +116,8 @@ ALPHA = 0.05
 TARGET = (0.93, 0.97)
 QUICK = dict(cells=["base|gp0.2|id128|S1|n20|rho0.0", "base|gp0.2|id128|S3|n9|rho0.5",
                     "base|iid|id512|S1|n9|rho0.8", "answer_bias|gp0.2|id128|S1|n9|rho0.0"], reps=10)
-SOURCES = {"new": ("gp_interval.py", "gp_model.py", "interval.py"), "earlier": ("interval.py",)}  # hashed into each row
+SOURCES = {"new": ("gp_interval.py", "gp_model.py", "interval.py"), "earlier": ("interval.py",),
+           "even": ("gp_even.py", "gp_interval.py", "gp_model.py", "interval.py")}  # hashed into each row
 # (src/oodcorr/analysis/): every module an interval's numbers come from
 
 
@@ -287,8 +288,10 @@ def new_interval_available() -> bool:
     return True
 
 
-def run_new(d: dict) -> dict:
-    """gp_interval per replicate (all its seeds at once) -> arrays (reps,)."""
+def run_new(d: dict, even: bool = False) -> dict:
+    """gp_interval per replicate (all its seeds at once) -> arrays (reps,); even: the even-weight estimate and its
+    bootstrap interval (gp_even) from the same fit, with the fit's reliabilities and effective checkpoints."""
+    from oodcorr.analysis.gp_even import even_interval
     from oodcorr.analysis.gp_interval import gp_interval
 
     R, S, _ = d["series"]["x"].shape
@@ -300,6 +303,10 @@ def run_new(d: dict) -> dict:
                   "Vx": d["Vs"]["x"][r, s], "Va": d["Vs"]["a"][r, s], "Vb": d["Vs"]["b"][r, s], "t": d["t"]}
                  for s in range(S)]
         res = gp_interval(seeds, alpha=ALPHA)
+        if even:
+            ev = even_interval(res["terms"], res, alpha=ALPHA, seed=r) if not res["reason"] else {}
+            res = {**res, "r_hat": ev.get("r", math.nan), "ci_low": ev.get("ci_low", math.nan),
+                   "ci_high": ev.get("ci_high", math.nan), "reason": res["reason"] or ev.get("reason", "")}
         for k in keys:
             v = res.get(k, math.nan)
             out[k][r] = math.nan if v is None else float(v)
@@ -343,7 +350,7 @@ def run_earlier(d: dict) -> dict:
             "reason": np.asarray(reason, dtype=object)}
 
 
-METHODS = {"new": run_new, "earlier": run_earlier}
+METHODS = {"new": run_new, "earlier": run_earlier, "even": lambda d: run_new(d, even=True)}
 
 
 def source_hash(method: str) -> str:
@@ -627,7 +634,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", nargs="*", choices=("base", "answer_bias"))
     ap.add_argument("--cells", nargs="*", help="glob patterns on cell keys, e.g. 'base|gp0.2|id128|S1|n40|*'")
     ap.add_argument("--methods", default=None,
-                    help="comma-separated intervals: new,earlier (default: both; earlier only when "
+                    help="comma-separated intervals: new,earlier,even (default: new and earlier; earlier only when "
                          "oodcorr.analysis.gp_interval is not importable)")
     ap.add_argument("--quick", action="store_true", help="a CI-sized subset (4 cells, 10 replicates)")
     ap.add_argument("--resume", action="store_true",

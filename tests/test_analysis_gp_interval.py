@@ -152,6 +152,12 @@ def test_the_analysis_pools_seeds_in_one_likelihood_and_can_share_one_estimate_a
     pooled = pd.read_csv(out / "pooled_seeds.csv")
     pl = pooled[pooled["method"] == "linear"]
     assert pl["ci2_low"].notna().all() and (pl["ci2_low"] < pl["ci2_high"]).all()
+    # the even-weight estimate beside it (gp_even), for linear rows only
+    for tab in (lin, pl):
+        ok = tab["r_even"].notna()
+        assert ok.any()
+        assert ((tab["ci2even_low"][ok] <= tab["r_even"][ok]) & (tab["r_even"][ok] <= tab["ci2even_high"][ok])).all()
+    assert p.loc[p["method"] != "linear", "r_even"].isna().all()
     for _, row in pl.iterrows():
         runs = lin[(lin["model"] == row["model"]) & (lin["testset_a"] == row["testset_a"])
                    & (lin["testset_b"] == row["testset_b"])]

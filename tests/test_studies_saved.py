@@ -139,3 +139,24 @@ def test_save_keeps_only_recorded_runs_and_one_params_file(tmp_path, monkeypatch
     res = CliRunner().invoke(cli, ["study", "save", "demo", "--from", str(src)])
     assert res.exit_code == 2 and "differs from" in res.output and "another name" in res.output, res.output
     assert sorted(p.name for p in (repo / "studies" / "demo").iterdir()) == ["params.yaml"]
+
+
+def test_the_check_tells_rounding_from_a_change_and_names_the_columns(tmp_path):
+    """Another machine's numerical libraries move the last digits of a float: such a table is reported as equal but
+    for rounding, while a change beyond it is named with its columns."""
+    from oodcorr.launch.saved import compare
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    for d in (new, old):
+        d.mkdir()
+    (old / "a.csv").write_text("pair,r,rel\nx~y,0.7635798109916538,0.5\n")
+    (new / "a.csv").write_text("pair,r,rel\nx~y,0.7635798109916524,0.5\n")
+    (old / "b.csv").write_text("pair,r,rel\nx~y,0.76,0.5\nx~z,0.1,0.9\n")
+    (new / "b.csv").write_text("pair,r,rel\nx~y,0.76,0.6\nx~z,0.1,0.8\n")
+    (old / "s.json").write_text('{"m": {"r": 0.8311553554546439, "n": 3}}')
+    (new / "s.json").write_text('{"m": {"r": 0.8311553554546243, "n": 3}}')
+    (old / "same.csv").write_text("a\n1\n")
+    (new / "same.csv").write_text("a\n1\n")
+    same, rounded, differ, missing = compare(new, old)
+    assert same == ["same.csv"] and sorted(rounded) == ["a.csv", "s.json"] and missing == []
+    assert differ == ["b.csv (rel: 2 cell(s))"]

@@ -3,6 +3,9 @@ __version__ = "0.1.0"
 
 import logging as _logging
 
-# bitsandbytes logs a warning on every import on CPUs with avx512-bf16 when the optional `kernels` package
-# (a hub download) is absent; its pure-torch fallback is what oodcorr uses, so the line is only noise.
+# bitsandbytes logs a warning on every import on CPUs with avx512-bf16 when it cannot get its hub kernel
+# (`kernels` absent, or offline); its pure-torch fallback is what oodcorr uses, so the line is only noise.
 _logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(_logging.ERROR)
+# With `kernels` installed (transformers >= 5 requires it), that same lookup logs, offline, that it skips the hub
+# publisher check before it falls back: noise on every run's stderr, and a bad input's one line becomes two.
+_logging.getLogger("kernels").setLevel(_logging.ERROR)

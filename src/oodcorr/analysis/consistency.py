@@ -154,12 +154,15 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
 
 def _from_likelihood(iv: dict) -> dict:
     """The pooled row's noise columns from the seeds' joint likelihood interval (pair_ci2.interval)."""
+    from oodcorr.analysis.pair_ci2 import CI2_EXTRA
+
     ok = not iv["reason"]
     nan = math.nan
-    return {"ci2_low": iv["ci_low"] if ok else nan, "ci2_high": iv["ci_high"] if ok else nan,
+    return {**{col: iv.get(k, "" if col == "ci2_why" else nan) for col, k in CI2_EXTRA.items()},
+            "ci2_low": iv["ci_low"] if ok else nan, "ci2_high": iv["ci_high"] if ok else nan,
             "ci2_se": iv["se_z"] if ok else nan, "n_eff": iv["n_eff"], "attenuation": iv["A"],
             "r_disattenuated": float(np.clip(iv["r_hat"], -1, 1)) if ok else nan, "rel_a": iv["rel_a"],
-            "rel_b": iv["rel_b"], "ci2_ell": iv["ell"], "ci2_why": iv["why"]}
+            "rel_b": iv["rel_b"]}
 
 
 def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:

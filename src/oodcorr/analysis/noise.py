@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from oodcorr.aggregate import gold_entailment, stratified_halves
-from oodcorr.analysis.partial import METHODS
+from oodcorr.analysis.partial import METHODS, ranks
 from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
 from oodcorr.metrics import METRICS, item_scores
@@ -158,12 +158,6 @@ def _colcorr(A: np.ndarray, B: np.ndarray, axis: int = 0) -> np.ndarray:
         return (Ac * Bc).sum(axis) / np.sqrt((Ac**2).sum(axis) * (Bc**2).sum(axis))
 
 
-def _rank0(a: np.ndarray, axis: int = 0) -> np.ndarray:
-    from scipy.stats import rankdata
-
-    return rankdata(a, axis=axis)
-
-
 # ----------------------------------------------------------------------------- reliability
 
 def spearman_brown(c):
@@ -224,8 +218,8 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
             out[method] = (math.nan, "gam_undefined")
             continue
         if method == "rank":
-            op = linear_operator(_rank0(x))
-            ra, rb = op @ _rank0(ya, 0), op @ _rank0(yb, 0)
+            op = linear_operator(ranks(x))
+            ra, rb = op @ ranks(ya, 0), op @ ranks(yb, 0)
         else:
             op = operator if operator is not None else linear_operator(x)
             ra, rb = op @ ya, op @ yb
@@ -289,7 +283,7 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
     xb = np.take_along_axis(xtraj, ck, axis=1)
     Yb = np.take_along_axis(np.stack(trajs, axis=-1), ck[:, :, None], axis=1)
     if method == "rank":
-        xb, Yb = _rank0(xb, 1), _rank0(Yb, 1)
+        xb, Yb = ranks(xb, 1), ranks(Yb, 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return _corr_cols(residualise_linear(xb, Yb))
 

@@ -234,7 +234,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
     intervals = pair_intervals(runs, partials, items, metric, settings, inputs) \
         if runs is not None and items else {}
     out = partials.copy()
-    for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"] + CI2_EXTRA:
+    for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"] + list(CI2_EXTRA):
         out[col] = math.nan if col != "ci2_why" else ""
     out["distinguishable"] = False
     out["equivalent"] = False
@@ -249,7 +249,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         if iv is not None:  # the row reports the reliabilities its interval used (one story per row)
             ra, rb = (float(np.clip(iv[k], 0, 1)) if np.isfinite(iv[k]) else math.nan for k in ("rel_a", "rel_b"))
         if iv is not None and "why" in iv:
-            out.iloc[i, out.columns.get_indexer(CI2_EXTRA)] = [iv["ell"], iv["why"]]
+            out.iloc[i, out.columns.get_indexer(list(CI2_EXTRA))] = [iv[k] for k in CI2_EXTRA.values()]
         new = unreliable_flags(row.testset_a, row.testset_b, ra, rb, reliability_min)
         if iv is not None and iv["reason"]:
             new.append(f"ci2_undefined:{iv['reason']}")

@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 
 from oodcorr.analysis.gp_design import seeds_for_power
+from oodcorr.analysis.gp_even import even_interval
 from oodcorr.analysis.gp_interval import gp_interval
 
-# columns this module adds to the partial-correlation and pooled tables (the existing ci2 columns are filled too)
-CI2_EXTRA = ["ci2_ell", "ci2_why"]
+# columns this module adds to the partial-correlation and pooled tables (the existing ci2 columns are filled too):
+# column -> key of interval()'s result
+CI2_EXTRA = {"ci2_ell": "ell", "ci2_why": "why", "r_even": "r_even", "ci2even_low": "even_low",
+             "ci2even_high": "even_high"}
 PLAN_R = 0.5  # the correlation the words size a study for
 PLAN_POWER = 0.8
 
@@ -29,8 +32,10 @@ def seed_dict(data: dict, a: str, b: str) -> dict:
 
 
 def interval(inputs: list[dict], a: str, b: str, alpha: float) -> dict:
-    """gp_interval over the runs in `inputs` for the pair (a, b), with the table's columns and its words."""
+    """gp_interval over the runs in `inputs` for the pair (a, b), with the table's columns and its words, and the
+    even-weight estimate beside it (gp_even)."""
     res = gp_interval([seed_dict(d, a, b) for d in inputs], alpha)
+    even = even_interval(res["terms"], res, alpha) if not res["reason"] else {}
     lo, hi = res["ci_low"], res["ci_high"]
     se = math.nan
     if math.isfinite(lo) and math.isfinite(hi) and -1 < lo and hi < 1:
@@ -39,7 +44,8 @@ def interval(inputs: list[dict], a: str, b: str, alpha: float) -> dict:
             "rel_b": res["rel_b"], "A": math.sqrt(res["rel_a"] * res["rel_b"])
             if res["rel_a"] >= 0 and res["rel_b"] >= 0 else math.nan,
             "n_eff": res["n_eff"], "ell": res["ell"], "kernel": res["kernel"], "reason": res["reason"],
-            "why": words(res, len(inputs))}
+            "why": words(res, len(inputs)), "r_even": even.get("r", math.nan),
+            "even_low": even.get("ci_low", math.nan), "even_high": even.get("ci_high", math.nan)}
 
 
 def words(res: dict, n_runs: int) -> str:

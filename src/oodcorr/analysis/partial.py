@@ -126,10 +126,15 @@ def gam_fit(x: np.ndarray, Y: np.ndarray, alphas=GAM_ALPHAS):
     return resid, edf, chosen
 
 
-def _rank(a: np.ndarray, axis: int) -> np.ndarray:
+RANK_DECIMALS = 12  # values equal to this many decimals tie: sums taken in another order (another machine's
+# numerical libraries) differ in the last bits, and would otherwise break a tie one way or the other
+
+
+def ranks(a: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Average ranks along `axis`, near-equal values (to RANK_DECIMALS) tied."""
     from scipy.stats import rankdata
 
-    return rankdata(a, axis=axis)
+    return rankdata(np.round(np.asarray(a, float), RANK_DECIMALS), axis=axis)
 
 
 def _corr_cols(R: np.ndarray) -> np.ndarray:
@@ -151,7 +156,7 @@ def _linear(x, Y):
 
 
 def _rank_linear(x, Y):
-    return residualise_linear(_rank(x, 0), _rank(Y, 0)), np.ones(Y.shape[1])
+    return residualise_linear(ranks(x, 0), ranks(Y, 0)), np.ones(Y.shape[1])
 
 
 def _gam(x, Y):
@@ -164,7 +169,7 @@ def _boot_linear(xb, Yb):
 
 
 def _boot_rank(xb, Yb):
-    return residualise_linear(_rank(xb, axis=1), _rank(Yb, axis=1))
+    return residualise_linear(ranks(xb, axis=1), ranks(Yb, axis=1))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""report.html: one self-contained page (figures as base64 data URIs, tables inline, no scripts or
-external assets) so it can be opened from a file browser, attached to an MLflow run, or mailed."""
+"""report.html: one self-contained page (figures inline as data URIs, no scripts or external assets): open it
+from a file browser, attach it to an MLflow run, or mail it."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _fmt(v) -> str:
 
 # Columns the page combines to stay within ~1,300 px (the CSVs keep every column): name -> source columns.
 COMBINED = {"pair": ("testset_a", "testset_b"), "CI": ("ci_low", "ci_high"), "ci2": ("ci2_low", "ci2_high"),
-            "CI acc": ("ci_low_accuracy", "ci_high_accuracy"), "rel a / b": ("rel_a", "rel_b")}
+            "ci2 even": ("ci2even_low", "ci2even_high"), "CI acc": ("ci_low_accuracy", "ci_high_accuracy"), "rel a / b": ("rel_a", "rel_b")}
 
 
 def _breakable(text: str) -> str:
@@ -61,10 +61,10 @@ def _reason(row) -> str:
 def _cell(row, col: str) -> str:
     if col == "pair":
         return f'<td class="l">{html.escape(str(row["testset_a"]))} ~ {html.escape(str(row["testset_b"]))}</td>'
-    if col in ("CI", "ci2", "CI acc"):
+    if col in ("CI", "ci2", "ci2 even", "CI acc"):
         lo, hi = (row.get(c) for c in COMBINED[col])
         if lo is None or hi is None or lo != lo or hi != hi:
-            return f'<td class="l">—{_reason(row)}</td>'
+            return f'<td class="l">—{_reason(row) if col != "ci2 even" else ""}</td>'
         return f"<td>[{lo:+.2f}, {hi:+.2f}]</td>"
     if col == "rel a / b":
         return f"<td>{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}</td>"
@@ -115,7 +115,8 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
              f"<b>noise-corrected CI</b> (ci2) is a CI for that noise-free r: it carries testset noise and counts "
              f"checkpoints by their effective number (<code>n_eff</code>; neighbouring checkpoints of a smooth "
              f"trajectory are not independent), and is empty where the data cannot support one (the flag "
-             f"<code>ci2_undefined</code> says why); ci_low/ci_high are the CI of the observed r. A pair is <b>distinguishable from noise</b> when its noise-corrected CI "
+             f"<code>ci2_undefined</code> says why); ci_low/ci_high are the CI of the observed r. <b>r_even</b> (CI: ci2 "
+             f"even), checkpoints weighted alike, is wider but steady in the item count: the guide to size. A pair is <b>distinguishable from noise</b> when its noise-corrected CI "
              f"excludes 0 and both testsets are reliable. Metric analysed: <code>{html.escape(str(info.get('metric')))}"
              f"</code>.</p>"]
     rows = []
@@ -321,12 +322,11 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
                          + "".join(fig(f) for f in chosen))
 
     parts.append("<h2>Seeds pooled per model</h2>" + table(pooled, ["model", "method", "pair", "n_seeds", "r", "CI", "p_bh", "r_disattenuated", "ci2",
-                                "equivalent", "rel a / b", "r_accuracy", "CI acc", "answer_bias", "flag"],
+                                "r_even", "ci2 even", "equivalent", "rel a / b", "r_accuracy", "CI acc", "answer_bias", "flag"],
                        label="every model, method and pair"))
     parts.append("<h2>Per run partial correlations</h2><p>The page shows the main columns; "
                  "partial_correlations.csv has every column (p, Holm, bootstrap CIs, …).</p>" + table(partials, ["run", "method", "pair", "r", "n", "CI", "p_bh", "r_disattenuated", "ci2", "n_eff",
-                                  "rel a / b", "distinguishable", "equivalent", "r_accuracy", "CI acc", "answer_bias",
-                                  "flag"], label="every run, method and pair"))
+                                  "rel a / b", "distinguishable", "equivalent", "r_accuracy", "CI acc", "answer_bias", "flag"], label="every run, method and pair"))
     run_rows = []
     for run, d in runs.items():
         m = d["meta"]

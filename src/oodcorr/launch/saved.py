@@ -17,6 +17,7 @@ their CLI, as everywhere in launch/.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -173,15 +174,79 @@ def analyse(sdir: Path, keys: list[str], out: Path) -> None:
         raise UserError(f"the analysis of {sdir} failed: {last[0]}")
 
 
-def compare(new: Path, committed: Path) -> tuple[list[str], list[str], list[str]]:
-    """(identical, differing, missing on one side) table names."""
+ROUNDING = 1e-9  # relative: what another machine's numerical libraries move in the last digits of a float
+
+
+def _close(x, y) -> bool:
+    """Equal values, floats within ROUNDING (relative) of each other, recursively through JSON structures."""
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k]) for k in x)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_close(u, v) for u, v in zip(x, y))
+    if isinstance(x, float) or isinstance(y, float):
+        try:
+            return math.isclose(float(x), float(y), rel_tol=ROUNDING, abs_tol=1e-12) or (x != x and y != y)
+        except (TypeError, ValueError):
+            return False
+    return x == y
+
+
+def _cell_close(u: str, v: str) -> bool:
+    if u == v:
+        return True
+    try:
+        return math.isclose(float(u), float(v), rel_tol=ROUNDING, abs_tol=1e-12)
+    except ValueError:
+        return False
+
+
+def csv_changes(a: Path, b: Path) -> dict[str, int] | None:
+    """{column: cells that differ beyond rounding} between two CSV tables of the same shape and header (None when
+    the shapes or headers differ)."""
+    import csv
+
+    ra, rb = (list(csv.reader(p.read_text().splitlines())) for p in (a, b))
+    if len(ra) != len(rb) or not ra or ra[0] != rb[0] or any(len(x) != len(y) for x, y in zip(ra, rb)):
+        return None
+    out: dict[str, int] = {}
+    for x, y in zip(ra[1:], rb[1:]):
+        for col, u, v in zip(ra[0], x, y):
+            if not _cell_close(u, v):
+                out[col] = out.get(col, 0) + 1
+    return out
+
+
+def rounding_only(a: Path, b: Path) -> bool:
+    """Two tables that differ only in the last digits of their floats (CSV cells or JSON numbers)."""
+    import json
+
+    if a.suffix == ".json":
+        try:
+            return _close(json.loads(a.read_text()), json.loads(b.read_text()))
+        except ValueError:
+            return False
+    return a.suffix == ".csv" and csv_changes(a, b) == {}
+
+
+def _what_differs(a: Path, b: Path) -> str:
+    """A table name with the columns whose cells differ beyond rounding, e.g. `reliability.csv (reliability: 38
+    cells)`."""
+    changes = csv_changes(a, b) if a.suffix == ".csv" else None
+    if not changes:
+        return a.name
+    return f"{a.name} ({', '.join(f'{c}: {k} cell(s)' for c, k in sorted(changes.items()))})"
+
+
+def compare(new: Path, committed: Path) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(identical, equal but for floating-point rounding, differing, missing on one side) table names."""
     a, b = tables(new), tables(committed)
     same = [n for n in a if n in b and a[n].read_bytes() == b[n].read_bytes()]
-    differ = [n for n in a if n in b and n not in same]
-    return same, differ, sorted(set(a) ^ set(b))
+    rounded = [n for n in a if n in b and n not in same and rounding_only(a[n], b[n])]
+    differ = [_what_differs(a[n], b[n]) for n in a if n in b and n not in same and n not in rounded]
+    return same, rounded, differ, sorted(set(a) ^ set(b))
 
 
-def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[str], list[str]]:
+def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[str], list[str], list[str]]:
     """Analyse the saved runs into a temporary folder and compare its tables with studies/<name>/results;
     unless `check`, the new outputs then replace results/ (tables, figures, report)."""
     results = sdir / "results"
@@ -264,9 +329,11 @@ def reanalyze_cmd(name, check, pull):
         raise UserError(f"study {name!r} has no saved run yet (`oodcorr study save {name} --from DIR`)")
     if pull:
         dvc(["pull", "-q", *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
-    same, differ, missing = rebuild(sdir, keys, check)
+    same, rounded, differ, missing = rebuild(sdir, keys, check)
     where = (sdir / "results").relative_to(root)
     echo(f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"
+         + (f", {len(rounded)} equal to {where}'s but for floating-point rounding (relative {ROUNDING:g}, "
+            f"this machine's numerical libraries): {', '.join(rounded)}" if rounded else "")
          + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "")
          + (f", {len(missing)} on one side only: {', '.join(missing)}" if missing else "")
          + ("" if check else f"; {where} rewritten"))
