@@ -177,6 +177,13 @@ def analyse(sdir: Path, keys: list[str], out: Path) -> None:
 ROUNDING = 1e-9  # relative: what another machine's numerical libraries move in the last digits of a float
 
 
+def _num_close(u, v) -> bool:
+    try:
+        return math.isclose(float(u), float(v), rel_tol=ROUNDING, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return False
+
+
 def _close(x, y) -> bool:
     """Equal values, floats within ROUNDING (relative) of each other, recursively through JSON structures."""
     if isinstance(x, dict) and isinstance(y, dict):
@@ -184,20 +191,8 @@ def _close(x, y) -> bool:
     if isinstance(x, list) and isinstance(y, list):
         return len(x) == len(y) and all(_close(u, v) for u, v in zip(x, y))
     if isinstance(x, float) or isinstance(y, float):
-        try:
-            return math.isclose(float(x), float(y), rel_tol=ROUNDING, abs_tol=1e-12) or (x != x and y != y)
-        except (TypeError, ValueError):
-            return False
+        return _num_close(x, y) or (x != x and y != y)
     return x == y
-
-
-def _cell_close(u: str, v: str) -> bool:
-    if u == v:
-        return True
-    try:
-        return math.isclose(float(u), float(v), rel_tol=ROUNDING, abs_tol=1e-12)
-    except ValueError:
-        return False
 
 
 def csv_changes(a: Path, b: Path) -> dict[str, int] | None:
@@ -211,38 +206,37 @@ def csv_changes(a: Path, b: Path) -> dict[str, int] | None:
     out: dict[str, int] = {}
     for x, y in zip(ra[1:], rb[1:]):
         for col, u, v in zip(ra[0], x, y):
-            if not _cell_close(u, v):
+            if u != v and not _num_close(u, v):
                 out[col] = out.get(col, 0) + 1
     return out
 
 
-def rounding_only(a: Path, b: Path) -> bool:
-    """Two tables that differ only in the last digits of their floats (CSV cells or JSON numbers)."""
+def _json_close(a: Path, b: Path) -> bool:
     import json
 
-    if a.suffix == ".json":
-        try:
-            return _close(json.loads(a.read_text()), json.loads(b.read_text()))
-        except ValueError:
-            return False
-    return a.suffix == ".csv" and csv_changes(a, b) == {}
-
-
-def _what_differs(a: Path, b: Path) -> str:
-    """A table name with the columns whose cells differ beyond rounding, e.g. `reliability.csv (reliability: 38
-    cells)`."""
-    changes = csv_changes(a, b) if a.suffix == ".csv" else None
-    if not changes:
-        return a.name
-    return f"{a.name} ({', '.join(f'{c}: {k} cell(s)' for c, k in sorted(changes.items()))})"
+    try:
+        return _close(json.loads(a.read_text()), json.loads(b.read_text()))
+    except ValueError:
+        return False
 
 
 def compare(new: Path, committed: Path) -> tuple[list[str], list[str], list[str], list[str]]:
-    """(identical, equal but for floating-point rounding, differing, missing on one side) table names."""
+    """(identical, equal but for floating-point rounding, differing, missing on one side) table names; a differing
+    CSV is named with the columns whose cells moved beyond rounding, e.g. `reliability.csv (reliability: 38
+    cell(s))`."""
     a, b = tables(new), tables(committed)
-    same = [n for n in a if n in b and a[n].read_bytes() == b[n].read_bytes()]
-    rounded = [n for n in a if n in b and n not in same and rounding_only(a[n], b[n])]
-    differ = [_what_differs(a[n], b[n]) for n in a if n in b and n not in same and n not in rounded]
+    same, rounded, differ = [], [], []
+    for n in (n for n in a if n in b):
+        if a[n].read_bytes() == b[n].read_bytes():
+            same.append(n)
+            continue
+        changes = csv_changes(a[n], b[n]) if n.endswith(".csv") else None
+        if changes == {} or (n.endswith(".json") and _json_close(a[n], b[n])):
+            rounded.append(n)
+        elif changes:
+            differ.append(f"{n} ({', '.join(f'{c}: {k} cell(s)' for c, k in sorted(changes.items()))})")
+        else:
+            differ.append(n)
     return same, rounded, differ, sorted(set(a) ^ set(b))
 
 
