@@ -90,6 +90,39 @@ def test_states_come_from_the_queue_first_then_the_json_result(tmp_path):
     assert core.run_states(rec, queue={})["ok"]["state"] == "COMMITTED"
 
 
+def test_runs_waiting_in_a_live_local_launch_are_pending_not_lost(tmp_path):
+    """`study collect` beside a local launch still working through its queue: the runs it has not started
+    yet wait (PENDING, active) rather than read as "never submitted"; once the launcher is gone, or its pid
+    belongs to another process, they are lost. A job the launcher starts keeps what collect wrote meanwhile."""
+    import subprocess
+
+    from oodcorr.launch import local
+
+    launcher = subprocess.Popen(["sleep", "30"])
+    try:
+        rec = _record(tmp_path, "local", done="1")
+        rec["runs"]["waiting"] = {"result": str(tmp_path / "waiting.result.json")}
+        rec["launcher"] = {"pid": str(launcher.pid), "started": local._started(str(launcher.pid))}
+        states = core.run_states(rec, queue={})
+        assert states["waiting"]["state"] == "PENDING" and f"process {launcher.pid}" in states["waiting"]["detail"]
+        rec["launcher"]["started"] = "1"  # the same pid, another process
+        assert core.run_states(rec, queue={})["waiting"]["state"] == "LOST"
+        rec["launcher"]["started"] = local._started(str(launcher.pid))
+        # collect commits run "done" while the launcher starts "waiting": both survive on disk
+        path = tmp_path / "launch.json"
+        path.write_text(json.dumps({**rec, "runs": {**rec["runs"], "done": {**rec["runs"]["done"],
+                                                                             "state": "committed"}}}))
+        local._record_job(path, rec, "waiting", {"job_id": "2", "stdout": "o", "stderr": "e"})
+        on_disk = json.loads(path.read_text())["runs"]
+        assert on_disk["done"]["state"] == "committed" and on_disk["waiting"]["job_id"] == "2"
+    finally:
+        launcher.kill()
+        launcher.wait()
+    rec["runs"]["waiting"].pop("job_id", None)
+    states = core.run_states(rec, queue={})
+    assert states["waiting"] == {"state": "LOST", "detail": "never submitted (the launch was interrupted)"}
+
+
 def test_a_planted_pickle_is_never_loaded_and_the_launch_folder_is_private(tmp_path):
     import pickle
 

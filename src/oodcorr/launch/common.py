@@ -29,6 +29,10 @@ class Executor:
     def submit(self, path: Path, record: dict, jobs_spec: list[dict], cfg: dict, publish) -> None:
         raise NotImplementedError
 
+    def queued(self, record: dict) -> str | None:
+        """Why a run without a job id is still waiting (its launch is alive to start it), None when it never will."""
+        return None
+
     def queue(self) -> dict[str, str] | None:
         """{job id: scheduler state} of queued/running jobs; None when the scheduler did not answer."""
         return {}

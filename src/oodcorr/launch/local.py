@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -56,8 +57,7 @@ def run_local(path: Path, record: dict, jobs_spec: list[dict], cfg: dict) -> Non
                 else:
                     ex.update_parameters(gpus_per_node=gpus, visible_gpus=tuple(slots[slot] or ()))
                 job = ex.submit(RunJob(), spec)
-                record["runs"][spec["key"]].update(job_fields(job))
-                write_json(path, record)
+                _record_job(path, record, spec["key"], job_fields(job))
                 active[slot] = (spec["key"], job)
                 echo(f"started {spec['key']} (local process {job.job_id}); log {job.paths.stderr}", err=True)
             for slot, (key, job) in list(active.items()):
@@ -68,6 +68,26 @@ def run_local(path: Path, record: dict, jobs_spec: list[dict], cfg: dict) -> Non
         for _, job in active.values():
             job.cancel(check=False)
         raise
+
+
+def _record_job(path: Path, record: dict, key: str, fields: dict) -> None:
+    """Note a started job in the launch record on disk, keeping what others wrote there meanwhile (a
+    `study collect` beside the launch marks the runs it committed)."""
+    record["runs"][key].update(fields)
+    try:
+        fresh = json.loads(path.read_text(encoding="utf-8"))
+        fresh["runs"][key].update(fields)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        fresh = record
+    write_json(path, fresh)
+
+
+def _started(pid: str) -> str | None:
+    """When process `pid` started (clock ticks since boot, /proc), so a reused pid is not taken for it."""
+    try:
+        return Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pid_alive(pid: str) -> bool:
@@ -83,8 +103,16 @@ class Local(Executor):
     name = "local"
 
     def submit(self, path: Path, record: dict, jobs_spec: list[dict], cfg: dict, publish) -> None:
+        record["launcher"] = {"pid": str(os.getpid()), "started": _started(str(os.getpid()))}
         publish()
         run_local(path, record, jobs_spec, cfg)  # returns when every process has ended
+
+    def queued(self, record: dict) -> str | None:
+        launcher = record.get("launcher") or {}
+        pid = launcher.get("pid")
+        if pid and _pid_alive(pid) and _started(pid) == launcher.get("started"):
+            return f"waiting for a free slot in the launch (process {pid})"
+        return None
 
     def state(self, run: dict, queue: dict) -> str | None:
         # no scheduler requeues it, and its pid may be reused once it has ended

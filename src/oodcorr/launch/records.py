@@ -96,7 +96,9 @@ def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
             out[key] = {"state": run["state"].upper(), "detail": run.get("detail", "")}
             continue
         if "job_id" not in run:
-            out[key] = {"state": "LOST", "detail": "never submitted (the launch was interrupted)"}
+            waiting = ex.queued(record)
+            out[key] = ({"state": "PENDING", "detail": waiting} if waiting else
+                        {"state": "LOST", "detail": "never submitted (the launch was interrupted)"})
             continue
         if queue is None:
             out[key] = {"state": "UNKNOWN", "detail": "squeue failed"}
