@@ -31,3 +31,20 @@ def test_the_page_shows_the_saved_runs_table_and_count():
     for family, label in (("gemma3-270m", "Gemma-3-270M"), ("smollm2-135m", "SmolLM2-135M")):
         n = seeds[family]
         assert f"{label} ({n} seed{'s' * (n > 1)})" in table
+
+
+def test_the_readme_says_the_sick_study_settles_nothing_until_its_runs_are_in():
+    import pandas as pd
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    probes = {}
+    for name in ("sickprobe", "sickprobe-gemma"):
+        rel = pd.read_csv(REPO / "studies" / name / "results" / "reliability.csv")
+        rel = rel.query("metric == 'balanced_margin' and method == 'linear' and testset == 'sick'")
+        probes[name] = f"{rel['reliability'].iloc[0]:.2f}"
+    assert (f"split-half reliability {probes['sickprobe']} and {probes['sickprobe-gemma']} in a probe run of each "
+            "family") in readme
+    saved = len(list((STUDY / "runs").glob("*.dvc")))
+    planned = len(yaml.safe_load((STUDY / "params.yaml").read_text())["runs"])
+    if saved < planned:
+        assert "Until all its runs are in, its tables settle nothing" in readme
