@@ -82,6 +82,32 @@ def test_testsets_that_cannot_reach_reliability_half_are_left_out_and_not_scored
     assert res.exit_code == 2 and "no pair can be settled" in res.output
 
 
+def test_a_design_whose_median_testset_stays_below_reliability_half_buys_no_power(tmp_path, monkeypatch):
+    """The verdicts read a pair only when both its fitted reliabilities reach 0.5, so a design powered on an
+    unreliable residual would settle nothing: the planner gives it no power and buys items instead. With a noisy
+    ID testset (the leak, slope^2 x ID item variance / ID items) the lever is ID items."""
+    from oodcorr.analysis.plan_budget import RELIABILITY_FLOOR, search
+
+    ell, n = 0.2, 17
+    model = {"ood": {f"t{i}": {"signal_var": 16e-4, "item_var": 0.25, "size": 4096} for i in range(3)},
+             "id": {"item_var": 0.25, "size": 4096}, "ell": ell, "beta": 0.8}
+    res = search(model, 40.0, {"families": 2, "train_h": 0.2, "examples_per_s": 10.0}, r=0.8, checkpoints=(n,))
+    for row in res["rows"]:
+        leak = 0.8 ** 2 * 0.25 / row["id_items"]
+        rel = reliability(16e-4, 0.25, row["ood_items"], n, ell, leak)
+        assert row["reliability"] == pytest.approx(rel)
+        if rel < RELIABILITY_FLOOR:
+            assert not np.any(row["power"]) and not np.any(row["null"])
+        else:
+            assert np.nanmax(row["power"]) > 0.5
+    low = [r for r in res["rows"] if r["reliability"] < RELIABILITY_FLOOR]
+    assert low and any(r["reliability"] >= RELIABILITY_FLOOR for r in res["rows"])
+    best = res["best"]
+    assert best["reliability"] >= RELIABILITY_FLOOR and best["power"] >= 0.8
+    out = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED).output
+    assert ", reliability 0." in out.split("expected power")[1].splitlines()[0]
+
+
 def test_throughput_is_the_chosen_models_measured_one_or_must_be_given(tmp_path, monkeypatch):
     rates = tmp_path / "bench" / "results"
     rates.mkdir(parents=True)

@@ -11,7 +11,8 @@ gain information from seeds, not from more checkpoints of the same curve.
   reliability(I, n)  = signal_var k / (signal_var k + item_var / I)   (k: the residual space's mean kernel
                        variance at n checkpoints, as gp_interval reports its rel_a / rel_b)
   power              = design_curve(n checkpoints, the median reliable testset at I items on both sides,
-                       rho = 0.5, copies = seeds)
+                       rho = 0.5, copies = seeds); 0 where that testset's reliability at I items, with the ID
+                       leak, stays below RELIABILITY_FLOOR: the verdicts read a pair only when both reach it
   consistent null    = P(both ends of the interval inside +/- margin | rho = 0), the estimate normal with the
                        null standard error se0 and the interval's half-width h on atanh rho:
                        2 Phi((atanh(margin) - h) / se0) - 1
@@ -118,15 +119,21 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
                     power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
+                    rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell,
+                                      leak)
+                    if rel < RELIABILITY_FLOOR:  # a verdict reads a pair only once both reach the floor
+                        power, null = np.zeros_like(power), np.zeros_like(null)
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
                                  "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
                                  "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
-                                 "median_testset": kept[j]})
+                                 "median_testset": kept[j], "reliability": rel})
     out["rows"] = rows
     out["best"] = _best(rows, budget)
-    out["by_checkpoints"] = [b for n in checkpoints if (b := _best([r for r in rows if r["checkpoints"] == n], budget))]
+    per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget) for n in checkpoints}
+    out["by_checkpoints"] = [b for b in per_n.values() if b and b["power"] > 0]
+    out["below_floor"] = [n for n, b in per_n.items() if b and b["power"] == 0]  # no item count reaches the floor
     out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
     out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
@@ -154,7 +161,7 @@ def prediction_caveat(design: dict, ell: float) -> str:
 
 
 def _design(row, s) -> dict:
-    return {k: row[k] for k in ("checkpoints", "id_items", "ood_items", "median_testset")} | {
+    return {k: row[k] for k in ("checkpoints", "id_items", "ood_items", "median_testset", "reliability")} | {
         "seeds": int(s), "hours": float(_hours(row, s)), "power": float(row["power"][s - 1]),
         "null_power": float(row["null"][s - 1])}
 

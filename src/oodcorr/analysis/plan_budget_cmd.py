@@ -221,9 +221,13 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
     for d in res["by_checkpoints"]:
         click.echo(f"    {d['checkpoints']:>11} {d['seeds']:>5} {d['id_items']:>8} {d['ood_items']:>9} "
                    f"{d['hours']:>7.1f} {d['power']:>14.2f} {d['null_power']:>10.2f}")
+    if res.get("below_floor"):
+        click.echo(f"    {', '.join(map(str, res['below_floor']))} checkpoints: no item count within the budget "
+                   f"brings the median testset's residual to reliability {RELIABILITY_FLOOR:g} (no verdict)")
     click.echo(f"  design: {_describe(best)}, {n_fam} run(s) per seed: {best['hours']:.1f} h")
     click.echo(f"  expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair: "
-               f"{best['median_testset']} on both sides); {best['null_power']:.2f} for a consistent null at "
+               f"{best['median_testset']} on both sides, reliability {best['reliability']:.2f}); "
+               f"{best['null_power']:.2f} for a consistent null at "
                f"+/-{margin:g}")
     if "simulated" in best:
         click.echo(f"  {_simulated_text(best['simulated'], margin, res['target_r'])}")
