@@ -22,7 +22,7 @@ FAMILIES = {"gemma3-270m": "Gemma-3-270M", "smollm2-135m": "SmolLM2-135M"}
 def _iv(lo, hi) -> str:
     if pd.isna(lo) or pd.isna(hi):
         return "no interval"
-    return f"[{lo:+.2f}, {hi:+.2f}]".replace("-", "−")
+    return f"[{_num(lo)}, {_num(hi)}]"
 
 
 def _num(x) -> str:

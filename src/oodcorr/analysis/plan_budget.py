@@ -118,11 +118,12 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
                     snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
-                    power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
                     rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell,
                                       leak)
                     if rel < RELIABILITY_FLOOR:  # a verdict reads a pair only once both reach the floor
-                        power, null = np.zeros_like(power), np.zeros_like(null)
+                        power, null = np.zeros(len(seeds)), np.zeros(len(seeds))
+                    else:
+                        power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
