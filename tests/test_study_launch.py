@@ -360,3 +360,24 @@ def test_local_launch_commits_runs_and_refuses_runs_whose_inputs_changed(tmp_pat
     assert (root / "out" / "tiny-opt_synth_16_s0" / "ckpt.txt").read_text() == "data\nv2\n"
     staged = sh(["git", "status", "--porcelain"], root).stdout.splitlines()
     assert "A  dvc.lock" in staged and "A  out/tiny-opt_synth_16_s0/.gitignore" in staged, staged  # autostage
+
+
+def test_collect_leaves_out_failed_runs_since_removed_from_params_and_says_so_once(tmp_path, capsys):
+    """A study shrunk after a failed launch: its dropped runs are not failures to resume; they are named once,
+    marked DROPPED in the launch record, and later collects neither report them nor exit non-zero for them."""
+    for key in ("gone", "kept"):
+        (tmp_path / f"{key}.result.json").write_text(json.dumps({"outcome": "error", "message": f"{key}: boom"}))
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(_record(tmp_path, "local", gone="999999991", kept="999999992")))
+    params = {"_root": str(tmp_path), "runs": {"kept": {}}}
+    first = core.collect(params, {}, [path])
+    assert first["dropped"] == ["gone"] and first["failed"] == ["kept"]
+    out = capsys.readouterr()
+    assert "FAILED kept" in out.err and "FAILED gone" not in out.err
+    assert "1 failed earlier and no longer in params.yaml runs, left out (gone)" in out.out
+    assert core.run_states(json.loads(path.read_text()), queue={})["gone"]["state"] == "DROPPED"
+    params["runs"] = {}  # "kept" dropped too: nothing left to fail, and the record is settled
+    assert core.collect(params, {}, [path])["dropped"] == ["kept"]
+    again = core.collect(params, {}, [path], quiet=True)
+    assert not again["failed"] and not again["dropped"]
+    assert all(r["state"] == "dropped" for r in json.loads(path.read_text())["runs"].values())

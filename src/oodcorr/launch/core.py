@@ -166,9 +166,11 @@ def wait(path: Path, poll_s: float = 5.0) -> None:
 
 def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> dict[str, list[str]]:
     """Commit the finished runs of these launches (`dvc commit -f` of their stages) after checking that
-    their dependencies did not change since launch. Returns {"committed", "failed", "active", "stale"}."""
+    their dependencies did not change since launch. Failed or lost runs since removed from params.yaml runs are
+    marked dropped and not reported again. Returns {"committed", "failed", "active", "stale", "dropped"}."""
     root = Path(params["_root"])
-    outcome: dict[str, list[str]] = {"committed": [], "failed": [], "active": [], "stale": []}
+    outcome: dict[str, list[str]] = {"committed": [], "failed": [], "active": [], "stale": [], "dropped": []}
+    current = params.get("runs") or {}
     todo: list[tuple[Path, dict, str]] = []
     for path in paths:
         record = read_record(path)
@@ -177,6 +179,10 @@ def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> 
             run = record["runs"][key]
             if st["state"] == "DONE":
                 todo.append((path, record, key))
+            elif st["state"] in ("FAILED", "LOST") and key not in current:  # the study no longer wants it
+                run["state"], run["detail"] = "dropped", f"{st['detail']}; no longer in params.yaml runs"
+                outcome["dropped"].append(key)
+                write_json(path, record)
             elif st["state"] in ("FAILED", "LOST"):
                 outcome["failed"].append(key)
                 if not quiet:
@@ -184,7 +190,6 @@ def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> 
                          err=True)
             elif st["state"] in ACTIVE or st["state"] == "UNKNOWN":
                 outcome["active"].append(key)
-    current = params.get("runs") or {}
     commit: list[tuple[Path, dict, str]] = []
     for path, record, key in todo:
         run = record["runs"][key]

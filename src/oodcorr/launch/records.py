@@ -82,9 +82,12 @@ def _outcome(path: Path):
     return ("error", str(doc.get("message") or "failed"))
 
 
+SETTLED = ("committed", "stale", "superseded", "dropped")  # record states collect never looks at again
+
+
 def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
     """{run key: {"state", "detail"}} where state is COMMITTED, STALE (not committed: deps changed since
-    launch), SUPERSEDED (relaunched), DONE (finished, not collected), FAILED, LOST (ended without a result),
+    launch), SUPERSEDED (relaunched), DROPPED (failed or lost, and since removed from params.yaml runs), DONE (finished, not collected), FAILED, LOST (ended without a result),
     or the scheduler's state (PENDING, RUNNING, ...). A job still in the queue is judged by the queue, not by
     a result file: a requeued (preempted) job leaves its interrupted attempt's result behind."""
     out = {}
@@ -92,7 +95,7 @@ def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
     if queue is None:
         queue = ex.queue()
     for key, run in record["runs"].items():
-        if run.get("state") in ("committed", "stale", "superseded"):
+        if run.get("state") in SETTLED:
             out[key] = {"state": run["state"].upper(), "detail": run.get("detail", "")}
             continue
         if "job_id" not in run:
@@ -123,7 +126,7 @@ def open_records(root: Path, cfg: dict) -> list[Path]:
     out = []
     for path in records(root, cfg):
         record = read_record(path)
-        if any(run.get("state") not in ("committed", "stale", "superseded") for run in record["runs"].values()):
+        if any(run.get("state") not in SETTLED for run in record["runs"].values()):
             out.append(path)
     return out
 
@@ -146,6 +149,9 @@ def summary(outcome: dict) -> str:
         parts.append(f"{len(outcome['stale'])} not committed ({', '.join(outcome['stale'])})")
     if outcome["active"]:
         parts.append(f"{len(outcome['active'])} still queued or running")
+    if outcome.get("dropped"):
+        parts.append(f"{len(outcome['dropped'])} failed earlier and no longer in params.yaml runs, left out "
+                     f"({', '.join(outcome['dropped'])})")
     text = "; ".join(parts)
     if outcome["failed"] or outcome["stale"]:
         text += "; `oodcorr study launch` again resumes them"
