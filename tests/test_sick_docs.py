@@ -67,3 +67,9 @@ def test_the_readme_says_the_sick_study_settles_nothing_until_its_runs_are_in():
     if saved < planned:
         assert "Until all its runs are in, its tables settle nothing" in readme
         assert "Until all 8 are in it settles nothing" in " ".join(_page("docs/studies.md").split())
+    if saved:  # the saved runs' reliabilities as the page states them
+        rows = pd.read_csv(STUDY / "results" / "partial_correlations.csv").query("method == 'linear'")
+        rel = pd.concat([rows["rel_a"], rows["rel_b"]])
+        page = " ".join(_page("docs/studies.md").split())
+        assert f"({saved} of {planned} so far" in page
+        assert f"every fitted reliability in their linear rows is {rel.min():.2f}–{rel.max():.2f}" in page
