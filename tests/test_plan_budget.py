@@ -108,6 +108,55 @@ def test_a_design_whose_median_testset_stays_below_reliability_half_buys_no_powe
     assert ", reliability 0." in out.split("expected power")[1].splitlines()[0]
 
 
+def test_the_floor_holds_for_every_kept_testset_in_each_family(tmp_path, monkeypatch):
+    """A pilot whose families differ: the median over families looks reliable, but one family's testset is weak.
+    Verdicts need both reliabilities of a pair in both families, so a design that leaves any kept testset below
+    0.5 in any family buys no power, and the chosen design brings the weakest one to the floor."""
+    from oodcorr.analysis.plan_budget import RELIABILITY_FLOOR, search
+
+    ell, n = 0.2, 17
+    strong, weak = {"signal_var": 16e-4, "item_var": 0.25}, {"signal_var": 4e-4, "item_var": 0.25}
+    ood = {f"t{i}": {**strong, "size": 4096, "families": [strong, weak if i == 2 else strong]} for i in range(3)}
+    model = {"ood": ood, "id": {"item_var": 0.25, "size": 4096}, "ell": ell, "beta": 0.8}
+    cost = {"families": 2, "train_h": 0.2, "examples_per_s": 10.0}
+    res = search(model, 40.0, cost, r=0.8, checkpoints=(n,))
+    pooled = search({**model, "ood": {k: {**v, "families": None} for k, v in ood.items()}}, 40.0, cost, r=0.8,
+                    checkpoints=(n,))
+    for row in res["rows"]:
+        leak = 0.8 ** 2 * 0.25 / row["id_items"]
+        weakest = reliability(4e-4, 0.25, row["ood_items"], n, ell, leak)
+        assert row["weakest"] == pytest.approx(weakest) and row["weakest_testset"] == "t2"
+        assert np.any(row["power"]) == (weakest >= RELIABILITY_FLOOR)
+    assert res["best"]["weakest"] >= RELIABILITY_FLOOR > pooled["best"]["weakest"] or (
+        res["best"]["ood_items"] > pooled["best"]["ood_items"])
+    assert res["best"]["ood_items"] >= pooled["best"]["ood_items"]
+
+
+def test_residual_noise_is_the_item_noise_left_after_the_intercept_and_the_id_slope():
+    """Items shared by every checkpoint: noise c (shared by all checkpoints) + w (each checkpoint's own). The
+    intercept takes the shared part, so the residual space keeps w, whatever c (Q'(c 11' + w I)Q = w I)."""
+    from oodcorr.analysis.plan_pilot import residual_noise
+
+    n, w = 12, 0.003
+    x = np.linspace(0.5, 0.7, n) ** 2
+    for c in (0.0, 0.02):
+        V = c * np.ones((n, n)) + w * np.eye(n)
+        d = {"series": {"id": x}, "id": "id", "V": {"a": V}}
+        assert residual_noise(d, "a") == pytest.approx(w)
+        assert np.mean(np.diag(V)) == pytest.approx(c + w)  # the raw diagonal counts the shared part too
+
+
+def test_docs_planned_reliability_table_matches_its_results_file():
+    from study_helpers import REPO, load_script
+
+    bench = load_script(REPO / "bench" / "plan_reliability_check.py")
+    result = json.loads((REPO / "bench" / "results" / "plan_reliability_check.json").read_text())
+    assert bench.markdown(result) in (REPO / "docs" / "statistics.md").read_text()
+    for c in result["cases"]:  # each planned value is the planner's formula at the recorded design
+        for r in c["rows"]:
+            assert 0 <= r["planned"] <= 1 and r["planned"] >= r["planned_raw"]  # less noise, never less reliable
+
+
 def test_throughput_is_the_chosen_models_measured_one_or_must_be_given(tmp_path, monkeypatch):
     rates = tmp_path / "bench" / "results"
     rates.mkdir(parents=True)

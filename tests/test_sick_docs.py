@@ -47,6 +47,13 @@ def test_the_replan_is_the_committed_plan_output():
     assert "expected power 0.48 at |r| = 0.5" in r05 and "needs a budget of 25.8 h (9 seeds" in r05
     assert ("1,024 MNLI dev items and 512 per OOD testset: 11.0 h, predicted power 0.92 at |r| = 0.8 (median pair "
             "reliability 0.56) and 0.48 at |r| = 0.5") in flat
+    now = (REPO / "bench" / "results" / "sick_replan_now.txt").read_text()
+    assert "--pilot studies/sick-first-pass" in now and "--trained-seeds 2" in now
+    assert "design: 3 seeds x 17 checkpoints, 2000 ID items, 512 items per OOD testset, 2 run(s) per seed: 10.9 h" in now
+    assert "0.99 at |r| = 0.8" in now and "least reliable kept testset in any family: snli_real 0.51" in now
+    page = " ".join(_page("docs/studies.md").split())
+    assert ("chooses 3 seeds × 17 checkpoints, 2,000 MNLI dev items and 512 per OOD testset: 10.9 h, 0.99 at |r| = "
+            "0.8, SNLI the least reliable testset at 0.51 in one family") in page
     frag = yaml.safe_load((REPO / "bench" / "results" / "sick_replan.yaml").read_text())
     assert frag["data"]["max_examples"] == 512 and frag["data"]["testsets"]["mnli_real"]["max_examples"] == 1024
 

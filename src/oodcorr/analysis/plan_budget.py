@@ -11,8 +11,9 @@ gain information from seeds, not from more checkpoints of the same curve.
   reliability(I, n)  = signal_var k / (signal_var k + item_var / I)   (k: the residual space's mean kernel
                        variance at n checkpoints, as gp_interval reports its rel_a / rel_b)
   power              = design_curve(n checkpoints, the median reliable testset at I items on both sides,
-                       rho = 0.5, copies = seeds); 0 where that testset's reliability at I items, with the ID
-                       leak, stays below RELIABILITY_FLOOR: the verdicts read a pair only when both reach it
+                       rho = 0.5, copies = seeds); 0 where any kept testset's reliability at I items, with the
+                       ID leak, stays below RELIABILITY_FLOOR in any family (a pilot's families each with their
+                       own signal and item variances): the verdicts read a pair only when both reach it in both
   consistent null    = P(both ends of the interval inside +/- margin | rho = 0), the estimate normal with the
                        null standard error se0 and the interval's half-width h on atanh rho:
                        2 Phi((atanh(margin) - h) / se0) - 1
@@ -118,9 +119,12 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
                     snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
+                    # the weakest kept testset in its weakest family: every pair kept must be readable
+                    weakest = min((reliability(f["signal_var"], f["item_var"], min(i_ood, t["size"]), n, ell, leak),
+                                   k) for k, t in zip(kept, ts) for f in t.get("families") or [t])
                     rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell,
                                       leak)
-                    if rel < RELIABILITY_FLOOR:  # a verdict reads a pair only once both reach the floor
+                    if weakest[0] < RELIABILITY_FLOOR:  # a verdict reads a pair only once both reach the floor
                         power, null = np.zeros(len(seeds)), np.zeros(len(seeds))
                     else:
                         power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
@@ -129,7 +133,8 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
                                  "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
                                  "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
-                                 "median_testset": kept[j], "reliability": rel})
+                                 "median_testset": kept[j], "reliability": rel, "weakest": weakest[0],
+                                 "weakest_testset": weakest[1]})
     out["rows"] = rows
     out["best"] = _best(rows, budget)
     per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget) for n in checkpoints}
@@ -162,7 +167,8 @@ def prediction_caveat(design: dict, ell: float) -> str:
 
 
 def _design(row, s) -> dict:
-    return {k: row[k] for k in ("checkpoints", "id_items", "ood_items", "median_testset", "reliability")} | {
+    keys = ("checkpoints", "id_items", "ood_items", "median_testset", "reliability", "weakest", "weakest_testset")
+    return {k: row[k] for k in keys} | {
         "seeds": int(s), "hours": float(_hours(row, s)), "power": float(row["power"][s - 1]),
         "null_power": float(row["null"][s - 1])}
 

@@ -106,7 +106,9 @@ def _inputs(o: dict, pilot) -> tuple[dict, list, str, str]:
         pm = pilot_model(pilot, DEFAULT_METRIC)
         ood = {name: {"signal_var": sq(o["signal_sd"]) or t["signal_var"],
                       "item_var": sq(o["item_sd"]) or t["item_var"],
-                      "size": sizes.get(name) or max(_available(name, o["max_items"]), t["items"])}
+                      "size": sizes.get(name) or max(_available(name, o["max_items"]), t["items"]),
+                      # each family's own variances, for the reliability floor, unless stated values override them
+                      "families": t["families"] if o["signal_sd"] is None and o["item_sd"] is None else None}
                for name, t in pm["ood"].items()}
         id_name = pm["id"]["name"]
         idt = {"item_var": sq(o["id_item_sd"]) or pm["id"]["item_var"],
@@ -223,10 +225,12 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
                    f"{d['hours']:>7.1f} {d['power']:>14.2f} {d['null_power']:>10.2f}")
     if res.get("below_floor"):
         click.echo(f"    {', '.join(map(str, res['below_floor']))} checkpoints: no item count within the budget "
-                   f"brings the median testset's residual to reliability {RELIABILITY_FLOOR:g} (no verdict)")
+                   f"brings every kept testset's residual to reliability {RELIABILITY_FLOOR:g} in each family (no "
+                   "verdict)")
     click.echo(f"  design: {_describe(best)}, {n_fam} run(s) per seed: {best['hours']:.1f} h")
     click.echo(f"  expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair: "
-               f"{best['median_testset']} on both sides, reliability {best['reliability']:.2f}); "
+               f"{best['median_testset']} on both sides, reliability {best['reliability']:.2f}; the least "
+               f"reliable kept testset in any family: {best['weakest_testset']} {best['weakest']:.2f}); "
                f"{best['null_power']:.2f} for a consistent null at "
                f"+/-{margin:g}")
     if "simulated" in best:
