@@ -119,7 +119,7 @@ def residual_noise(d: dict, name: str) -> float:
     """A testset's item-noise variance per checkpoint in the residual space the interval fits (what is left after
     the intercept and the run's ID series): the mean diagonal of Q' V Q. A testset's items are the same at every
     checkpoint, so most of their noise is shared by all checkpoints and leaves with the intercept and the ID
-    slope; the raw diagonal of V overstated the noise the interval meets about fourfold on real runs."""
+    slope; the raw diagonal of V overstated the noise the interval meets about fivefold on real runs."""
     from scipy.linalg import null_space
 
     x = np.asarray(d["series"][d["id"]], float)
