@@ -80,3 +80,6 @@ def test_the_readme_says_the_sick_study_settles_nothing_until_its_runs_are_in():
         page = " ".join(_page("docs/studies.md").split())
         assert f"({saved} of {planned} so far" in page
         assert f"every fitted reliability in their linear rows is {rel.min():.2f}–{rel.max():.2f}" in page
+        pooled = pd.read_csv(STUDY / "results" / "pooled_seeds.csv").query("method == 'linear'")
+        rel = pd.concat([pooled["rel_a"], pooled["rel_b"]])
+        assert f"and {rel.min():.2f}–{rel.max():.2f} in the seeds-pooled rows" in page
