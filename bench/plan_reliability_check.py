@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from oodcorr.analysis.plan_budget import one_thread, reliability  # noqa: E402
-from oodcorr.analysis.plan_pilot import _seed_inputs, pilot_files, pilot_model, residual_noise  # noqa: E402
+from oodcorr.analysis.plan_pilot import _seed_inputs, pilot_files, pilot_model  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "plan_reliability_check.json"
 METRIC = "balanced_margin"
@@ -65,19 +65,17 @@ def raw_item_var(pilot: str, names) -> dict:
 
     runs = build_runs(load_metrics(pilot_files([ROOT / "studies" / pilot])))
     data = _seed_inputs(runs, load_items(runs), METRIC, 10)
-    out = {}
-    for name in names:
-        vals = [float(np.mean(np.diag(d["V"][name]))) * d["n_items"][name] for d in data.values() if name in d["V"]]
-        resid = [residual_noise(d, name) * d["n_items"][name] for d in data.values() if name in d["V"]]
-        out[name] = {"raw": float(np.median(vals)), "residual": float(np.median(resid))}
-    return out
+    return {name: float(np.median([np.mean(np.diag(d["V"][name])) * d["n_items"][name] for d in data.values()
+                                   if name in d["V"]])) for name in names}
 
 
 def case(pilot: str, target: str) -> dict:
-    pm = pilot_model([ROOT / "studies" / pilot], METRIC)
+    pm = pilot_model([ROOT / "studies" / pilot], METRIC)  # its item_var is the residual-space measure
     design, fit = target_design(target), fitted(target)
     id_name = pm["id"]["name"]
-    noise = raw_item_var(pilot, [*pm["ood"], id_name])
+    raw = raw_item_var(pilot, [*pm["ood"], id_name])
+    noise = {name: {"raw": raw[name], "residual": t["item_var"]} for name, t in [*pm["ood"].items(),
+                                                                                  (id_name, pm["id"])]}
     n, ell, beta = design["checkpoints"], pm["ell"], pm["beta"]
     i_id = design["items"][id_name]
     rows = []

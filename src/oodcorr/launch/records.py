@@ -87,8 +87,8 @@ SETTLED = ("committed", "stale", "superseded", "dropped")  # record states colle
 
 def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
     """{run key: {"state", "detail"}} where state is COMMITTED, STALE (not committed: deps changed since
-    launch), SUPERSEDED (relaunched), DROPPED (failed or lost, and since removed from params.yaml runs), DONE (finished, not collected), FAILED, LOST (ended without a result),
-    or the scheduler's state (PENDING, RUNNING, ...). A job still in the queue is judged by the queue, not by
+    launch), SUPERSEDED (relaunched), DROPPED (failed or lost, and since removed from params.yaml runs), DONE
+    (finished, not collected), FAILED, LOST (ended without a result), or the scheduler's state (PENDING, RUNNING, ...). A job still in the queue is judged by the queue, not by
     a result file: a requeued (preempted) job leaves its interrupted attempt's result behind."""
     out = {}
     ex = executor(record["executor"])
@@ -149,7 +149,7 @@ def summary(outcome: dict) -> str:
         parts.append(f"{len(outcome['stale'])} not committed ({', '.join(outcome['stale'])})")
     if outcome["active"]:
         parts.append(f"{len(outcome['active'])} still queued or running")
-    if outcome.get("dropped"):
+    if outcome["dropped"]:
         parts.append(f"{len(outcome['dropped'])} failed earlier and no longer in params.yaml runs, left out "
                      f"({', '.join(outcome['dropped'])})")
     text = "; ".join(parts)
