@@ -1,6 +1,8 @@
 """The findings table of a saved study, per OOD pair and family, from its committed tables (no analysis run).
 
   python bench/study_table.py sick            # prints the Markdown table docs/studies.md shows for studies/sick
+  python bench/study_table.py sick --across   # the README's: each family's r and interval, and across the two
+  python bench/study_table.py sick --facts    # what the pages say beside it: seeds alone, rank/GAM, definedness
 
 Each cell: the seeds-pooled linear partial r of `balanced_margin` with its noise-corrected 95 % interval (the
 likelihood's ci2), the reliabilities it used, and the even-weight estimate r_even with its interval; the last
@@ -56,7 +58,90 @@ def table(name: str) -> str:
     return "\n".join(lines)
 
 
+ACROSS = {"consistent_positive": "**same sign, positive**", "consistent_negative": "**same sign, negative**",
+          "model_dependent": "**opposite signs**", "consistent_null": "**no relation beyond ±0.3 in either**"}
+
+
+def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
+    """Why a pair is unsettled, in words: the testset below reliability 0.5, or the intervals that include 0."""
+    if v == "unreliable":
+        for t, col in ((a, "rel_a"), (b, "rel_b")):
+            if (rows[col] < 0.5).any():
+                return f"unsettled: {NAMES.get(t, t)} reliability " + " / ".join(f"{x:.2f}" for x in rows[col])
+    short = [FAMILIES.get(m, m).split("-")[0] for m, r in zip(rows["model"], rows.itertuples())
+             if not (r.ci2_low > 0 or r.ci2_high < 0)]
+    if len(short) == len(rows):
+        return "unsettled: both intervals include 0"
+    return f"unsettled: {' and '.join(short)}'s interval includes 0"
+
+
+def across(name: str) -> str:
+    """The README's table: per pair, each family's seeds-pooled noise-free r with its interval, and in words what
+    the two families say together (the verdict of consistency.csv)."""
+    res = ROOT / "studies" / name / "results"
+    pooled = pd.read_csv(res / "pooled_seeds.csv").query("method == 'linear'").sort_values("model")
+    verdicts = pd.read_csv(res / "consistency.csv").query("method == 'linear'")
+    models = sorted(pooled["model"].unique())
+    head = ["pair", *(FAMILIES.get(m, m) for m in models), "across the two families"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
+        cells = [f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}"]
+        cells += [f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}" for r in g.itertuples()]
+        v = str(verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)].iloc[0]["verdict"])
+        cells.append(ACROSS.get(v) or _unsettled(v, g, a, b))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def defined(name: str) -> dict:
+    """{method: (defined, rows)} over the per-run rows whose two fitted reliabilities are both >= 0.5, and
+    ("pooled", method) over the seeds-pooled rows: how often the data gave the interval."""
+    res = ROOT / "studies" / name / "results"
+    runs, pooled = (pd.read_csv(res / f) for f in ("partial_correlations.csv", "pooled_seeds.csv"))
+    out = {}
+    for method in ("linear", "rank", "gam"):
+        rows = runs[(runs["method"] == method) & (runs[["rel_a", "rel_b"]].min(axis=1) >= 0.5)]
+        out[method] = (int(rows[["ci2_low", "ci2_high"]].notna().all(axis=1).sum()), len(rows))
+        rows = pooled[pooled["method"] == method]
+        out[("pooled", method)] = (int(rows[["ci2_low", "ci2_high"]].notna().all(axis=1).sum()), len(rows))
+    return out
+
+
+def seeds_alone(name: str) -> dict:
+    """{(model, testset_a, testset_b): [(seed, cell)]}: the linear per-run rows whose interval excludes 0."""
+    runs = pd.read_csv(ROOT / "studies" / name / "results" / "partial_correlations.csv").query("method == 'linear'")
+    out: dict = {}
+    for r in runs.sort_values("seed").itertuples():
+        if r.ci2_low > 0 or r.ci2_high < 0:
+            out.setdefault((r.model, r.testset_a, r.testset_b), []).append(
+                (int(r.seed), f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}"))
+    return out
+
+
+def facts(name: str) -> str:
+    res = ROOT / "studies" / name / "results"
+    pooled = pd.read_csv(res / "pooled_seeds.csv")
+    verdicts = pd.read_csv(res / "consistency.csv").set_index(["method", "testset_a", "testset_b"])["verdict"]
+    lines = []
+    for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
+        lines.append(f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}")
+        for method in ("rank", "gam"):
+            cells = ", ".join(f"{FAMILIES.get(r.model, r.model).split('-')[0]} {_num(r.r_disattenuated)} "
+                              f"{_iv(r.ci2_low, r.ci2_high)}" for r in g[g["method"] == method].itertuples())
+            lines.append(f"  {method}: {verdicts.get((method, a, b), '?')}; {cells}")
+        alone = seeds_alone(name)
+        for m in sorted(g["model"].unique()):
+            got = alone.get((m, a, b), [])
+            lines.append(f"  {m} seeds excluding 0 alone: " + (", ".join(f"{s} {c}" for s, c in got) or "none"))
+    for key, (n, of) in defined(name).items():
+        lines.append(f"defined {key}: {n} of {of}")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name", help="the study's folder under studies/")
-    print(table(ap.parse_args().name))
+    ap.add_argument("--across", action="store_true", help="the README's table (families side by side, in words)")
+    ap.add_argument("--facts", action="store_true", help="seeds that settle a pair alone, rank/GAM, definedness")
+    args = ap.parse_args()
+    print(across(args.name) if args.across else facts(args.name) if args.facts else table(args.name))
