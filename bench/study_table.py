@@ -58,6 +58,11 @@ def table(name: str) -> str:
     return "\n".join(lines)
 
 
+def _cell(r) -> str:
+    """A row's noise-free r and its interval, as the pages quote them."""
+    return f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}"
+
+
 ACROSS = {"consistent_positive": "**same sign, positive**", "consistent_negative": "**same sign, negative**",
           "model_dependent": "**opposite signs**", "consistent_null": "**no relation beyond ±0.3 in either**"}
 
@@ -68,7 +73,7 @@ def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
         for t, col in ((a, "rel_a"), (b, "rel_b")):
             if (rows[col] < 0.5).any():
                 return f"unsettled: {NAMES.get(t, t)} reliability " + " / ".join(f"{x:.2f}" for x in rows[col])
-    short = [FAMILIES.get(m, m).split("-")[0] for m, r in zip(rows["model"], rows.itertuples())
+    short = [FAMILIES.get(r.model, r.model).split("-")[0] for r in rows.itertuples()
              if not (r.ci2_low > 0 or r.ci2_high < 0)]
     if len(short) == len(rows):
         return "unsettled: both intervals include 0"
@@ -86,7 +91,7 @@ def across(name: str) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
         cells = [f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}"]
-        cells += [f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}" for r in g.itertuples()]
+        cells += [_cell(r) for r in g.itertuples()]
         v = str(verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)].iloc[0]["verdict"])
         cells.append(ACROSS.get(v) or _unsettled(v, g, a, b))
         lines.append("| " + " | ".join(cells) + " |")
@@ -113,8 +118,7 @@ def seeds_alone(name: str) -> dict:
     out: dict = {}
     for r in runs.sort_values("seed").itertuples():
         if r.ci2_low > 0 or r.ci2_high < 0:
-            out.setdefault((r.model, r.testset_a, r.testset_b), []).append(
-                (int(r.seed), f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}"))
+            out.setdefault((r.model, r.testset_a, r.testset_b), []).append((int(r.seed), _cell(r)))
     return out
 
 
@@ -122,14 +126,14 @@ def facts(name: str) -> str:
     res = ROOT / "studies" / name / "results"
     pooled = pd.read_csv(res / "pooled_seeds.csv")
     verdicts = pd.read_csv(res / "consistency.csv").set_index(["method", "testset_a", "testset_b"])["verdict"]
+    alone = seeds_alone(name)
     lines = []
     for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
         lines.append(f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}")
         for method in ("rank", "gam"):
-            cells = ", ".join(f"{FAMILIES.get(r.model, r.model).split('-')[0]} {_num(r.r_disattenuated)} "
-                              f"{_iv(r.ci2_low, r.ci2_high)}" for r in g[g["method"] == method].itertuples())
+            cells = ", ".join(f"{FAMILIES.get(r.model, r.model).split('-')[0]} {_cell(r)}"
+                              for r in g[g["method"] == method].itertuples())
             lines.append(f"  {method}: {verdicts.get((method, a, b), '?')}; {cells}")
-        alone = seeds_alone(name)
         for m in sorted(g["model"].unique()):
             got = alone.get((m, a, b), [])
             lines.append(f"  {m} seeds excluding 0 alone: " + (", ".join(f"{s} {c}" for s, c in got) or "none"))
