@@ -2,11 +2,11 @@
 first pass's table is what bench/study_table.py prints from its tables, its reliabilities fall short as the page
 says, the re-plan's numbers are those in bench/results, and the study's findings are what its tables say."""
 
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import yaml
+from study_helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST = REPO / "studies" / "sick-first-pass"
@@ -14,10 +14,7 @@ STUDY = REPO / "studies" / "sick"
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("study_table", REPO / "bench" / "study_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "bench" / "study_table.py")
 
 
 def _table(name: str) -> str:
