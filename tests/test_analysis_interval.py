@@ -256,6 +256,22 @@ def test_seed_pooling_is_inverse_variance_on_the_attenuated_z():
     s = 1 / math.sqrt(w.sum())
     assert got["ci2_low"] == pytest.approx(math.tanh(z - 1.959964 * s) / a, abs=1e-6)
     assert got["ci2_high"] == pytest.approx(min(1.0, math.tanh(z + 1.959964 * s) / a), abs=1e-6)
+    assert got["r_disattenuated"] == pytest.approx(math.tanh(z) / a, abs=1e-9)
+
+
+def test_a_pooled_point_estimate_lies_inside_its_own_interval_when_one_seed_reads_minus_one():
+    """The seeds-pooled r_disattenuated is the pooled interval's own centre: one seed whose disattenuated r is
+    clipped at -1 (a low-reliability seed) does not drag it to -1 outside [ci2_low, ci2_high], as an unweighted
+    Fisher-z mean of the seeds' r_disattenuated did."""
+    v = pd.DataFrame({"r": [-0.3, -0.4, -0.2], "n": [17] * 3, "k": [1.0] * 3, "rel_a": [0.8, 0.9, 0.5],
+                      "rel_b": [0.7, 0.8, 0.4], "r_disattenuated": [-0.45, -0.5, -1.0],
+                      "attenuation": [0.75, 0.85, 0.45], "ci2_se": [0.3, 0.28, 0.6], "n_eff": [8.0, 9.0, 5.0],
+                      "ci2_low": [-0.9, -0.85, -1.0], "ci2_high": [0.1, 0.0, 0.9]})
+    got = _pool_noise(v, 0.05)
+    assert got["ci2_low"] <= got["r_disattenuated"] <= got["ci2_high"]
+    assert -0.9 < got["r_disattenuated"] < -0.3
+    v["r_disattenuated"] = np.nan  # no seed has a disattenuated r: nothing pooled
+    assert math.isnan(_pool_noise(v, 0.05)["r_disattenuated"])
 
 
 def test_analyze_equivalence_outside_unit_interval_is_one_line(tmp_path):

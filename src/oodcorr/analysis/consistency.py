@@ -129,7 +129,9 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
     """Seed pooling of the noise columns: over the seeds where the noise-corrected CI is defined, the attenuated
     r (r_disattenuated * attenuation) pooled on Fisher z by inverse variance (ci2_se: its z-scale standard error),
     the interval divided by the same-weighted mean attenuation (interval.disattenuated_bounds); mean
-    reliabilities; disattenuated r (Fisher-z mean over the seeds where it is defined)."""
+    reliabilities; disattenuated r: the interval's own centre, tanh(pooled z) / mean attenuation clipped to
+    [-1, 1], so it lies inside the interval (where no seed's interval is defined: the Fisher-z mean of the seeds'
+    disattenuated r)."""
     from oodcorr.analysis.interval import disattenuated_bounds
 
     out = {"ci2_low": math.nan, "ci2_high": math.nan, "ci2_se": math.nan, "n_eff": math.nan, "attenuation": math.nan}
@@ -143,10 +145,12 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
         s = float(1 / math.sqrt(w.sum()))
         low, high = disattenuated_bounds(math.tanh(z), a, s, alpha)
         out.update(ci2_low=float(low), ci2_high=float(high), ci2_se=s, attenuation=a,
+                   r_disattenuated=float(np.clip(math.tanh(z) / a, -1, 1)),
                    n_eff=float(valid["n_eff"].to_numpy(float)[ok].sum()) if "n_eff" in valid else math.nan)
-    d = d[np.isfinite(d)]
-    out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
-        else math.nan
+    else:
+        d = d[np.isfinite(d)]
+        out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
+            else math.nan
     out["rel_a"] = float(valid["rel_a"].mean()) if valid["rel_a"].notna().any() else math.nan
     out["rel_b"] = float(valid["rel_b"].mean()) if valid["rel_b"].notna().any() else math.nan
     return out
