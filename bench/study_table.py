@@ -12,11 +12,17 @@ column is the verdict across families from consistency.csv. A test holds docs/st
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from oodcorr.analysis.settings import AnalyzeSettings  # noqa: E402
+
+FLOOR = AnalyzeSettings.reliability_min  # a verdict reads a pair only where both reliabilities reach it
 NAMES = {"scitail_real": "SciTail", "snli_real": "SNLI", "sick": "SICK", "hans_real": "HANS", "mnli_real": "MNLI"}
 FAMILIES = {"gemma3-270m": "Gemma-3-270M", "smollm2-135m": "SmolLM2-135M"}
 
@@ -71,7 +77,7 @@ def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
     """Why a pair is unsettled, in words: the testset below reliability 0.5, or the intervals that include 0."""
     if v == "unreliable":
         for t, col in ((a, "rel_a"), (b, "rel_b")):
-            if (rows[col] < 0.5).any():
+            if (rows[col] < FLOOR).any():
                 return f"unsettled: {NAMES.get(t, t)} reliability " + " / ".join(f"{x:.2f}" for x in rows[col])
     short = [FAMILIES.get(r.model, r.model).split("-")[0] for r in rows.itertuples()
              if not (r.ci2_low > 0 or r.ci2_high < 0)]
@@ -105,7 +111,7 @@ def defined(name: str) -> dict:
     runs, pooled = (pd.read_csv(res / f) for f in ("partial_correlations.csv", "pooled_seeds.csv"))
     out = {}
     for method in ("linear", "rank", "gam"):
-        rows = runs[(runs["method"] == method) & (runs[["rel_a", "rel_b"]].min(axis=1) >= 0.5)]
+        rows = runs[(runs["method"] == method) & (runs[["rel_a", "rel_b"]].min(axis=1) >= FLOOR)]
         out[method] = (int(rows[["ci2_low", "ci2_high"]].notna().all(axis=1).sum()), len(rows))
         rows = pooled[pooled["method"] == method]
         out[("pooled", method)] = (int(rows[["ci2_low", "ci2_high"]].notna().all(axis=1).sum()), len(rows))

@@ -1,17 +1,12 @@
 """The numbers README.md and docs/studies.md state for studies/twofamily are the ones in its committed tables:
 each pair's noise-free r and 95 % interval per family, the reliabilities, and the verdicts."""
 
-from pathlib import Path
-
 import pandas as pd
+from study_helpers import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "studies" / "twofamily" / "results"
 MODELS = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
-
-
-def _cell(row) -> str:
-    return f"{row.r_disattenuated:+.2f} [{row.ci2_low:+.2f}, {row.ci2_high:+.2f}]".replace("-", "−")
+_cell = load_script(REPO / "bench" / "study_table.py")._cell  # a row's r and interval, as the pages quote them
 
 
 def test_the_pages_state_the_committed_intervals_and_verdicts():
