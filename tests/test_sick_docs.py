@@ -92,7 +92,7 @@ def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
     n, of = mod.defined("sick")["linear"]
     assert n == of and f"all {of} per-run linear rows whose reliabilities are both ≥ 0.5 have a defined interval" in flat
     rank = pooled.query("method == 'rank' and testset_a == 'sick' and testset_b == 'snli_real'").sort_values("model")
-    cells = [f"{mod._num(r.r_disattenuated)} {mod._iv(r.ci2_low, r.ci2_high)}" for r in rank.itertuples()]
+    cells = [mod._cell(r) for r in rank.itertuples()]
     assert f"rank Gemma {cells[0]}, SmolLM2 {cells[1]}" in flat
     cons = pd.read_csv(STUDY / "results" / "consistency.csv").query("method == 'linear'")
     settled = int(cons["verdict"].isin(["consistent_positive", "consistent_negative", "model_dependent"]).sum())

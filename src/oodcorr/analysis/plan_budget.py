@@ -134,12 +134,12 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                                  "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
                                  "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
                                  "median_testset": kept[j], "reliability": rel, "weakest": weakest[0],
-                                 "weakest_testset": weakest[1], "readable": weakest[0] >= RELIABILITY_FLOOR})
+                                 "weakest_testset": weakest[1]})
     out["rows"] = rows
     out["best"] = _best(rows, budget)
     per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget) for n in checkpoints}
     out["by_checkpoints"] = [b for b in per_n.values() if b and b["weakest"] >= RELIABILITY_FLOOR]
-    out["below_floor"] = [n for n, b in per_n.items() if b and b["weakest"] < RELIABILITY_FLOOR]  # no item count reaches the floor
+    out["below_floor"] = [n for n, b in per_n.items() if b and b["weakest"] < RELIABILITY_FLOOR]  # none reaches it
     out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
     out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
@@ -179,7 +179,8 @@ def _best(rows, budget, tol: float = 0.005):
     seeds = np.arange(1, MAX_SEEDS + 1)
     afford = [(row, int(np.sum(_hours(row, seeds) <= budget + 1e-9))) for row in rows]  # hours rise with seeds
     afford = [(row, s) for row, s in afford if s >= 1]
-    afford = [(row, s) for row, s in afford if row["readable"]] or afford  # a readable design, however weak, first
+    # a design that reaches the reliability floor, however weak, before one that does not (power 0)
+    afford = [(row, s) for row, s in afford if row["weakest"] >= RELIABILITY_FLOOR] or afford
     if not afford:
         return None
     top = max(row["power"][s - 1] for row, s in afford) - tol
