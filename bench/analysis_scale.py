@@ -25,8 +25,8 @@ OOD = ["hans", "anli", "wnli", "rte", "scitail", "sick", "fever_nli"]
 def simulate(folder: Path) -> list[Path]:
     import numpy as np
 
-    from oodcorr.analysis.simulate import metrics_rows
     from oodcorr.io import write_jsonl
+    from oodcorr.stats.simulate import metrics_rows
 
     files = []
     for m in range(MODELS):

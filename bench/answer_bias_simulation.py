@@ -1,7 +1,7 @@
 """Answer bias: the spurious partial r of each metric when checkpoints share a "Yes" bias and the abilities
 are unrelated, and each metric's split-half reliability there.
 
-Simulator: oodcorr.analysis.simulate.answer_bias_study (fixed item difficulties scored at every checkpoint; a
+Simulator: oodcorr.stats.simulate.answer_bias_study (fixed item difficulties scored at every checkpoint; a
 per-checkpoint bias on the log-odds of " Yes" shared by all testsets; OOD testsets with 28 % and 40 % gold
 "Yes"; the two OOD abilities uncorrelated given ID, so the true partial r is 0; 20 checkpoints; 128 items per
 OOD testset; ID testset balanced). Per bias SD (0 = clean, 1, 2) and metric: the mean partial r (linear, each
@@ -31,10 +31,10 @@ YES_SHARES = (0.28, 0.40)
 def one_study(bias_sd, n_ckpt, n_items, n_id_items, splits, rng) -> dict:
     from oodcorr.aggregate import values
     from oodcorr.analysis.answer_bias import R2_MOST, disagree, explained_share, yes_residual_corr
-    from oodcorr.analysis.noise import linear_operator, reliabilities
-    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
-    from oodcorr.analysis.simulate import answer_bias_study, prediction_table
     from oodcorr.metrics import METRICS as TABLE
+    from oodcorr.stats.noise import linear_operator, reliabilities
+    from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
+    from oodcorr.stats.simulate import answer_bias_study, prediction_table
 
     st = answer_bias_study(n_ckpt, n_items, YES_SHARES, bias_sd, n_id_items=n_id_items, rng=rng)
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from bad_inputs_runner import BASE, E, T, Case, corrupt
+from bad_inputs_runner import BASE, Case, E, T, corrupt
 
 
 def _relabel(root):

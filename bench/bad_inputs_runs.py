@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from bad_inputs_runner import A, BASE, E, LOCK_FILES, T, Case, corrupt, edit_params
+from bad_inputs_runner import BASE, LOCK_FILES, A, Case, E, T, corrupt, edit_params
 
 
 def _rescored(root, res):

@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from bad_inputs_runner import A, BASE, CHECK, E, SECRET, T, Case, edit_params, env
+from bad_inputs_runner import BASE, CHECK, SECRET, A, Case, E, T, edit_params, env
 from bad_inputs_runs import rm_checkpoint
 
 

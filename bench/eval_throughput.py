@@ -179,9 +179,9 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     import oodcorr.evaluate.scoring as scoring
     from oodcorr import io
-    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
     from oodcorr.modeling.precision import resolve_dtype
+    from oodcorr.settings.config import load_params
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rates = {d: matmul_rate(getattr(torch, d), device) for d in ("float32", "bfloat16")}

@@ -1,4 +1,4 @@
-"""The even-weight estimate (r_even, oodcorr.analysis.gp_even) on a real study's own items, beside the likelihood's.
+"""The even-weight estimate (r_even, oodcorr.stats.gp_even) on a real study's own items, beside the likelihood's.
 
 As bench/item_resample.py, but lighter (the pair's series rebuilt directly, no full analysis per draw): the saved
 study's SciTail and SNLI items re-drawn at half their number (label-stratified, the same items for every run and
@@ -27,10 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from oodcorr.stats.gp_even import even_interval  # noqa: E402
+from oodcorr.stats.gp_interval import gp_interval  # noqa: E402
 from real_noise_check import item_matrix, series_and_noise  # noqa: E402
-
-from oodcorr.analysis.gp_even import even_interval  # noqa: E402
-from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "even_resample.json"
 GRID = ROOT / "bench" / "results" / "interval_grid.jsonl"

@@ -34,7 +34,7 @@ CONTROLS = ("latent", "observed")
 
 
 def run(cell: dict, reps: int, id_control: str) -> dict:
-    from oodcorr.analysis.gp_interval import gp_interval
+    from oodcorr.stats.gp_interval import gp_interval
 
     out = []
     for size, rng in cell_rngs(cell_key(cell), reps):  # the grid's own draws for this cell
@@ -52,7 +52,7 @@ def run(cell: dict, reps: int, id_control: str) -> dict:
 def curve_seed(rng, n: int, rho: float, id_items: int, ell: float = 0.2, sig: float = 0.3, tau: float = 1.5,
                items: int = 128) -> dict:
     """One seed of the `curve` generator (module notes)."""
-    from oodcorr.analysis.interval import noise_cov
+    from oodcorr.stats.interval import noise_cov
 
     t = np.linspace(0, 1, n)
     L = np.linalg.cholesky(np.exp(-0.5 * (np.subtract.outer(t, t) / ell) ** 2) + 1e-8 * np.eye(n))
@@ -70,7 +70,7 @@ def curve_seed(rng, n: int, rho: float, id_items: int, ell: float = 0.2, sig: fl
 
 
 def run_curve(cell: dict, reps: int, id_control: str) -> dict:
-    from oodcorr.analysis.gp_interval import gp_interval
+    from oodcorr.stats.gp_interval import gp_interval
 
     rng = np.random.default_rng([7, cell["id_items"], int(10 * cell["rho"])])  # the same draws for both controls
     got = []

@@ -1,6 +1,6 @@
 """An independent simulation grid for the noise-corrected interval (ci2) of the noise-free partial correlation.
 
-Independent of `oodcorr.analysis.simulate` (its generator is not used or copied here) and not built around
+Independent of `oodcorr.stats.simulate` (its generator is not used or copied here) and not built around
 AR(1) trajectories: the residual trajectories are Gaussian processes, AR(1) or independent, the noise is an item
 response model on the log-odds scale and the testset value is the class-balanced mean margin.
 
@@ -30,7 +30,7 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
   log p(No)) m_ik = b_k + y_i (s_i theta(t_k) - c_i) + e_ik, e_ik ~ N(0, TAU^2) iid over items, checkpoints
   and seeds; b_k the answer bias (0 by default). The testset's series is balanced_margin,
   1/2 [mean m over y = +1 - mean m over y = -1], from the items; its item-noise covariance over checkpoints is
-  oodcorr.analysis.interval.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
+  oodcorr.stats.interval.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
   (the estimator under test, not part of the generator; the new interval gets it with shrink=True, the
   cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population value of balanced_margin is
   E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the item model.
@@ -44,7 +44,7 @@ Grid
 dependence (5) x ID items (128, 512) x seeds (1, 3) x checkpoints (9, 20, 40) x rho (0, 0.5, 0.8) = 180 cells,
 plus the answer-bias variant for gp0.2 with 128 ID items (18 cells), plus 5 seeds for gp0.2 at 40 checkpoints
 (6 cells): 204 cells. Per cell `--reps` replicates (default 200); every replicate gets the new interval
-(oodcorr.analysis.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
+(oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
 seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r, the interval divided by the
 weighted mean attenuation, as consistency._pool_noise does). Per cell and interval: coverage of rho among the
 replicates where the interval is defined (and its Monte Carlo SE), the share excluding 0 among the defined
@@ -59,7 +59,7 @@ chunk]) for each chunk of CHUNK replicates, so a cell's draws do not depend on t
 
 Output: one JSON line per finished cell appended to bench/results/interval_grid.jsonl (`--resume` skips cells
 already there with the same replicates and intervals, computed by the same version of the interval modules
-(sha1 of src/oodcorr/analysis/gp_interval.py / interval.py in each row); per cell and interval the last line with
+(sha1 of src/oodcorr/stats/gp_interval.py / interval.py in each row); per cell and interval the last line with
 that interval wins, so `--methods new` keeps the earlier interval's results of a cell), and a summary
 bench/results/interval_grid.json rewritten after every run from all lines. `--markdown` prints the tables of
 docs/statistics.md ("Measured: the interval on smooth trajectories") from the .jsonl file.
@@ -208,7 +208,7 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
     Returns t (n,), truth {"x", "a", "b"} (reps, S, n) noise-free abilities, series {"x", "a", "b"} (reps, S, n)
     balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates (Vs: shrunk), labels, and with
     keep_scores the per-item scores (reps, S, n, I); items=False: the noise-free part only (t, truth, bias)."""
-    from oodcorr.analysis.interval import noise_cov
+    from oodcorr.stats.interval import noise_cov
 
     S, n, rho = cell["seeds"], cell["checkpoints"], float(cell["rho"])
     sd = SIGNAL_SD[cell["dependence"]] if signal_sd is None else signal_sd
@@ -282,7 +282,7 @@ def split_half(scores: np.ndarray, y: np.ndarray, x: np.ndarray, rng, splits: in
 
 def new_interval_available() -> bool:
     try:
-        from oodcorr.analysis.gp_interval import gp_interval  # noqa: F401
+        from oodcorr.stats.gp_interval import gp_interval  # noqa: F401
     except ImportError:
         return False
     return True
@@ -291,8 +291,8 @@ def new_interval_available() -> bool:
 def run_new(d: dict, even: bool = False) -> dict:
     """gp_interval per replicate (all its seeds at once) -> arrays (reps,); even: the even-weight estimate and its
     bootstrap interval (gp_even) from the same fit, with the fit's reliabilities and effective checkpoints."""
-    from oodcorr.analysis.gp_even import even_interval
-    from oodcorr.analysis.gp_interval import gp_interval
+    from oodcorr.stats.gp_even import even_interval
+    from oodcorr.stats.gp_interval import gp_interval
 
     R, S, _ = d["series"]["x"].shape
     keys = ("r_hat", "ci_low", "ci_high", "rel_a", "rel_b", "n_eff")
@@ -317,7 +317,7 @@ def run_new(d: dict, even: bool = False) -> dict:
 def run_earlier(d: dict) -> dict:
     """interval.partial_interval per seed; several seeds pooled by inverse variance on Fisher's z of the
     attenuated r, divided by the weighted mean attenuation (consistency._pool_noise) -> arrays (reps,)."""
-    from oodcorr.analysis.interval import disattenuated_bounds, partial_interval
+    from oodcorr.stats.interval import disattenuated_bounds, partial_interval
 
     s, V = d["series"], d["V"]
     res = partial_interval(s["x"], s["a"], s["b"], V["x"], V["a"], V["b"], alpha=ALPHA,
@@ -438,7 +438,7 @@ def calibrate(reps: int = 100, checkpoints=(9, 20, 40), id_items: int = 512) -> 
             cell = dict(variant="base", dependence=dep, id_items=id_items, seeds=1, checkpoints=n, rho=0.0)
             rng = np.random.default_rng(np.random.SeedSequence([BASE_SEED, zlib.crc32(cell_key(cell).encode()), 99]))
             d = simulate(cell, reps, rng, keep_scores=True)
-            from oodcorr.analysis.interval import partial_interval
+            from oodcorr.stats.interval import partial_interval
 
             sh = split_half(d["scores"]["a"][:, 0], d["labels"]["a"], d["series"]["x"][:, 0], rng)
             s, V = d["series"], d["V"]
@@ -635,7 +635,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", nargs="*", help="glob patterns on cell keys, e.g. 'base|gp0.2|id128|S1|n40|*'")
     ap.add_argument("--methods", default=None,
                     help="comma-separated intervals: new,earlier,even (default: new and earlier; earlier only when "
-                         "oodcorr.analysis.gp_interval is not importable)")
+                         "oodcorr.stats.gp_interval is not importable)")
     ap.add_argument("--quick", action="store_true", help="a CI-sized subset (4 cells, 10 replicates)")
     ap.add_argument("--resume", action="store_true",
                     help="skip cells already in the results file (same replicates, intervals and interval sources); "
@@ -671,11 +671,11 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"unknown method(s) {bad}; choose from {list(METHODS)}")
         if "new" in methods and not new_interval_available():
-            ap.error("--methods new: oodcorr.analysis.gp_interval is not importable")
+            ap.error("--methods new: oodcorr.stats.gp_interval is not importable")
     else:
         methods = ("new", "earlier") if new_interval_available() else ("earlier",)
         if "new" not in methods:
-            print("note: oodcorr.analysis.gp_interval not importable; running the earlier interval only",
+            print("note: oodcorr.stats.gp_interval not importable; running the earlier interval only",
                   file=sys.stderr)
     reps = args.reps or (QUICK["reps"] if args.quick else 200)
     done = read_rows(out) if args.resume else {}

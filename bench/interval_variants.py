@@ -1,6 +1,6 @@
 """Alternatives to the noise-corrected interval, measured on the same grid and not adopted.
 
-The interval (oodcorr.analysis.interval) is the Fisher interval of the attenuated correlation divided by the
+The interval (oodcorr.stats.interval) is the Fisher interval of the attenuated correlation divided by the
 estimated attenuation A = sqrt(rel_a rel_b), treating A as known. The grid (bench/noise_simulation.py) shows it
 conservative at r = 0.8 with smooth trajectories. Two variants use the pivot atanh(r_att) - atanh(rho A_hat)
 instead, with its delta-method variance (A_hat's error is correlated with r_att's) and A_hat's second-order bias
@@ -35,8 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import noise_simulation as ns  # noqa: E402
-
-from oodcorr.analysis import interval as I  # noqa: E402
+from oodcorr.stats import interval as I  # noqa: E402
 
 RHO = np.linspace(-1, 1, 2001)
 _seen: dict = {}
@@ -131,7 +130,7 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
     signals, innovation correlation rho, white item noise of variance `noise`, residualised on a fixed ID
     curve): the empirical SD of atanh(r) against interval.z_dof at the true parameters, with Fisher's
     small-sample "- 2" and without it."""
-    from oodcorr.analysis.simulate import _ar1_pair
+    from oodcorr.stats.simulate import _ar1_pair
 
     rng = np.random.default_rng(seed)
     out = []
@@ -165,8 +164,8 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
     without Fisher's small-sample term."""
     import inspect
 
-    from oodcorr.analysis.partial import _corr_cols, residualise_linear
-    from oodcorr.analysis.simulate import design_runs
+    from oodcorr.stats.partial import _corr_cols, residualise_linear
+    from oodcorr.stats.simulate import design_runs
 
     tau = inspect.signature(design_runs).parameters["tau"].default
 

@@ -43,7 +43,6 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from eval_throughput import load_testsets, make_project  # noqa: E402  (same data, same seeded checkpoints)
 
-
 # ---------------------------------------------------------------- lm-evaluation-harness side
 
 def write_lmeval_tasks(task_dir: Path, sets: dict, prompter) -> dict[str, str]:

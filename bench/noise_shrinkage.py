@@ -39,10 +39,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import interval_grid as G  # noqa: E402
-
-from oodcorr.analysis.gp_interval import gp_interval  # noqa: E402
-from oodcorr.analysis.interval import cv_shrinkage, shrunk_cov  # noqa: E402
-from oodcorr.analysis.plan_budget import one_thread  # noqa: E402
+from oodcorr.planner.budget import one_thread  # noqa: E402
+from oodcorr.stats.gp_interval import gp_interval  # noqa: E402
+from oodcorr.stats.interval import cv_shrinkage, shrunk_cov  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "noise_shrinkage.json"
 CELLS = ["base|iid|id128|S3|n40|rho0.8", "base|gp0.2|id128|S3|n40|rho0.8", "answer_bias|gp0.2|id128|S3|n40|rho0.0"]
@@ -136,9 +135,8 @@ def _estimates(A: np.ndarray) -> tuple[dict, float]:
 def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
     from scipy.linalg import null_space
 
-    from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise import GOLD
-    from oodcorr.analysis.noise_tables import load_items
+    from oodcorr.predictions import GOLD, load_items
+    from oodcorr.run_tables import build_runs, load_metrics
 
     runs = build_runs(load_metrics(files))
     items = load_items(runs)

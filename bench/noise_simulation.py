@@ -6,7 +6,7 @@
    as small as the OOD testsets; a shared per-checkpoint answer bias (SD 1 logit) with label-imbalanced
    testsets (ID 33 %, OOD 28 % and 40 % gold "Yes") analysed with the bias-invariant balanced margin) x 9, 20,
    40, 63 checkpoints x 64, 128, 350, 1,000 items x true r 0, 0.5, 0.8. Items are fixed over checkpoints
-   (oodcorr.analysis.simulate.design_runs). Per cell: coverage and false-"distinguishable" rate (true r = 0)
+   (oodcorr.stats.simulate.design_runs). Per cell: coverage and false-"distinguishable" rate (true r = 0)
    among the replicates where the interval is defined (both reliabilities >= 0.5, enough effective
    checkpoints), the defined share, median width, zero-width count, and the earlier ci2 (checkpoint Fisher CI
    / sqrt(rel_a rel_b), independent checkpoints, ID taken as exact) on the same data for contrast.
@@ -14,7 +14,7 @@
    Plan check: `oodcorr plan`'s predicted power (plan.power) vs the simulated rejection rate in a few cells.
 
 1. Coverage/bias table: >= 200 simulated runs per condition from the item-response simulator
-   (oodcorr.analysis.simulate.irt_study; the estimand is the population partial r of the TRUE expected
+   (oodcorr.stats.simulate.irt_study; the estimand is the population partial r of the TRUE expected
    accuracies given true ID accuracy = the known rho). Per condition: coverage of the noise-corrected 95% CI
    ci2 (noise.disattenuated_ci: Fisher CI of r / sqrt(rel_a rel_b) with the split-half reliabilities, as
    `oodcorr analyze` computes it; defined where both reliabilities >= 0.5, so conditions where that is rare
@@ -60,7 +60,7 @@ TAU, ID_ITEMS = 0.03, 1000
 def alpha_reliability(items, x):
     """Cronbach's alpha of the OLS-residualised item scores, checkpoints as subjects (the mean of all
     split-half Rulon coefficients): k/(k-1) (1 - sum_i var(r_i) / var(sum_i r_i)). Comparison only."""
-    from oodcorr.analysis.noise import linear_operator
+    from oodcorr.stats.noise import linear_operator
 
     R = linear_operator(x) @ items
     k = items.shape[1]
@@ -68,9 +68,9 @@ def alpha_reliability(items, x):
 
 
 def one_study(rho, k, n, n_boot, rng, old=True):
-    from oodcorr.analysis.noise import basic_ci, disattenuate, disattenuated_ci, reliability, two_level_boot
-    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
-    from oodcorr.analysis.simulate import irt_study, true_reliability
+    from oodcorr.stats.noise import basic_ci, disattenuate, disattenuated_ci, reliability, two_level_boot
+    from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
+    from oodcorr.stats.simulate import irt_study, true_reliability
 
     st = irt_study(n, k, np.array([[1, rho], [rho, 1]]), tau=TAU, n_id_items=ID_ITEMS, rng=rng)
     x = st["x_items"].mean(axis=1)
@@ -152,10 +152,10 @@ def coverage_table(studies, n_boot, seed=0, min_defined=200, max_studies=4000):
 
 def plan_check(studies, n_boot, seed=1):
     """Pilot (n=30, 200 items, 2 OOD testsets x 10 pilot runs) -> plan -> simulate the planned design."""
-    from oodcorr.analysis.noise import reliability
-    from oodcorr.analysis.partial import residualise_linear
-    from oodcorr.analysis.plan import plan_design
-    from oodcorr.analysis.simulate import irt_study
+    from oodcorr.planner.plan import plan_design
+    from oodcorr.stats.noise import reliability
+    from oodcorr.stats.partial import residualise_linear
+    from oodcorr.stats.simulate import irt_study
 
     rng = np.random.default_rng(seed)
     snr = []
@@ -190,13 +190,14 @@ def plan_check(studies, n_boot, seed=1):
 def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
     import pandas as pd
 
-    from oodcorr.analysis.consistency import cross_model, pool_seeds
-    from oodcorr.analysis.noise import load_run_items
-    from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
-    from oodcorr.analysis.loading import build_runs
     from oodcorr.analysis.noise_tables import compute_noise
     from oodcorr.analysis.pipeline import compute_partials
-    from oodcorr.analysis.settings import AnalyzeSettings
+    from oodcorr.predictions import load_run_items
+    from oodcorr.run_tables import build_runs
+    from oodcorr.settings.analyze import AnalyzeSettings
+    from oodcorr.simulated_runs import write_predictions
+    from oodcorr.stats.consistency import cross_model, pool_seeds
+    from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 
     names = [f"ood{j}" for j in range(ood)]
     sigma = np.full((ood, ood), 0.3) + 0.7 * np.eye(ood)
@@ -277,8 +278,8 @@ def cell_seed(scenario: str, n: int, k: int, rho: float, seed: int = 20) -> int:
 def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150):
     """A grid cell's simulated runs, `chunk` replicates at a time: yields (series [ID, A, B] (c, n), their
     item-noise covariances (c, n, n)); the same seed and chunk give the same draws."""
-    from oodcorr.analysis.interval import noise_cov
-    from oodcorr.analysis.simulate import design_runs
+    from oodcorr.stats.interval import noise_cov
+    from oodcorr.stats.simulate import design_runs
 
     kw = dict(SCENARIOS[scenario])
     kw["id_items"] = kw["id_items"] or k
@@ -291,9 +292,9 @@ def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, 
 
 def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150) -> dict:
     """One cell of the interval grid (module notes, part 0)."""
-    from oodcorr.analysis.interval import partial_interval
-    from oodcorr.analysis.noise import disattenuated_ci
-    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
+    from oodcorr.stats.interval import partial_interval
+    from oodcorr.stats.noise import disattenuated_ci
+    from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
 
     cols = {c: [] for c in ("lo", "hi", "old_lo", "old_hi", "r_hat", "n_eff", "reason")}
     for ser, V in cell_draws(scenario, n, k, rho, reps, seed, chunk):
@@ -393,9 +394,9 @@ def grid_markdown(grid: dict) -> str:
 def plan_power_check(reps: int, seed: int = 7) -> list[dict]:
     """power.power (the analytic prediction `oodcorr plan --detect-r` uses) vs the simulated share of runs whose
     interval excludes 0, one seed per run."""
-    from oodcorr.analysis.interval import noise_cov, partial_interval
-    from oodcorr.analysis.power import power
-    from oodcorr.analysis.simulate import design_runs
+    from oodcorr.stats.interval import noise_cov, partial_interval
+    from oodcorr.stats.power import power
+    from oodcorr.stats.simulate import design_runs
 
     out = []
     for n, k, rho, phi in ((40, 350, 0.5, 0.0), (40, 350, 0.5, 0.8), (63, 1000, 0.5, 0.8), (20, 1000, 0.8, 0.0)):

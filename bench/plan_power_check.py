@@ -29,10 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.analysis.gp_design import design_curve, design_terms  # noqa: E402
-from oodcorr.analysis import plan_simulate as simulate  # noqa: E402
-from oodcorr.analysis.gp_model import KERNEL  # noqa: E402
-from oodcorr.analysis.plan_budget import _curve, kernel_share, one_thread  # noqa: E402
+from oodcorr.planner import simulate as simulate  # noqa: E402
+from oodcorr.planner.budget import _curve, kernel_share, one_thread  # noqa: E402
+from oodcorr.stats.gp_design import design_curve, design_terms  # noqa: E402
+from oodcorr.stats.gp_model import KERNEL  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "plan_power_check.json"
 BETA = 0.5

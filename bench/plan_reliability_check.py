@@ -31,8 +31,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.analysis.plan_budget import one_thread, reliability  # noqa: E402
-from oodcorr.analysis.plan_pilot import _seed_inputs, pilot_files, pilot_model  # noqa: E402
+from oodcorr.planner.budget import one_thread, reliability  # noqa: E402
+from oodcorr.planner.pilot import _seed_inputs, pilot_files, pilot_model  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "plan_reliability_check.json"
 METRIC = "balanced_margin"
@@ -60,8 +60,8 @@ def fitted(name: str) -> dict:
 
 def raw_item_var(pilot: str, names) -> dict:
     """The first measure: each testset's mean item-noise diagonal times its items, median over the pilot's runs."""
-    from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise_tables import load_items
+    from oodcorr.predictions import load_items
+    from oodcorr.run_tables import build_runs, load_metrics
 
     runs = build_runs(load_metrics(pilot_files([ROOT / "studies" / pilot])))
     data = _seed_inputs(runs, load_items(runs), METRIC, 10)

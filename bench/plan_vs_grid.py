@@ -25,10 +25,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.analysis.gp_design import design_power, design_terms  # noqa: E402
-from oodcorr.analysis.gp_interval import n_eff_of  # noqa: E402
-from oodcorr.analysis.gp_model import KERNEL  # noqa: E402
-from oodcorr.analysis.plan_budget import kernel_share, one_thread  # noqa: E402
+from oodcorr.planner.budget import kernel_share, one_thread  # noqa: E402
+from oodcorr.stats.gp_design import design_power, design_terms  # noqa: E402
+from oodcorr.stats.gp_interval import n_eff_of  # noqa: E402
+from oodcorr.stats.gp_model import KERNEL  # noqa: E402
 
 GRID = ROOT / "bench" / "results" / "interval_grid.json"
 OUT = ROOT / "bench" / "results" / "plan_vs_grid.json"

@@ -20,7 +20,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.analysis.settings import AnalyzeSettings  # noqa: E402
+from oodcorr.settings.analyze import AnalyzeSettings  # noqa: E402
 
 FLOOR = AnalyzeSettings.reliability_min  # a verdict reads a pair only where both reliabilities reach it
 NAMES = {"scitail_real": "SciTail", "snli_real": "SNLI", "sick": "SICK", "hans_real": "HANS", "mnli_real": "MNLI"}

@@ -38,8 +38,8 @@ def main() -> None:
 
     import torch
 
-    from oodcorr.modeling import threads
     from oodcorr.evaluate.scoring import score
+    from oodcorr.modeling import threads
     from oodcorr.modeling.model_loading import load_base_model
     from oodcorr.modeling.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, Prompter
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oodcorr.analysis.partial import METHODS, analyse_matrix
+from oodcorr.stats.partial import METHODS, analyse_matrix
 
 warnings.filterwarnings("ignore")
 

@@ -21,10 +21,10 @@ import pandas as pd
 def answer_bias(project: Path) -> pd.DataFrame:
     from oodcorr.analysis import series
     from oodcorr.analysis.answer_bias import diagnose
-    from oodcorr.analysis.loading import build_runs, load_metrics, metrics_files
-    from oodcorr.analysis.noise_tables import load_items
-    from oodcorr.settings.config import load_params
     from oodcorr.metrics import BIAS_FREE_METRIC
+    from oodcorr.predictions import load_items
+    from oodcorr.run_tables import build_runs, load_metrics, metrics_files
+    from oodcorr.settings.config import load_params
     from oodcorr.settings.project import Project
 
     params = load_params(project / "params.yaml")

@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodcorr.analysis.consistency import cross_model, fisher_pool, pool_seeds, verdict
-from oodcorr.analysis.simulate import metrics_rows
-from oodcorr.analysis.loading import build_runs, load_metrics
 from oodcorr.analysis.pipeline import compute_partials, run_analysis
 from oodcorr.io import write_jsonl
+from oodcorr.run_tables import build_runs, load_metrics
+from oodcorr.stats.consistency import cross_model, fisher_pool, pool_seeds, verdict
+from oodcorr.stats.simulate import metrics_rows
 
 
 def test_fisher_pool_matches_hand_computation():

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from oodcorr.analysis.gp_even import even_interval
-from oodcorr.analysis.gp_interval import gp_interval
+from oodcorr.stats.gp_even import even_interval
+from oodcorr.stats.gp_interval import gp_interval
 
 
 def _seeds(rng, n_seeds=3, n=20, rho=0.6, noise=0.3, ell=0.2):

@@ -1,4 +1,4 @@
-"""The likelihood interval (analysis.gp_interval) against independent computations: scipy's multivariate normal
+"""The likelihood interval (stats.gp_interval) against independent computations: scipy's multivariate normal
 for the likelihood, finite differences for its score, pingouin's partial correlation for the independent-
 checkpoint limit, and the ID smoother against the truth it is meant to recover."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from oodcorr.analysis import gp_design as D
-from oodcorr.analysis import gp_interval as G
-from oodcorr.analysis import gp_model as GM
+from oodcorr.stats import gp_design as D
+from oodcorr.stats import gp_interval as G
+from oodcorr.stats import gp_model as GM
 
 
 def _seed(rng, n=20, rho=0.5, ell=0.2, noise=0.01, id_noise=0.01, sig=0.3):
@@ -100,7 +100,7 @@ def test_the_id_smoother_recovers_the_noise_free_curve_and_leaves_an_exact_contr
 
 
 def test_pooled_seeds_narrow_the_interval_and_a_lone_smooth_seed_says_why_in_words():
-    from oodcorr.analysis.pair_ci2 import interval
+    from oodcorr.stats.pair_ci2 import interval
 
     rng = np.random.default_rng(4)
     runs = []

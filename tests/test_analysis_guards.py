@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from oodcorr.analysis.partial import GAM_MIN_N, analyse_matrix, analyse_run
-from oodcorr.analysis.simulate import metrics_rows
-from oodcorr.analysis.loading import build_runs, load_metrics
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
+from oodcorr.run_tables import build_runs, load_metrics
+from oodcorr.stats.partial import GAM_MIN_N, analyse_matrix, analyse_run
+from oodcorr.stats.simulate import metrics_rows
 
 
 def test_too_few_checkpoints():

@@ -1,4 +1,4 @@
-"""The noise-corrected interval (analysis/interval.py), `oodcorr plan`'s power mode and its pilot errors, and the
+"""The noise-corrected interval (stats/interval.py), `oodcorr plan`'s power mode and its pilot errors, and the
 equivalence verdict. Statistics are checked against independent computations (numpy covariance, pingouin's
 Cronbach alpha, statsmodels' acf, Monte Carlo) and against simulated designs with a known noise-free partial r."""
 
@@ -10,13 +10,21 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from oodcorr.analysis.consistency import _pool_noise, equivalent, noise_verdict, verdict
-from oodcorr.analysis.interval import (ar1_corr, disattenuated_bounds, fit_ar1, noise_cov, partial_interval,
-                                       residual_maker, z_dof)
-from oodcorr.analysis.power import effective_dof, power
-from oodcorr.analysis.simulate import design_runs, irt_metrics_rows, irt_study, write_predictions
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
+from oodcorr.simulated_runs import write_predictions
+from oodcorr.stats.consistency import _pool_noise, equivalent, noise_verdict, verdict
+from oodcorr.stats.interval import (
+    ar1_corr,
+    disattenuated_bounds,
+    fit_ar1,
+    noise_cov,
+    partial_interval,
+    residual_maker,
+    z_dof,
+)
+from oodcorr.stats.power import effective_dof, power
+from oodcorr.stats.simulate import design_runs, irt_metrics_rows, irt_study
 
 
 def _interval(d, **kw):
@@ -42,7 +50,7 @@ def test_shrunk_noise_cov_takes_the_pull_that_best_predicts_held_out_items():
     from scipy.linalg import null_space
     from scipy.stats import multivariate_normal
 
-    from oodcorr.analysis.interval import SHRINK_FOLDS, SHRINK_GRID, cv_shrinkage
+    from oodcorr.stats.interval import SHRINK_FOLDS, SHRINK_GRID, cv_shrinkage
 
     rng = np.random.default_rng(3)
     n = 12
@@ -138,8 +146,8 @@ def test_smooth_trajectories_keep_the_false_distinguishable_rate_and_coverage():
     """40 checkpoints of AR(1) phi 0.8 trajectories, 128 items, ID as small as the OOD testsets: at true r = 0 the
     interval excludes 0 in <= 8 % of 240 runs (SE 0.014 at 5 %); the earlier ci2 (independent checkpoints, exact ID)
     does so far more often; at r = 0.5 coverage is 0.90-0.99."""
-    from oodcorr.analysis.noise import disattenuated_ci
-    from oodcorr.analysis.partial import _corr_cols, fisher_ci, residualise_linear
+    from oodcorr.stats.noise import disattenuated_ci
+    from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
 
     d = design_runs(240, 40, 128, 0.0, 0.8, 128, rng=np.random.default_rng(11))
     res = _interval(d, reliability_min=0.5)

@@ -11,16 +11,25 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from oodcorr.analysis.consistency import noise_verdict
-from oodcorr.analysis.noise import (basic_ci, disattenuate, disattenuated_ci, item_weights, reliability, spearman_brown,
-                                    split_masks, two_level_boot)
-from oodcorr.analysis.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear
-from oodcorr.analysis.plan import halfwidth, items_needed, plan_design
-from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, true_reliability, write_predictions
 from oodcorr.analysis.pipeline import run_analysis
 from oodcorr.errors import UserError
-from oodcorr.metrics import METRICS
 from oodcorr.io import write_jsonl
+from oodcorr.metrics import METRICS
+from oodcorr.planner.plan import halfwidth, items_needed, plan_design
+from oodcorr.simulated_runs import write_predictions
+from oodcorr.stats.consistency import noise_verdict
+from oodcorr.stats.noise import (
+    basic_ci,
+    disattenuate,
+    disattenuated_ci,
+    item_weights,
+    reliability,
+    spearman_brown,
+    split_masks,
+    two_level_boot,
+)
+from oodcorr.stats.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear
+from oodcorr.stats.simulate import irt_metrics_rows, irt_study, true_reliability
 
 OOD = ["hans", "anli", "wnli"]
 SIGMA = np.array([[1, 0.6, 0.0], [0.6, 1, 0.0], [0.0, 0.0, 1]])

@@ -5,9 +5,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from oodcorr.analysis.partial import (GAM_ALPHAS, adjust_pvalues, analyse_matrix, fisher_ci, gam_design, gam_fit,
-                                      pingouin_partial)
-from oodcorr.analysis.simulate import trajectories
+from oodcorr.stats.partial import (
+    GAM_ALPHAS,
+    adjust_pvalues,
+    analyse_matrix,
+    fisher_ci,
+    gam_design,
+    gam_fit,
+    pingouin_partial,
+)
+from oodcorr.stats.simulate import trajectories
 
 
 @pytest.fixture(scope="module")

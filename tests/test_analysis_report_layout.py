@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from oodcorr.analysis.simulate import metrics_rows
 from oodcorr.cli import cli
 from oodcorr.io import write_json, write_jsonl
+from oodcorr.stats.simulate import metrics_rows
 
 OOD = ["hans", "anli", "wnli", "rte", "scitail"]
 

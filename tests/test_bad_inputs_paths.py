@@ -114,8 +114,8 @@ def test_inputs_that_ended_in_a_traceback(tmp_path, monkeypatch):
 
 
 def test_analyze_out_is_ours_only_by_the_manifest_it_wrote(tmp_path, monkeypatch):
-    from oodcorr.analysis.simulate import metrics_rows
     from oodcorr.io import write_json, write_jsonl
+    from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in (("m1", 0.7), ("m2", 0.6)):
         write_jsonl(tmp_path / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",

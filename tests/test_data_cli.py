@@ -86,8 +86,8 @@ def test_failed_prepare_keeps_previous_outputs(project):
 
 
 def test_load_prepared_missing(project):
-    from oodcorr.prepared import load_prepared
     from oodcorr.errors import UserError
+    from oodcorr.prepared import load_prepared
 
     with pytest.raises(UserError, match=r"testset synth_id was not prepared; run `oodcorr data prepare`"):
         load_prepared(project / "prep", "synth_id")

@@ -7,9 +7,9 @@ import pytest
 
 from oodcorr.data.loaders import load_hub, load_testset, to_binary
 from oodcorr.data.settings import PrepareSettings
+from oodcorr.errors import UserError
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import resolve
-from oodcorr.errors import UserError
 
 datasets = pytest.importorskip("datasets")
 

@@ -5,13 +5,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oodcorr.settings.config import load_params
-from oodcorr.data.prepare import prepare
-from oodcorr.prepared import load_prepared, read_manifest
 from oodcorr.data.loaders import subsample
-from oodcorr.data.prepare import build
-from oodcorr.settings.registry import resolve
+from oodcorr.data.prepare import build, prepare
 from oodcorr.errors import UserError
+from oodcorr.prepared import load_prepared, read_manifest
+from oodcorr.settings.config import load_params
+from oodcorr.settings.registry import resolve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shared_nli_params.yaml"
 SHARED_NLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "nli"

@@ -3,9 +3,18 @@
 import pytest
 
 from oodcorr.data.prepare import build
+from oodcorr.data.synthetic import (
+    NEGATIONS,
+    OOD_PEOPLE,
+    OOD_PLACES,
+    OOD_VERBS,
+    PEOPLE,
+    PLACES,
+    VERBS,
+    content_words,
+    generate,
+)
 from oodcorr.settings.registry import SYNTHETIC
-from oodcorr.data.synthetic import (NEGATIONS, OOD_PEOPLE, OOD_PLACES, OOD_VERBS, PEOPLE, PLACES, VERBS,
-                                    content_words, generate)
 
 SUITE = ["synth_train", "synth_id", "synth_overlap", "synth_negation", "synth_vocab", "synth_embedded"]
 

@@ -112,9 +112,9 @@ def test_fast_scorer_equals_straightforward(tmp_path, model):
     import numpy as np
     from peft import PeftModel
 
+    from oodcorr.evaluate.scoring import score
     from oodcorr.modeling.model_loading import load_base_model
     from oodcorr.modeling.prompts import Prompter
-    from oodcorr.evaluate.scoring import score
 
     ck = make_checkpoint(tmp_path, "r", 3, model)
     rows = _rows("x", 23, seed=7)

@@ -39,8 +39,8 @@ def edit(path, fn):
 # ---------------------------------------------------------------------------------------- 1. --out
 
 def _metrics_project(root):
-    from oodcorr.analysis.simulate import metrics_rows
     from oodcorr.io import write_jsonl
+    from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in {"m1": 0.7, "m2": 0.6}.items():
         write_jsonl(root / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from oodcorr import io
-from oodcorr.modeling import threads
 from oodcorr.errors import UserError
+from oodcorr.modeling import threads
 
 
 def test_outputs_honour_the_umask(tmp_path):

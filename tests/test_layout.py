@@ -1,8 +1,9 @@
 """The package layout mirrors dvc.yaml: stage packages over a thin core, imports pointing one way.
 
 Every import is read from the source (lazy imports inside functions included), so a new edge that
-makes the core depend on a stage, on launch/ or on an entry point, one stage depend on another or on
-launch/, launch/ depend on a stage, or any circle fails here. No module grows past MAX_LINES unless
+makes the core depend on a stage, on launch/, the planner or an entry point, one stage depend on another or on
+launch/ or the planner, launch/ or the planner depend on a stage, two packages (or flat modules) depend on each
+other, the statistics read a file, or any circle fails here. No module grows past MAX_LINES unless
 LONG_MODULES names it with the one cohesive job that justifies it."""
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ PKG = SRC / "oodcorr"
 STAGES = ("data", "train", "evaluate", "analysis")
 ENTRY = ("oodcorr.cli", "oodcorr.study", "oodcorr.__main__")
 LAUNCH = "launch"  # the study launcher: used by study.py, uses only the core (stages run through their CLI)
+PLANNER = "planner"  # `oodcorr plan`: used by cli.py, uses only the core (the statistics included), never a stage
 # the core's packages (everything else in the core is a flat module); each __init__ says what it owns and
 # what it must not import: CORE_RULES
-CORE_PACKAGES = ("settings", "modeling", "tracking")
-CORE_RULES = {"settings": ("tracking",), "modeling": ("tracking",), "tracking": ("modeling",)}
+CORE_PACKAGES = ("settings", "modeling", "tracking", "stats")
+CORE_RULES = {"settings": ("tracking", "modeling"), "modeling": ("tracking",), "tracking": ("modeling",),
+              "stats": ("settings", "modeling", "tracking")}
+# the statistics are pure functions of arrays: no core module that reads or writes files or runs
+STATS_MAY_IMPORT = {"oodcorr.errors", "oodcorr.metrics", "oodcorr.aggregate"}
 MAX_LINES = 350
 # module -> the one cohesive job that makes it longer than MAX_LINES (none today)
 LONG_MODULES: dict[str, str] = {}
@@ -67,8 +72,19 @@ def is_launch(name: str) -> bool:
     return len(parts) > 1 and parts[1] == LAUNCH
 
 
+def is_planner(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) > 1 and parts[1] == PLANNER
+
+
 def is_core(name: str) -> bool:
-    return stage_of(name) is None and not is_launch(name) and name not in ENTRY and name != "oodcorr"
+    return stage_of(name) is None and not is_launch(name) and not is_planner(name) and name not in ENTRY \
+        and name != "oodcorr"
+
+
+def unit_of(name: str) -> str:
+    """The package (oodcorr.<pkg>) or flat module a module belongs to: the units whose ties are checked."""
+    return ".".join(name.split(".")[:2])
 
 
 def test_the_tree_map_lists_every_package_folder():
@@ -111,8 +127,32 @@ def test_core_packages_keep_their_rules():
 
 def test_stages_import_only_the_core_and_themselves():
     bad = [(m, d) for m, deps in GRAPH.items() if stage_of(m) for d in deps
-           if d in ENTRY or is_launch(d) or (stage_of(d) and stage_of(d) != stage_of(m))]
-    assert not bad, f"a stage imports another stage, launch/ or an entry point: {bad}"
+           if d in ENTRY or is_launch(d) or is_planner(d) or (stage_of(d) and stage_of(d) != stage_of(m))]
+    assert not bad, f"a stage imports another stage, launch/, the planner or an entry point: {bad}"
+
+
+def test_the_planner_imports_only_the_core_and_itself():
+    bad = [(m, d) for m, deps in GRAPH.items() if is_planner(m) for d in deps
+           if d in ENTRY or stage_of(d) or is_launch(d)]
+    assert not bad, f"the planner imports a stage, launch/ or an entry point: {bad}"
+
+
+def test_the_statistics_import_no_file_or_tracking_code():
+    bad = [(m, d) for m, deps in GRAPH.items() if m.startswith("oodcorr.stats") for d in deps
+           if not d.startswith("oodcorr.stats") and d not in STATS_MAY_IMPORT]
+    assert not bad, f"oodcorr.stats imports beyond numbers and scores: {bad}"
+    for m, path in MODULES.items():
+        if m.startswith("oodcorr.stats"):
+            src = path.read_text()
+            assert not any(w in src for w in ("open(", "read_text", "write_text", "parquet", "mlflow")), \
+                f"{m} reads or writes files"
+
+
+def test_no_two_packages_depend_on_each_other():
+    """Package level: settings -> modeling and modeling -> settings is a tie even when no module circle exists."""
+    edges = {(unit_of(m), unit_of(d)) for m, deps in GRAPH.items() for d in deps if unit_of(m) != unit_of(d)}
+    ties = sorted((a, b) for a, b in edges if (b, a) in edges and a < b and "oodcorr" not in (a, b))
+    assert not ties, f"packages that import each other: {ties}"
 
 
 def test_launch_imports_only_the_core_and_itself():
@@ -173,7 +213,7 @@ def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("edge", [("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
-                                  ("oodcorr.rundir", "oodcorr.analysis.loading"),  # core -> stage
+                                  ("oodcorr.rundir", "oodcorr.analysis.pipeline"),  # core -> stage
                                   ("oodcorr.tracking.store", "oodcorr.study")])  # core -> entry point
 def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
     _add_edges(monkeypatch, edge)
@@ -185,6 +225,27 @@ def test_the_checker_sees_a_core_package_breaking_its_rules(monkeypatch):
     _add_edges(monkeypatch, ("oodcorr.settings.config", "oodcorr.tracking.store"))
     with pytest.raises(AssertionError, match="a core package imports"):
         test_core_packages_keep_their_rules()
+
+
+def test_the_checker_sees_a_two_way_tie_between_packages(monkeypatch):
+    _add_edges(monkeypatch, ("oodcorr.settings.config", "oodcorr.modeling.threads"))
+    with pytest.raises(AssertionError, match="packages that import each other"):
+        test_no_two_packages_depend_on_each_other()
+
+
+def test_the_checker_sees_the_planner_reaching_into_the_stage_and_the_stage_into_the_planner(monkeypatch):
+    _add_edges(monkeypatch, ("oodcorr.planner.pilot", "oodcorr.analysis.noise_tables"),
+               ("oodcorr.analysis.pipeline", "oodcorr.planner.budget"))
+    with pytest.raises(AssertionError, match="the planner imports a stage"):
+        test_the_planner_imports_only_the_core_and_itself()
+    with pytest.raises(AssertionError, match="a stage imports"):
+        test_stages_import_only_the_core_and_themselves()
+
+
+def test_the_checker_sees_statistics_reaching_for_settings(monkeypatch):
+    _add_edges(monkeypatch, ("oodcorr.stats.consistency", "oodcorr.settings.analyze"))
+    with pytest.raises(AssertionError, match="oodcorr.stats imports"):
+        test_the_statistics_import_no_file_or_tracking_code()
 
 
 def test_the_checker_sees_stage_and_launch_edges(monkeypatch):

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from oodcorr.aggregate import stratified_halves, values
-from oodcorr.analysis.simulate import answer_bias_study, prediction_table
 from oodcorr.errors import UserError
 from oodcorr.metrics import ANALYSABLE, METRICS, check_metric, table_metrics, value_of
+from oodcorr.stats.simulate import answer_bias_study, prediction_table
 
 
 def _table(gold, m):
@@ -87,7 +87,7 @@ def test_unknown_metric_is_one_line_listing_the_metrics():
 
 
 def _partials(st, metric):
-    from oodcorr.analysis.partial import analyse_matrix
+    from oodcorr.stats.partial import analyse_matrix
 
     spec = METRICS[metric]
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]
@@ -118,7 +118,7 @@ def test_answer_bias_flag_fires_on_a_shared_bias_with_uncorrelated_abilities(bia
 
 
 def _bias_project(root, bias_sd, runs=(("m1", 0), ("m2", 0)), shares=(0.28, 0.40), n_items=200):
-    from oodcorr.analysis.simulate import write_bias_study
+    from oodcorr.simulated_runs import write_bias_study
 
     files = []
     for k, (model, seed) in enumerate(runs):
@@ -142,7 +142,7 @@ def test_analysis_defaults_to_balanced_margin_with_accuracy_beside_it_and_flags_
     assert (lin["r_accuracy"] > 0.5).all() and lin["answer_bias"].all()  # accuracy: the shared bias
     assert (lin["r"].abs() < lin["r_accuracy"] - 0.3).all()  # balanced_margin: not
     # r_accuracy is accuracy's own partial r (independent: pingouin on the metrics.jsonl accuracies)
-    from oodcorr.analysis.partial import pingouin_partial
+    from oodcorr.stats.partial import pingouin_partial
 
     rows = pd.read_json(files[0], lines=True)
     wide = rows.pivot(index="step", columns="testset", values="accuracy")
@@ -245,7 +245,7 @@ def test_stratified_halves_keep_a_swinging_model_reliable_where_random_halves_an
     """A model swinging between all-"Yes" and all-"No" on a balanced testset: random halves differ in their
     gold "Yes" share, so their residuals move in opposite directions (negative reliability); stratified halves
     do not."""
-    from oodcorr.analysis.noise import linear_operator, reliabilities
+    from oodcorr.stats.noise import linear_operator, reliabilities
 
     st = answer_bias_study(12, 64, (0.5,), 6.0, n_id_items=64, rng=np.random.default_rng(0))
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]

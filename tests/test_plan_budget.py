@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from oodcorr.analysis.gp_design import design_power, design_terms, seeds_for_power
-from oodcorr.analysis.plan_budget import CHECKPOINTS, kernel_share, reliability
+from oodcorr.planner.budget import CHECKPOINTS, kernel_share, reliability
+from oodcorr.stats.gp_design import design_power, design_terms, seeds_for_power
 
 STATED = ["--examples-per-s", "20", "--train-hours", "0.1", "--ell", "0.2", "--signal-sd", "0.04", "--item-sd", "0.5",
           "--id-slope", "0.5", "--ood-testsets", "4", "--max-items", "1024"]
@@ -87,7 +87,7 @@ def test_a_design_whose_median_testset_stays_below_reliability_half_buys_no_powe
     """The verdicts read a pair only when both its fitted reliabilities reach 0.5, so a design powered on an
     unreliable residual would settle nothing: the planner gives it no power and buys items instead. With a noisy
     ID testset (the leak, slope^2 x ID item variance / ID items) the lever is ID items."""
-    from oodcorr.analysis.plan_budget import RELIABILITY_FLOOR, search
+    from oodcorr.planner.budget import RELIABILITY_FLOOR, search
 
     ell, n = 0.2, 17
     model = {"ood": {f"t{i}": {"signal_var": 16e-4, "item_var": 0.25, "size": 4096} for i in range(3)},
@@ -114,7 +114,7 @@ def test_a_checkpoint_count_with_only_weak_readable_designs_is_not_reported_belo
     reliability floor has power near 0. Those designs are still the count's best, not an unreadable design of
     power exactly 0 (within the tie tolerance of them), and the count is not named as one where no item count
     reaches the floor; a count is named so only when no affordable design there reaches it."""
-    from oodcorr.analysis.plan_budget import RELIABILITY_FLOOR, _hours, search
+    from oodcorr.planner.budget import RELIABILITY_FLOOR, _hours, search
 
     model = {"ood": {f"t{i}": {"signal_var": 4e-4, "item_var": 0.25, "size": 4096} for i in range(7)},
              "id": {"item_var": 0.25, "size": 4096}, "ell": 0.4, "beta": 0.5}
@@ -134,7 +134,7 @@ def test_the_floor_holds_for_every_kept_testset_in_each_family(tmp_path, monkeyp
     """A pilot whose families differ: the median over families looks reliable, but one family's testset is weak.
     Verdicts need both reliabilities of a pair in both families, so a design that leaves any kept testset below
     0.5 in any family buys no power, and the chosen design brings the weakest one to the floor."""
-    from oodcorr.analysis.plan_budget import RELIABILITY_FLOOR, search
+    from oodcorr.planner.budget import RELIABILITY_FLOOR, search
 
     ell, n = 0.2, 17
     strong, weak = {"signal_var": 16e-4, "item_var": 0.25}, {"signal_var": 4e-4, "item_var": 0.25}
@@ -157,7 +157,7 @@ def test_the_floor_holds_for_every_kept_testset_in_each_family(tmp_path, monkeyp
 def test_residual_noise_is_the_item_noise_left_after_the_intercept_and_the_id_slope():
     """Items shared by every checkpoint: noise c (shared by all checkpoints) + w (each checkpoint's own). The
     intercept takes the shared part, so the residual space keeps w, whatever c (Q'(c 11' + w I)Q = w I)."""
-    from oodcorr.analysis.plan_pilot import residual_noise
+    from oodcorr.planner.pilot import residual_noise
 
     n, w = 12, 0.003
     x = np.linspace(0.5, 0.7, n) ** 2
@@ -228,8 +228,9 @@ def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
 
 
 def _pilot(root, n=12):
-    from oodcorr.analysis.simulate import irt_metrics_rows, irt_study, write_predictions
     from oodcorr.io import write_jsonl
+    from oodcorr.simulated_runs import write_predictions
+    from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 
     names = ["hans", "anli", "snli"]
     for s in (0, 1):
@@ -242,8 +243,8 @@ def _pilot(root, n=12):
 
 
 def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypatch):
-    from oodcorr.analysis.plan_pilot import pilot_model
     from oodcorr.metrics import DEFAULT_METRIC
+    from oodcorr.planner.pilot import pilot_model
 
     _pilot(tmp_path)
     pm = pilot_model([tmp_path], DEFAULT_METRIC)
@@ -282,7 +283,7 @@ def test_the_expected_likelihood_ratio_is_the_divergence_to_the_nearest_null_mod
     r = 0."""
     from scipy.optimize import minimize
 
-    from oodcorr.analysis.gp_design import lr_noncentrality
+    from oodcorr.stats.gp_design import lr_noncentrality
 
     n, ell, rho, na, nb = 20, 0.2, 0.6, 0.3, 0.5
     s = design_terms(n, na, nb, 0.05)
@@ -316,7 +317,7 @@ def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(t
     effectively independent checkpoints (bench/results/plan_power_check.json); on smoother curves (length-scale
     0.4: about 4.5 per seed) and with one seed it ran up to 0.07 high, and the plan says so, in the params fragment
     too."""
-    from oodcorr.analysis.plan_budget import CHECKED_NEFF, prediction_caveat
+    from oodcorr.planner.budget import CHECKED_NEFF, prediction_caveat
 
     rough = _json(tmp_path, monkeypatch, "--budget", "12", *STATED)["design"]
     assert rough["seeds"] >= 3 and rough["caveat"] == ""
@@ -359,7 +360,7 @@ def test_docs_plan_vs_grid_table_matches_its_results_file():
 def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypatch):
     """--simulate analyses studies drawn from the plan's model with gp_interval: a strong correlation on rough,
     reliable curves is found in most of them, a zero one in few; the CLI reports it beside the prediction."""
-    from oodcorr.analysis.plan_simulate import simulate_design
+    from oodcorr.planner.simulate import simulate_design
 
     strong = simulate_design(20, 4, 0.05, 0.02, 1.0, 0.1, 0.5, 0.8, 0.3, reps=8, seed=1)
     null = simulate_design(20, 4, 0.05, 0.02, 1.0, 0.1, 0.5, 0.0, 0.3, reps=8, seed=2)

@@ -92,9 +92,9 @@ def test_bad_dtype_is_one_line(cpu_only):
 
 
 def _settings(tmp_path, **evaluate):
-    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.cache import resolve_settings
     from oodcorr.evaluate.settings import EvaluateSettings
+    from oodcorr.settings.config import load_params
     from oodcorr.settings.run_settings import RunSettings
 
     declared = {"idt": {"path": "raw/idt.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}}

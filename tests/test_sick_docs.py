@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+
 from study_helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from oodcorr.analysis.settings import AnalyzeSettings
+from oodcorr.settings.analyze import AnalyzeSettings
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = sorted(p for name in ("partial_correlations.csv", "pooled_seeds.csv")

@@ -249,9 +249,9 @@ def test_params_read_yes_and_no_as_strings_like_dvc():
 
 def test_put_back_never_reads_the_dvc_folder(tmp_path, monkeypatch):
     """`*.dvc` also matches the project's .dvc folder: put_back skips anything that is not a file."""
-    from oodcorr.data import dvc_sources
-
     import subprocess
+
+    from oodcorr.data import dvc_sources
 
     (tmp_path / ".dvc").mkdir()
     (tmp_path / ".dvc" / "config").write_text("[core]\n")

@@ -11,12 +11,11 @@ import sys
 import pytest
 import yaml
 
-from study_helpers import BIN, REPO, make_project, mlflow_runs, sh, tiny_params
-
-from oodcorr.settings.config import validate
 from oodcorr.errors import UserError
 from oodcorr.launch import core
 from oodcorr.launch.job import RunJob, StageFailed
+from oodcorr.settings.config import validate
+from study_helpers import BIN, REPO, make_project, mlflow_runs, sh, tiny_params
 
 GOOD = "tiny-opt_synth_16_s0"
 BAD = "broken_synth_16_s0"

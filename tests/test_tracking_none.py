@@ -13,8 +13,8 @@ from test_train_helpers import make_project
 
 @pytest.mark.slow
 def test_train_and_evaluate_without_mlflow(tmp_path, monkeypatch):
-    from oodcorr.settings.config import load_params
     from oodcorr.evaluate.stage import evaluate_run
+    from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
     path = make_project(tmp_path, {"x": {"max_steps": 2, "checkpoints": {"every": 2}}})
@@ -35,9 +35,9 @@ def test_train_and_evaluate_without_mlflow(tmp_path, monkeypatch):
 
 
 def test_tracking_value_checked():
-    from oodcorr.tracking import store as tracking
-    from oodcorr.settings.config import validate
     from oodcorr.errors import UserError
+    from oodcorr.settings.config import validate
+    from oodcorr.tracking import store as tracking
 
     assert tracking.enabled({}) and tracking.enabled({"study": {"tracking": "mlflow"}})
     assert not tracking.enabled({"study": {"name": "s", "tracking": "none"}})

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from oodcorr.tracking import store as tracking
 from oodcorr.errors import UserError
+from oodcorr.tracking import store as tracking
 
 
 @pytest.fixture(scope="module")

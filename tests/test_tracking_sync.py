@@ -9,9 +9,9 @@ import shutil
 import yaml
 from click.testing import CliRunner
 
-from oodcorr.analysis.simulate import metrics_rows
 from oodcorr.cli import cli
 from oodcorr.io import write_jsonl
+from oodcorr.stats.simulate import metrics_rows
 
 
 def _analysis_runs(root):

@@ -61,9 +61,9 @@ def test_dry_run_writes_nothing(project):
 
 def test_dry_run_counts_match_real_model(project):
     from oodcorr.settings.config import load_params
-    from oodcorr.train.sizing import dry_run_info
     from oodcorr.settings.run_settings import RunSettings
     from oodcorr.train.model import prepare_model
+    from oodcorr.train.sizing import dry_run_info
 
     params = load_params(make_project(project, {"x": {}}))
     run = RunSettings.from_params(params, "x")

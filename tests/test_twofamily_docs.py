@@ -2,6 +2,7 @@
 each pair's noise-free r and 95 % interval per family, the reliabilities, and the verdicts."""
 
 import pandas as pd
+
 from study_helpers import REPO, load_script
 
 RESULTS = REPO / "studies" / "twofamily" / "results"

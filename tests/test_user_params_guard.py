@@ -3,9 +3,9 @@ top-level params.yaml, and the tests that need the quickstart build it from the 
 
 from __future__ import annotations
 
-import conftest
 import yaml
 
+import conftest
 from oodcorr.study import load_preset
 from study_helpers import REPO, quickstart_text
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodcorr.analysis.consistency import pool_seeds
-from oodcorr.analysis.partial import analyse_run
+from oodcorr.stats.consistency import pool_seeds
+from oodcorr.stats.partial import analyse_run
 
 
 @pytest.mark.parametrize("method", ["raw", "linear", "rank", "gam"])

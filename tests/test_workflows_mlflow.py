@@ -4,12 +4,12 @@ names fit a chart title."""
 
 import mlflow
 
-from oodcorr.tracking import store as tracking
-from oodcorr.tracking.analysis_run import report_note
 from oodcorr.metrics import METRICS
 from oodcorr.settings.registry import BUILTINS
-from oodcorr.tracking.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets
 from oodcorr.study import load_preset
+from oodcorr.tracking import store as tracking
+from oodcorr.tracking.analysis_run import report_note
+from oodcorr.tracking.run_records import EVAL_NAMES, eval_records, metric_name, short_metric, short_testsets
 
 
 def test_experiment_is_created_and_retagged_as_custom_model_development(tmp_path, mlflow_uri):

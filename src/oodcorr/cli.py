@@ -17,7 +17,7 @@ COMMANDS = {
     "train": "oodcorr.train.stage:train_cmd",
     "evaluate": "oodcorr.evaluate.stage:evaluate_cmd",
     "analyze": "oodcorr.analysis.stage:analyze_cmd",
-    "plan": "oodcorr.analysis.plan:plan_cmd",
+    "plan": "oodcorr.planner.plan:plan_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.tracking.commands:ui_cmd",
     "sync": "oodcorr.tracking.commands:sync_cmd",

@@ -8,8 +8,8 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path

@@ -9,7 +9,7 @@ from pathlib import Path
 from oodcorr import io
 from oodcorr.errors import UserError
 from oodcorr.settings.names import check_name, inside
-from oodcorr.settings.project import Project
+from oodcorr.settings.project import Project, scored_testsets  # noqa: F401
 
 MANIFEST = "manifest.json"
 
@@ -20,19 +20,6 @@ def prepared_dir(project: Project | dict, out_dir: str | Path | None = None) -> 
         return Path(out_dir)
     project = Project.of(project)
     return project.path(project.data_out)
-
-
-def scored_testsets(params: dict | None) -> tuple[str, ...]:
-    """params `evaluate.testsets`, checked: what every checkpoint is scored on besides its run's ID testset,
-    so what the data stage prepares and the evaluate stage reads (EvaluateSettings.testsets)."""
-    listed = ((params or {}).get("evaluate") or {}).get("testsets")
-    if listed is not None and not listed:
-        raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
-                        "(the run's ID testset is added)")
-    for i, name in enumerate(listed or ()):
-        if not isinstance(name, str):
-            raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")
-    return tuple(listed or ())
 
 
 def testset_file(out_dir: str | Path, name: str) -> Path:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from oodcorr.settings.config import check_references, load_params, read_yaml, validate
 from oodcorr.errors import UserError, closest
+from oodcorr.settings.config import check_references, load_params, read_yaml, validate
 from oodcorr.settings.names import check_name, inside
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -105,11 +105,11 @@ def check_study(params: dict, data: bool = False) -> None:
     resolved settings, every testset the study uses, evaluate and analyze settings, the launch settings; with
     `data`, every local and synthetic testset built in memory as prepare builds it (columns, labels, slices,
     sizes), so what prepare would reject is rejected here (hub testsets need the network: prepare loads them)."""
-    from oodcorr.analysis.settings import AnalyzeSettings
     from oodcorr.data.prepare import build, referenced_names
     from oodcorr.data.settings import PrepareSettings
     from oodcorr.evaluate.settings import EvaluateSettings
     from oodcorr.launch.core import settings as launch_settings
+    from oodcorr.settings.analyze import AnalyzeSettings
     from oodcorr.settings.registry import resolve
     from oodcorr.settings.run_settings import RunSettings
 
@@ -214,8 +214,8 @@ def check_cmd(params_file, stamp):
     try:
         params = check_params(params_file, data=True)
     except UserError as e:  # under `dvc repro`: the .dvc files DVC rewrote for rejected data put back
-        from oodcorr.settings.config import find_project_root
         from oodcorr.data.dvc_sources import note
+        from oodcorr.settings.config import find_project_root
 
         raise UserError(f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}") \
             from None

@@ -32,7 +32,7 @@ COLUMNS = ["run", "model", "seed", "testset", "role", "yes_share_gold", "yes_rat
 
 def explained_share(x, y, yes) -> float:
     """R^2 of y's residual (OLS on [1, x]) on yes_rate's residual on the same x; NaN when either is constant."""
-    from oodcorr.analysis.partial import residualise_linear
+    from oodcorr.stats.partial import residualise_linear
 
     x, y, yes = (np.asarray(v, float) for v in (x, y, yes))
     ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(yes)
@@ -78,7 +78,7 @@ def disagree(r_a, lo_a, hi_a, r_b, lo_b, hi_b) -> np.ndarray:
 def yes_residual_corr(series: dict) -> dict:
     """{(run, a, b): correlation of testsets a's and b's yes_rate residuals (each on the run's ID accuracy)}:
     near 1 when one answer bias moves both; item noise alone leaves them independent."""
-    from oodcorr.analysis.partial import _corr_cols, residualise_linear
+    from oodcorr.stats.partial import _corr_cols, residualise_linear
 
     out = {}
     for run, s in series.items():

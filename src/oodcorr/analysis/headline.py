@@ -42,7 +42,7 @@ def headline(summary: dict, curves, method: str) -> dict:
     if "consistent_null" in verdicts:  # pairs with no partial r stronger than analyze.equivalence in any model
         out["consistent_null"] = verdicts["consistent_null"]
     noise = ((summary.get("noise") or {}).get("methods") or {}).get(method) or {}
-    if noise:  # testset noise (analysis/noise.py): how much of the result is signal
+    if noise:  # testset noise (stats/noise.py): how much of the result is signal
         out["distinguishable"] = _num(noise.get("share_distinguishable"))
         rel = _num(noise.get("median_reliability"))
         # its own scale, 0..1; at or below 0 the halves share no signal: the report's "none", here missing (null,

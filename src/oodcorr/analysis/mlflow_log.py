@@ -16,7 +16,7 @@ from oodcorr.tracking.analysis_run import inputs_key, log_to_mlflow
 def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracking_uri: str | None,
                  experiment: str | None, training_run_ids: list[str] | None = None) -> None:
     """Log the finished analysis (its run id into summary["mlflow_run_id"]); an unreachable store warns."""
-    from oodcorr.analysis.loading import training_run_ids as find_ids
+    from oodcorr.run_tables import training_run_ids as find_ids
 
     ids = training_run_ids if training_run_ids is not None else sorted(set(find_ids(runs).values()))
     uri = tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db"
@@ -39,7 +39,8 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
 
 def study_tracking(project: Project) -> tuple[str, str]:
     """(tracking_uri, experiment) of the study, with the experiment created where training would."""
-    from oodcorr.tracking import mirror, store as tracking
+    from oodcorr.tracking import mirror
+    from oodcorr.tracking import store as tracking
 
     mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     try:

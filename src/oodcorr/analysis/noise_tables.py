@@ -4,19 +4,13 @@ summary's "noise" block."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
 from oodcorr.metrics import METRICS
-from oodcorr.rundir import PREDICTIONS
+from oodcorr.predictions import predictions_dir
+from oodcorr.settings.analyze import AnalyzeSettings
 
 RELIABILITY_COLUMNS = ["run", "model", "seed", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
 BOOT_DEFAULT = 1000  # two-level bootstrap resamples when analyze.bootstrap is 0
-
-
-def _predictions(data: dict) -> Path:
-    return Path(data["sources"][0]).parent / PREDICTIONS
 
 
 def noise_enabled(runs: dict, settings: AnalyzeSettings, need_items=()) -> bool:
@@ -26,7 +20,7 @@ def noise_enabled(runs: dict, settings: AnalyzeSettings, need_items=()) -> bool:
     so), an error naming the first run without them when only some have. true: required. `need_items`: runs
     whose metrics files lack the analysed metric, so it must come from their predictions whatever `noise`
     says (an error naming `oodcorr evaluate --run <run>` where they have none)."""
-    have = {run: _predictions(d).is_dir() for run, d in runs.items()}
+    have = {run: predictions_dir(d).is_dir() for run, d in runs.items()}
     lacking = [run for run in need_items if not have[run]]
     if lacking:
         run = lacking[0]
@@ -39,21 +33,9 @@ def noise_enabled(runs: dict, settings: AnalyzeSettings, need_items=()) -> bool:
     if missing and (settings.noise_required or len(missing) < len(have)):
         run = missing[0]
         raise UserError(f"run {run!r}: no per-example predictions in "
-                        f"{_predictions(runs[run])} (the noise analysis needs them); run `oodcorr evaluate "
+                        f"{predictions_dir(runs[run])} (the noise analysis needs them); run `oodcorr evaluate "
                         f"--run {run}` to write them, or set analyze.noise: false")
     return not missing
-
-
-def load_items(runs: dict) -> dict:
-    """{run: {metric: {testset: (checkpoints x items)}, GOLD: {testset: (items,) bool}}} for every metric in
-    METRICS, from the stored predictions."""
-    from oodcorr.analysis.noise import load_run_items
-
-    items = {}
-    for run, d in runs.items():
-        names = [d["meta"]["id_testset"], *d["Y"].columns]
-        items[run] = load_run_items(run, _predictions(d).parent, d["steps"], names, METRICS)
-    return items
 
 
 def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, inputs: dict | None = None):
@@ -66,7 +48,8 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.noise import GOLD, NOISE_METHODS, two_level_boot, two_level_resamples
+    from oodcorr.predictions import GOLD
+    from oodcorr.stats.noise import NOISE_METHODS, two_level_boot, two_level_resamples
 
     metric, splits = settings.metric, settings.reliability_splits
     bootstrap = settings.bootstrap or BOOT_DEFAULT
@@ -102,34 +85,13 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
     return noise_columns(partials, rel, metric, settings, boots, runs, items, inputs), rel
 
 
-def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
-    """({testset: series (n,)}, {testset: item-noise covariance (n, n)}) of one run's analysed metric:
-    interval.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
-    1/2 per class), each class's covariance shrunk by the pull that best predicts held-out items; split halves
-    within each gold class for AUC (interval.noise_cov_from_halves)."""
-    import numpy as np
-
-    from oodcorr.aggregate import stratified_halves, values
-    from oodcorr.analysis.interval import noise_cov, noise_cov_from_halves
-
-    series, V = {}, {}
-    for name, m in mats.items():
-        g = np.asarray(gold[name], bool)
-        series[name] = values(kind, m, g)
-        if kind == "auc":
-            A, B = stratified_halves(g, splits, rng)
-            V[name] = noise_cov_from_halves(*(values(kind, m, g, h).T for h in (A, B)))
-        else:
-            V[name] = noise_cov(m, g, {True: 0.5, False: 0.5} if kind == "balanced" else None, shrink=True)
-    return series, V
-
-
 def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings) -> dict:
     """{run: {"t", "id", "series", "V"}}: each run's analysed series, their item-noise covariances and the
     checkpoints' training progress in [0, 1], the input of the likelihood interval (pair_ci2)."""
     import numpy as np
 
-    from oodcorr.analysis.noise import GOLD
+    from oodcorr.predictions import GOLD
+    from oodcorr.stats.noise import item_noise
 
     out = {}
     rng = np.random.default_rng(settings.seed + 2)
@@ -155,7 +117,7 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     seed_inputs, when the caller has built them."""
     import numpy as np
 
-    from oodcorr.analysis.pair_ci2 import interval
+    from oodcorr.stats.pair_ci2 import interval
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     rows = partials[(partials["method"] == "linear") & np.isfinite(partials["r"].astype(float))]
@@ -178,8 +140,8 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
     row's r disattenuated). inputs: seed_inputs, when the caller has built them."""
     import numpy as np
 
-    from oodcorr.analysis.interval import partial_interval
-    from oodcorr.analysis.pair_ci2 import interval
+    from oodcorr.stats.interval import partial_interval
+    from oodcorr.stats.pair_ci2 import interval
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     out = {}
@@ -223,9 +185,9 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
 
     import numpy as np
 
-    from oodcorr.analysis.consistency import equivalent, unreliable_flags
-    from oodcorr.analysis.noise import basic_ci
-    from oodcorr.analysis.pair_ci2 import CI2_EXTRA
+    from oodcorr.stats.consistency import equivalent, unreliable_flags
+    from oodcorr.stats.noise import basic_ci
+    from oodcorr.stats.pair_ci2 import CI2_EXTRA
 
     reliability_min, alpha = settings.reliability_min, settings.alpha
     boots = boots or {}
@@ -315,7 +277,7 @@ def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict,
     import numpy as np
 
     from oodcorr.aggregate import stratified_halves, values
-    from oodcorr.analysis.noise import MIN_ITEMS, gam_operators, linear_operator, reliabilities, split_masks
+    from oodcorr.stats.noise import MIN_ITEMS, gam_operators, linear_operator, reliabilities, split_masks
 
     x, Y = np.asarray(x, float), np.asarray(Y, float)
     T = len(names)

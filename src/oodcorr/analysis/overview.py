@@ -3,7 +3,7 @@ in every family, or a sign that flips), a null (no relation beyond ±equivalence
 each family's seed-pooled partial r and the interval that decided. The report opens with it (under the curves);
 `oodcorr analyze` ends with its counts.
 
-The verdicts are analysis.consistency's; `raw` (OOD testsets correlated without removing ID progress) is a
+The verdicts are stats.consistency's; `raw` (OOD testsets correlated without removing ID progress) is a
 reference for the partial correlations, not an answer to the question, so it never appears here."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 
 from oodcorr.metrics import BASELINE_METRIC
 
-# verdict (analysis.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
+# verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {
     "consistent_positive": ("settled", "positive in every family"),
     "consistent_negative": ("settled", "negative in every family"),

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from oodcorr.analysis import answer_bias, series
-from oodcorr.analysis.consistency import SETUP
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.metrics import BASELINE_METRIC
+from oodcorr.settings.analyze import AnalyzeSettings
+from oodcorr.stats.consistency import SETUP
 
 
 def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None, *, plots: bool = True,
@@ -25,11 +25,11 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     `settings` (default AnalyzeSettings()) with `overrides` (its field names) on top. Its methods may include
     "raw" (the unpartialled r); it is always computed for the report/summary even when not listed, because it
     shows how much shared ID progress drives each correlation."""
-    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise, with_shared
-    from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise_tables import (compute_noise, load_items, noise_enabled, noise_summary,
-                                               pooled_intervals, seed_inputs)
+    from oodcorr.analysis.noise_tables import compute_noise, noise_enabled, noise_summary, pooled_intervals, seed_inputs
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
+    from oodcorr.predictions import load_items
+    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.stats.consistency import cross_model, pool_seeds, summarise, with_shared
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
     check_out_dir(Path(out_dir))  # before any work, and long before the folder is replaced
@@ -95,8 +95,8 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
     """Accuracy (the paper's metric) beside the analysed one: its partial r, Fisher CI and, with the noise
     pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
     in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
-    from oodcorr.analysis.consistency import cross_model, pool_seeds, summarise
     from oodcorr.analysis.noise_tables import noise_columns, pooled_intervals, seed_inputs
+    from oodcorr.stats.consistency import cross_model, pool_seeds, summarise
 
     alpha = settings.alpha
     acc_runs = series.as_metric(runs, BASELINE_METRIC)
@@ -133,7 +133,7 @@ def compute_partials(runs: dict, methods, settings: AnalyzeSettings | None = Non
     import numpy as np
     import pandas as pd
 
-    from oodcorr.analysis.partial import adjust_pvalues, analyse_run
+    from oodcorr.stats.partial import adjust_pvalues, analyse_run
 
     settings = settings or AnalyzeSettings()
     alpha, bootstrap = settings.alpha, settings.bootstrap
@@ -164,7 +164,7 @@ def scatter_pair(runs, partials, requested, method):
     """The pair drawn in the residual scatter grid: as requested, else the strongest mean |partial r|."""
     names = sorted({n for d in runs.values() for n in d["Y"].columns})
     if requested:
-        from oodcorr.analysis.settings import check_scatter_pair
+        from oodcorr.settings.analyze import check_scatter_pair
 
         check_scatter_pair(requested, names)
         return tuple(requested)

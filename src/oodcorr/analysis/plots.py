@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.metrics import BASELINE_METRIC, DEFAULT_METRIC
+from oodcorr.settings.analyze import AnalyzeSettings
 
 MAX_SCATTER_RUNS = 6
 
@@ -108,7 +108,7 @@ def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = 
 
 def scatter_grid(runs: dict, pair, path, method="gam", label: str = BASELINE_METRIC):
     """Rows = runs (up to MAX_SCATTER_RUNS): ID vs A, ID vs B with fits, then residual A vs residual B."""
-    from oodcorr.analysis.partial import GAM_MIN_N, gam_fit, residualise_linear
+    from oodcorr.stats.partial import GAM_MIN_N, gam_fit, residualise_linear
 
     plt = _plt()
     a, b = pair

@@ -8,11 +8,11 @@ import html
 import math
 from pathlib import Path
 
-from oodcorr.analysis import consistency as _consistency
-from oodcorr.analysis import partial as _partial
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.analysis.plots import reliability_label
 from oodcorr.metrics import BASELINE_METRIC
+from oodcorr.settings.analyze import AnalyzeSettings
+from oodcorr.stats import consistency as _consistency
+from oodcorr.stats import partial as _partial
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
@@ -99,7 +99,6 @@ def _img(path: Path, caption: str) -> str:
 
 def _noise_section(summary: dict, partials, reliability, figures: dict, out: Path) -> list[str]:
     """Signal or noise? reliability table/heatmaps, observed vs disattenuated r, distinguishable pairs."""
-    from oodcorr.analysis import noise as _noise
 
     info = summary.get("noise") or {}
     if not info.get("enabled"):

@@ -47,7 +47,7 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
     import pandas as pd
 
     from oodcorr.aggregate import values
-    from oodcorr.analysis.noise import GOLD
+    from oodcorr.predictions import GOLD
 
     flags = []
     for run, d in runs.items():
@@ -84,7 +84,7 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
 
 
 def _gold_share(g, names, mats) -> dict:
-    from oodcorr.analysis.noise import GOLD
+    from oodcorr.predictions import GOLD
 
     out = {}
     for t in names:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from oodcorr.analysis.partial import METHODS
 from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
+from oodcorr.stats.partial import METHODS
 
 
 @click.command("analyze")
@@ -35,10 +35,10 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
     from oodcorr import locks
-    from oodcorr.analysis.loading import metrics_files
     from oodcorr.analysis.mlflow_log import study_tracking
     from oodcorr.analysis.pipeline import run_analysis
-    from oodcorr.analysis.settings import AnalyzeSettings
+    from oodcorr.run_tables import metrics_files
+    from oodcorr.settings.analyze import AnalyzeSettings
     from oodcorr.settings.config import PARAMS_FILE, find_project_root, load_params
     from oodcorr.settings.project import Project
 

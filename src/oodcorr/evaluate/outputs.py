@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from oodcorr import io
-from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.metrics import METRICS
+from oodcorr.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
-
 
 LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
 # besides accuracy and the F1s (scoring.metrics): every metric of the table, per testset and slice
@@ -58,9 +57,8 @@ def run_summary(whole: list[dict], id_testset: str) -> dict:
 
 def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
     """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
-    import pyarrow.parquet as pq
-
     import numpy as np
+    import pyarrow.parquet as pq
 
     from oodcorr.evaluate.scoring import metrics_by_slice
     from oodcorr.metrics import table_metrics

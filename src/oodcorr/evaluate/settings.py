@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oodcorr.settings.config import MIN_MAX_LENGTH
 from oodcorr.errors import UserError
 from oodcorr.prepared import scored_testsets
+from oodcorr.settings.config import MIN_MAX_LENGTH
 from oodcorr.settings.run_settings import CHOICES
 
 
@@ -30,7 +30,7 @@ class EvaluateSettings:
             raise UserError(f"params: evaluate.max_length: must be >= {MIN_MAX_LENGTH} tokens, got {self.max_length}")
 
     @classmethod
-    def from_params(cls, params: dict) -> "EvaluateSettings":
+    def from_params(cls, params: dict) -> EvaluateSettings:
         ev = params.get("evaluate") or {}
         return cls(testsets=scored_testsets(params),
                    batch_size=ev.get("batch_size", cls.batch_size), dtype=ev.get("dtype") or None,

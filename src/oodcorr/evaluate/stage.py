@@ -14,7 +14,6 @@ import os
 import click
 
 from oodcorr import distributed, io
-from oodcorr.settings.config import load_params
 from oodcorr.errors import UserError
 from oodcorr.evaluate.cache import cache_key, cache_usable, resolve_settings
 from oodcorr.evaluate.checkpoints import list_checkpoints
@@ -23,6 +22,7 @@ from oodcorr.evaluate.scorer import score_pairs
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
 from oodcorr.rundir import eval_dir as rundir_eval_dir
+from oodcorr.settings.config import load_params
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
 

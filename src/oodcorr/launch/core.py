@@ -15,13 +15,13 @@ import datetime as _dt
 import time
 from pathlib import Path
 
-from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.errors import UserError
 from oodcorr.io import write_json, write_text
 from oodcorr.launch.common import echo
 from oodcorr.launch.dvc_plumbing import changed_deps, dvc, dvc_status, stage_gitignores, stage_specs, stale_runs
 from oodcorr.launch.executors import EXECUTORS, executor
 from oodcorr.launch.records import ACTIVE, launch_folder, private_folder, read_record, run_states, summary
+from oodcorr.settings.config import LAUNCH_DEFAULTS
 
 __all__ = ["settings", "parse_time", "plan", "submit", "wait", "collect", "stale_runs", "run_states"]
 

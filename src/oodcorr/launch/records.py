@@ -7,11 +7,11 @@ import json
 import os
 from pathlib import Path
 
-from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.errors import UserError
-from oodcorr.settings.names import check_run_key
 from oodcorr.io import write_json
 from oodcorr.launch.executors import executor
+from oodcorr.settings.config import LAUNCH_DEFAULTS
+from oodcorr.settings.names import check_run_key
 
 ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "PREEMPTED",
           "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}

@@ -134,10 +134,10 @@ def copy_run(source: Path, sdir: Path, key: str) -> Path:
 
 def track(root: Path, runs: list[Path], push: bool) -> list[Path]:
     """`dvc add` each saved run folder, name the `studies` remote in its .dvc file, and push it there."""
+    import yaml
+
     from oodcorr.io import write_text
     from oodcorr.settings.config import read_yaml
-
-    import yaml
 
     ensure_remote(root)
     rel = [str(r.relative_to(root)) for r in runs]

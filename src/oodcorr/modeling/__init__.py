@@ -2,5 +2,5 @@
 availability checks), `model_loading` (dtype / quantisation policy, tokenizer, base model, (Q)LoRA),
 `precision` (dtype choice), `prompts` (pattern + verbaliser -> token ids) and `threads` (CPU thread count).
 
-Imports the flat core modules (errors, io, hub) and settings/ (Project, LoraSettings); never tracking/,
+Imports the flat core modules (errors, io, hub, choices) and settings/ (Project, LoraSettings); never tracking/,
 a stage, launch/ or an entry point."""

@@ -35,7 +35,7 @@ def _cpuinfo_flags() -> set[str]:
     return set()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def native_bf16_cpu() -> str | None:
     """The CPU's native bf16 matrix instructions ("AMX-BF16", "AVX512-BF16", "Arm BF16"), or None when bf16
     would be emulated. torch's own cpuinfo checks first (they also see whether the OS enabled AMX), else the

@@ -5,22 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, LABELS, check_pattern  # noqa: F401
 from oodcorr.errors import UserError
-
-LABELS = ("entailment", "non_entailment")
-DEFAULT_PATTERN = "{premise} Question: {hypothesis} Yes or No?"
-DEFAULT_VERBALIZER = {"entailment": " Yes", "non_entailment": " No"}
-
-
-def check_pattern(pattern: str, where: str = "params: pattern") -> None:
-    shown = repr(pattern[:80]) + ("..." if len(pattern) > 80 else "")
-    for field in ("{premise}", "{hypothesis}"):
-        if field not in pattern:
-            raise UserError(f"{where}: {shown} has no {field} placeholder")
-    try:
-        pattern.format(premise="p", hypothesis="h")
-    except (KeyError, IndexError, ValueError) as e:
-        raise UserError(f"{where}: {shown} is not a valid format string ({e})") from None
 
 
 @dataclass

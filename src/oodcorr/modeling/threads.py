@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 import time
 
-from oodcorr.errors import UserError
+from oodcorr.choices import MAX_THREADS  # noqa: F401
+from oodcorr.choices import THREADS_ENV as ENV
+from oodcorr.choices import parse_threads as parse
 from oodcorr.settings.project import Project
-
-ENV = "OODCORR_THREADS"
-MAX_THREADS = 1024  # more is never a CPU's core count, and torch's thread pool aborts on absurd counts
 
 
 def _cpu_times() -> tuple[int, int] | None:
@@ -64,19 +63,6 @@ def resolve(project: Project | dict | None) -> tuple[int, str]:
     if n is None:
         return auto_threads(), f"auto ({source if value is not None else 'default'})"
     return n, source
-
-
-def parse(value, where: str) -> int | None:
-    """A thread count (None = auto) from `value`: a positive integer or 'auto'; one line naming `where` else."""
-    if value is None or str(value).strip().lower() == "auto":
-        return None
-    try:
-        n = int(value) if not isinstance(value, (bool, float)) else 0
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1 or n > MAX_THREADS or str(value).strip() != str(n):
-        raise UserError(f"{where}: expected a positive integer or 'auto' (at most {MAX_THREADS}), got {value!r}")
-    return n
 
 
 def apply(project: Project | dict | None) -> int:

@@ -12,8 +12,8 @@ Layout (one section per stage, as in iterative/example-get-started):
 from __future__ import annotations
 
 import copy
-import re
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +297,7 @@ MAX_TEXT = 10_000  # characters of a pattern / verbaliser word: a prompt templat
 def check_values(tree: dict) -> None:
     """Value checks of what every stage reads (types are checked by `validate`; a run's values by
     run_settings.RunSettings, each stage's section by its settings object): one line naming the key."""
-    from oodcorr.modeling.threads import parse as parse_threads
+    from oodcorr.choices import parse_threads
     from oodcorr.settings.names import check_inside_project
     from oodcorr.settings.project import Project
     from oodcorr.settings.tracking_uri import check_tracking_uri
@@ -316,8 +316,8 @@ def check_values(tree: dict) -> None:
 
 def check_references(params: dict) -> None:
     """Every run names a known model and known testsets; evaluate.testsets are known (one line each)."""
+    from oodcorr.choices import BUILTIN_MODELS
     from oodcorr.settings.registry import known_names
-    from oodcorr.modeling.models import BUILTIN_MODELS
 
     testsets = known_names(params)
     for key, run in (params.get("runs") or {}).items():

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from oodcorr.settings.config import read_yaml
 from oodcorr.errors import UserError
+from oodcorr.settings.config import read_yaml
 
 
 def backup_path(target: Path) -> Path:

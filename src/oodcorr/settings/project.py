@@ -34,7 +34,7 @@ class Project:
                             f"DVC would record (dvc.lock, run cache); remove them and set {MLFLOW_CREDENTIAL_VARS}")
 
     @classmethod
-    def from_params(cls, params: dict | None) -> "Project":
+    def from_params(cls, params: dict | None) -> Project:
         params = params or {}
         study = params.get("study") or {}
         return cls(root=Path(params.get("_root") or cls.root), name=study.get("name", cls.name),
@@ -43,7 +43,7 @@ class Project:
                    data_out=(params.get("data") or {}).get("out") or cls.data_out)
 
     @classmethod
-    def of(cls, source: "Project | dict | None") -> "Project":
+    def of(cls, source: Project | dict | None) -> Project:
         return source if isinstance(source, cls) else cls.from_params(source)
 
     def path(self, rel: str | os.PathLike) -> Path:
@@ -58,3 +58,16 @@ class Project:
     @property
     def tracking_enabled(self) -> bool:
         return self.tracking == "mlflow"
+
+
+def scored_testsets(params: dict | None) -> tuple[str, ...]:
+    """params `evaluate.testsets`, checked: what every checkpoint is scored on besides its run's ID testset,
+    so what the data stage prepares and the evaluate stage reads (EvaluateSettings.testsets)."""
+    listed = ((params or {}).get("evaluate") or {}).get("testsets")
+    if listed is not None and not listed:
+        raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
+                        "(the run's ID testset is added)")
+    for i, name in enumerate(listed or ()):
+        if not isinstance(name, str):
+            raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")
+    return tuple(listed or ())

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from oodcorr.settings.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, typename, deep_merge
+from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
 from oodcorr.errors import UserError, closest
+from oodcorr.settings.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, deep_merge, typename
 from oodcorr.settings.names import check_run_key
-from oodcorr.modeling.prompts import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
 
 # Not recorded when unset (so runs trained before it existed keep their identity): optim, default adamw.
 OPTIMIZERS = ("adamw", "paged_adamw_8bit")
@@ -33,7 +33,7 @@ class LoraSettings:
     target_modules: str | tuple[str, ...] = "auto"  # auto: the architecture's defaults (model_loading)
 
     @classmethod
-    def of(cls, lora: "LoraSettings | dict | None") -> "LoraSettings":
+    def of(cls, lora: LoraSettings | dict | None) -> LoraSettings:
         if isinstance(lora, cls):
             return lora
         lora = dict(lora or {})
@@ -89,7 +89,7 @@ class RunSettings:
     entry_order: tuple[str, ...] = field(default=ENTRY_KEYS, repr=False, compare=False)  # as params gave them
 
     @classmethod
-    def from_params(cls, params: dict, run_key: str) -> "RunSettings":
+    def from_params(cls, params: dict, run_key: str) -> RunSettings:
         """`runs.<key>` over `train` over the defaults; UserError for an unknown run, a missing key or a bad
         value (types are checked by config.validate)."""
         runs = params.get("runs") or {}

@@ -86,7 +86,7 @@ def sync_analysis(params: dict) -> str | None:
 
     project = Project.from_params(params)
     results = project.path((params.get("analyze") or {}).get("out") or "results")
-    keys = list(params.get("runs") or {})  # what `oodcorr analyze` reads by default (analysis.loading)
+    keys = list(params.get("runs") or {})  # what `oodcorr analyze` reads by default (run_tables)
     files = ([metrics_file(run_dir(project, key)) for key in keys] if keys
              else sorted(runs_root(project).glob(f"*/{metrics_file(Path())}")))
     try:

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from oodcorr.settings.config import load_params
 from oodcorr.errors import UserError
+from oodcorr.settings.config import load_params
 
 
 @click.command("ui")

@@ -25,11 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-
 from oodcorr import io, rundir
 from oodcorr.credentials import mask_secrets
-from oodcorr.tracking import store as tracking
 from oodcorr.settings.project import Project
+from oodcorr.tracking import store as tracking
 
 TRACK_DIR = rundir.TRACKING
 PENDING = "PENDING"

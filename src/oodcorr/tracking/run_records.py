@@ -95,9 +95,17 @@ def predictions_artifact(folder) -> dict:
 def rebuild(params: dict, run: str) -> bool:
     """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
     Needs run.json with its tracking identity (written by training); returns False otherwise."""
+    from oodcorr.rundir import (
+        META_FILE,
+        checkpoint_dirs,
+        checkpoints_dir,
+        eval_dir,
+        metrics_file,
+        read_run_json,
+        runs_root,
+        tracking_dir,
+    )
     from oodcorr.tracking import store as tracking
-    from oodcorr.rundir import META_FILE, checkpoint_dirs, checkpoints_dir, eval_dir, metrics_file, read_run_json
-    from oodcorr.rundir import runs_root, tracking_dir
 
     rdir = runs_root(params) / run
     records = tracking_dir(rdir)

@@ -10,7 +10,6 @@ import os
 import subprocess
 from pathlib import Path
 
-
 from oodcorr.settings.project import Project
 
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars

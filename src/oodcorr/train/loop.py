@@ -7,8 +7,8 @@ import contextlib
 import math
 import os
 
-from oodcorr.settings.project import Project
 from oodcorr.rundir import checkpoint_dirs
+from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
@@ -71,11 +71,10 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
     (default: the last step). With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
     import torch
-
-    from oodcorr import distributed
-
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
+
+    from oodcorr import distributed
 
     total = len(plan)
     seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])

@@ -8,9 +8,9 @@ import hashlib
 import json
 import time
 
-from oodcorr.tracking import mirror
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
+from oodcorr.tracking import mirror
 
 
 class MetricLog:

@@ -12,6 +12,7 @@ import random
 
 from oodcorr.errors import UserError
 
+
 def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) -> list[dict]:
     """`shots` rows drawn with `data_seed`: balanced = shots/2 per label, uniform = any label mix."""
     rng = random.Random(data_seed)

@@ -14,8 +14,8 @@ import shutil
 import click
 
 from oodcorr import rundir
-from oodcorr.settings.project import Project
 from oodcorr.rundir import checkpoint_dirs, read_run_json
+from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, missing_checkpoints, put_away_state, resume_dir, resume_point
 from oodcorr.train.loop import train_loop
@@ -61,9 +61,9 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None, name: str) -> dict:
     """train_run's work, from the settings it resolved once (no params: every value is in `run` or `project`)."""
     from oodcorr import distributed, io
-    from oodcorr.tracking import mirror
     from oodcorr.io import write_json
     from oodcorr.modeling.prompts import check_pattern
+    from oodcorr.tracking import mirror
 
     config = run.as_dict()  # as run.json records it
     from oodcorr.modeling import threads

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from oodcorr.analysis.partial import ALPHA, METHODS
 from oodcorr.errors import UserError, closest
 from oodcorr.metrics import DEFAULT_METRIC, check_metric
+from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN, RELIABILITY_SPLITS
+from oodcorr.stats.partial import METHODS
 
 NOISE_CHOICES = (True, False, "auto", "true", "false", "on", "off")
 
@@ -24,9 +25,9 @@ class AnalyzeSettings:
     mlflow: bool = True  # log the analysis as one MLflow run (when tracking is on)
     noise: bool | str = "auto"  # auto | true | false: reliability / noise-corrected CIs from predictions
     metric: str = DEFAULT_METRIC  # see oodcorr.metrics.METRICS
-    reliability_min: float = 0.5  # below: disattenuated r is NaN and the pair is `unreliable`
-    reliability_splits: int = 200  # random item halves per reliability
-    equivalence: float = 0.3  # consistent_null: every reliable model's noise-corrected CI inside +/- this
+    reliability_min: float = RELIABILITY_MIN  # below: disattenuated r is NaN and the pair is `unreliable`
+    reliability_splits: int = RELIABILITY_SPLITS  # random item halves per reliability
+    equivalence: float = EQUIVALENCE  # consistent_null: every reliable model's noise-corrected CI inside +/- this
     pool_models: bool = False  # also one likelihood over all models' seeds per pair (consistency.csv *_shared)
 
     def __post_init__(self):
@@ -63,7 +64,7 @@ class AnalyzeSettings:
     def noise_required(self) -> bool:
         return self.noise in (True, "true", "on")
 
-    def check_against(self, params: dict | None) -> "AnalyzeSettings":
+    def check_against(self, params: dict | None) -> AnalyzeSettings:
         """What can be checked against the study itself before any stage runs: the scatter pair names OOD
         testsets of the study's runs (`oodcorr study check`; the analysis checks it again on the loaded runs)."""
         if self.scatter_pair is not None and (params or {}).get("runs"):
@@ -71,7 +72,7 @@ class AnalyzeSettings:
         return self
 
     @classmethod
-    def from_params(cls, params: dict | None, **overrides) -> "AnalyzeSettings":
+    def from_params(cls, params: dict | None, **overrides) -> AnalyzeSettings:
         """The `analyze` section of `params` (None: no params.yaml), with the non-None `overrides` on top."""
         cfg = dict((params or {}).get("analyze") or {})
         if not cfg.get("methods"):  # an empty list means the default
@@ -83,13 +84,13 @@ class AnalyzeSettings:
         values.update({k: v for k, v in overrides.items() if v is not None and v != ()})
         return cls(**values)
 
-    def but(self, **changes) -> "AnalyzeSettings":
+    def but(self, **changes) -> AnalyzeSettings:
         return replace(self, **changes)
 
 
 def study_ood_testsets(params: dict) -> list[str]:
     """Every testset some run of the study is scored on besides its own ID testset (the analysis' OOD series)."""
-    from oodcorr.prepared import scored_testsets
+    from oodcorr.settings.project import scored_testsets
 
     scored = scored_testsets(params)
     ids = [(run or {}).get("id_testset") for run in (params.get("runs") or {}).values()]

@@ -13,8 +13,8 @@ import math
 import numpy as np
 from scipy.linalg import null_space
 
-from oodcorr.analysis.gp_interval import lr_cut, n_eff_of
-from oodcorr.analysis.gp_model import KERNEL, _coefs, _kernel_mats, _score_info, _sigma
+from oodcorr.stats.gp_interval import lr_cut, n_eff_of
+from oodcorr.stats.gp_model import KERNEL, _coefs, _kernel_mats, _score_info, _sigma
 
 
 def design_terms(n: int, noise_a: float, noise_b: float, leak: float = 0.0, t=None) -> dict:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from oodcorr.analysis.gp_design import seeds_for_power
-from oodcorr.analysis.gp_even import even_interval
-from oodcorr.analysis.gp_interval import gp_interval
+from oodcorr.stats.gp_design import seeds_for_power
+from oodcorr.stats.gp_even import even_interval
+from oodcorr.stats.gp_interval import gp_interval
 
 # columns this module adds to the partial-correlation and pooled tables (the existing ci2 columns are filled too):
 # column -> key of interval()'s result

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
-from oodcorr.settings.project import Project
 from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
+from oodcorr.settings.project import Project
 
 REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")
 META = ("model", "train_set", "shots", "seed", "id_testset")

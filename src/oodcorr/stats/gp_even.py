@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from oodcorr.analysis.gp_model import _kernel_mats, _sigma
+from oodcorr.stats.gp_model import _kernel_mats, _sigma
 
 DRAWS = 400  # per grid point, the same normal deviates at every point
 GRID = np.linspace(-3.8, 3.8, 61)  # Fisher z of rho

@@ -16,15 +16,15 @@ import math
 
 import numpy as np
 
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
+from oodcorr.stats.defaults import ALPHA
 
 MAX_CHECKPOINTS = 1024  # larger designs are reported as not reachable
 ITEM_COUNTS = (64, 128, 256, 350, 500, 1000, 2000)
 
 
 def _trend_residual_maker(n: int):
-    from oodcorr.analysis.interval import residual_maker
+    from oodcorr.stats.interval import residual_maker
 
     s = np.linspace(0, 1, n)
     return residual_maker(1 - np.exp(-4 * s))  # the ID trend shape of the simulator (saturating)
@@ -33,7 +33,7 @@ def _trend_residual_maker(n: int):
 def effective_dof(n: int, phi: float, rel: float, r1: float = 0.0) -> float:
     """n_eff - 3 - k of the interval (interval.z_dof) for two residual trajectories of n checkpoints: AR(1)
     signals (lag-1 autocorrelation phi, correlation r1) plus independent item noise giving reliability `rel`."""
-    from oodcorr.analysis.interval import ar1_corr, z_dof
+    from oodcorr.stats.interval import ar1_corr, z_dof
 
     if n <= 4:
         return 0.0
@@ -44,7 +44,7 @@ def effective_dof(n: int, phi: float, rel: float, r1: float = 0.0) -> float:
     return float(max(z_dof(M, S, S, 0 * R), z_dof(M, S, S, r1 * R)))  # as the interval: the larger
 
 
-def power(n: int, r1: float, rel: float, phi: float = 0.0, seeds: int = 1, alpha: float = AnalyzeSettings.alpha) -> float:
+def power(n: int, r1: float, rel: float, phi: float = 0.0, seeds: int = 1, alpha: float = ALPHA) -> float:
     """Probability that the seed-pooled noise-corrected CI excludes 0 when the noise-free partial r is r1: the
     interval excludes 0 iff the Fisher interval of the attenuated r (r1 * rel) does."""
     from scipy import stats
@@ -58,7 +58,7 @@ def power(n: int, r1: float, rel: float, phi: float = 0.0, seeds: int = 1, alpha
 
 
 def checkpoints_for_power(r1: float, rel: float, target: float = 0.8, phi: float = 0.0, seeds: int = 1,
-                          alpha: float = AnalyzeSettings.alpha, max_checkpoints: int = MAX_CHECKPOINTS):
+                          alpha: float = ALPHA, max_checkpoints: int = MAX_CHECKPOINTS):
     """Smallest n with power >= target (None if not reached by max_checkpoints): doubling, then bisection."""
     def ok(n):
         p = power(n, r1, rel, phi, seeds, alpha)
@@ -80,7 +80,7 @@ def checkpoints_for_power(r1: float, rel: float, target: float = 0.8, phi: float
 
 def power_table(signal_var: float, noise_var_item: float, r1: float, target: float = 0.8, phi: float = 0.0,
                 seeds: int = 1, items=ITEM_COUNTS, rel_product: float | None = None,
-                alpha: float = AnalyzeSettings.alpha) -> list[dict]:
+                alpha: float = ALPHA) -> list[dict]:
     """Rows {items, reliability, checkpoints, n_eff, power} for each testset size (and one row at a stated
     reliability product rel_a * rel_b when given: items None). `reliability` is each trajectory's (both equal)."""
     if not 0 < abs(r1) < 1:

@@ -29,12 +29,13 @@ residual_constant:X (nothing left after removing ID), too_few_checkpoints.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-ALPHA = 0.05  # default significance level (analyze.alpha)
+from oodcorr.stats.defaults import ALPHA
+
 GAM_MIN_N = 8  # below this a cubic spline with >= 4 basis functions + GCV is not identifiable
 GAM_ALPHAS = np.logspace(-6, 4, 41)  # pen weights on an ID axis rescaled to [0, 1]
 COLLINEAR = 0.99  # |corr(ID, testset)| above this: flagged (residual is mostly noise)

@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy.linalg import null_space
 
-from oodcorr.analysis.gp_model import KERNEL, KERNEL_CHOICE, KERNELS, _kernel_mats, _loglik_and_score
+from oodcorr.stats.gp_model import KERNEL, KERNEL_CHOICE, KERNELS, _kernel_mats, _loglik_and_score
 
 Z_MAX = 3.8  # |atanh(rho)| searched (|rho| <= 0.999); an interval end past it is the boundary, |rho| = 1
 ROOT_STEPS = 8  # profile fits per interval end at most

@@ -2,7 +2,7 @@
 
 Every accuracy is a mean over a finite testset, so each checkpoint's residual (after regressing out ID)
 carries item sampling noise. This module reads the per-example predictions the evaluate stage stores
-(runs/<run>/eval/predictions/step-<N>/<testset>.parquet) as checkpoints x items score matrices and adds:
+(oodcorr.predictions reads them) as checkpoints x items score matrices and adds:
 
   reliability     per run x testset x method x metric: split the items into random halves (many seeded
                   splits), residualise each half's trajectory on the ID series, correlate the two halves,
@@ -32,96 +32,16 @@ within each half.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
-from oodcorr.aggregate import gold_entailment, stratified_halves
-from oodcorr.analysis.partial import METHODS, ranks
-from oodcorr.analysis.settings import AnalyzeSettings
-from oodcorr.errors import UserError
-from oodcorr.metrics import METRICS, item_scores
+from oodcorr.aggregate import stratified_halves
+from oodcorr.stats.defaults import ALPHA, RELIABILITY_MIN, RELIABILITY_SPLITS
+from oodcorr.stats.partial import METHODS, ranks
 
 NOISE_METHODS = tuple(m for m, spec in METHODS.items() if spec.noise)  # raw: no reliability / two-level CI
 MIN_ITEMS = 20
-SPLITS = AnalyzeSettings.reliability_splits
-
-
-# ----------------------------------------------------------------------------- loading predictions
-
-def _base(name: str) -> tuple[str, str | None]:
-    """'hans[lexical_overlap]' -> ('hans', 'lexical_overlap'); 'hans' -> ('hans', None)."""
-    if name.endswith("]") and "[" in name:
-        base, sl = name[:-1].split("[", 1)
-        return base, sl
-    return name, None
-
-
-COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
-
-
-def _read_predictions(path: Path) -> dict:
-    """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file)."""
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(path, use_threads=False)
-    missing = [c for c in COLUMNS if c not in t.column_names]
-    if missing:
-        raise KeyError(missing[0])
-    cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in COLUMNS}
-    order = np.argsort(cols["id"].astype(str), kind="stable")
-    return {c: v[order] for c, v in cols.items()}
-
-
-GOLD = "_gold"  # load_run_items' key of {testset: (items,) bool gold-entailment labels}
-
-
-def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -> dict:
-    """{metric: {testset: (checkpoints x items) float array}, GOLD: {testset: (items,) bool}} from the stored
-    predictions of one run.
-
-    Items are aligned by `id` across checkpoints; a missing file or a different item set at some step is a
-    UserError naming the run, the file and the command that writes predictions."""
-    pred_dir = Path(eval_dir) / "predictions"
-    hint = f"run `oodcorr evaluate --run {run}` to write them"
-    if not pred_dir.is_dir():
-        raise UserError(f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} "
-                        "(or set analyze.noise: false)")
-    out = {m: {} for m in metrics}
-    out[GOLD] = {}
-    cache = {}
-    for name in testsets:
-        base, sl = _base(name)
-        mats = {m: [] for m in metrics}
-        ids0 = None
-        for step in steps:
-            path = pred_dir / f"step-{int(step)}" / f"{base}.parquet"
-            if path not in cache:
-                if not path.is_file():
-                    raise UserError(f"run {run!r}: predictions missing: {path}; {hint}")
-                try:
-                    cache[path] = _read_predictions(path)
-                except KeyError as e:
-                    raise UserError(f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); "
-                                    f"{hint}") from None
-                except Exception as e:  # pyarrow raises several types for bad files/missing columns
-                    raise UserError(f"run {run!r}: cannot read {path}: {str(e).splitlines()[0]}") from None
-            cols = cache[path]
-            if sl is not None:
-                keep = cols["slice"].astype(str) == sl
-                cols = {c: v[keep] for c, v in cols.items()}
-            ids = cols["id"]
-            if ids0 is None:
-                ids0 = ids
-            elif len(ids) != len(ids0) or (ids != ids0).any():
-                raise UserError(f"run {run!r}: {path} holds different examples than step {int(steps[0])} "
-                                f"of {name}; {hint}")
-            for m in metrics:
-                mats[m].append(item_scores(cols, m))
-            out[GOLD][name] = gold_entailment(cols)
-        for m in metrics:
-            out[m][name] = np.vstack(mats[m]) if mats[m] else np.zeros((0, 0))
-    return out
+SPLITS = RELIABILITY_SPLITS
 
 
 # ----------------------------------------------------------------------------- residual operators
@@ -135,7 +55,7 @@ def linear_operator(x: np.ndarray) -> np.ndarray:
 
 def gam_operators(x: np.ndarray, Y: np.ndarray) -> list[np.ndarray | None]:
     """Per column of Y: I - H of the penalised spline with the GCV weight chosen on that full column."""
-    from oodcorr.analysis.partial import GAM_MIN_N, gam_design, gam_fit
+    from oodcorr.stats.partial import GAM_MIN_N, gam_design, gam_fit
 
     n = len(x)
     if n < GAM_MIN_N or np.std(x) <= 1e-12:
@@ -229,7 +149,7 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
     return out
 
 
-def disattenuate(r, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min):
+def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
     """r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN where a reliability is < reliability_min or NaN."""
     r, ra, rb = (np.asarray(v, float) for v in (r, rel_a, rel_b))
     ok = np.isfinite(r) & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
@@ -238,7 +158,7 @@ def disattenuate(r, rel_a, rel_b, reliability_min: float = AnalyzeSettings.relia
     return np.where(ok, d, np.nan)
 
 
-def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min):
+def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
     """Noise-corrected CI: the observed r's Fisher CI divided by sqrt(rel_a * rel_b), clipped to [-1, 1];
     (NaN, NaN) where a reliability is < reliability_min or NaN, or the Fisher CI is undefined."""
     return disattenuate(ci_low, rel_a, rel_b, reliability_min), disattenuate(ci_high, rel_a, rel_b, reliability_min)
@@ -273,7 +193,7 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
 
     x_items: (n, I0) ID item scores; Y_items: T arrays (n, I_j). Vectorised: one matmul per testset
     (weights (B, I) @ items.T (I, n)), one gather for the checkpoints, batched residualisation."""
-    from oodcorr.analysis.partial import _corr_cols, residualise_linear
+    from oodcorr.stats.partial import _corr_cols, residualise_linear
 
     ck, xtraj, trajs = resamples if resamples is not None else two_level_resamples(x_items, Y_items, n_boot, rng)
     if method == "gam":
@@ -288,7 +208,7 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
         return _corr_cols(residualise_linear(xb, Yb))
 
 
-def basic_ci(r, boot, alpha: float = AnalyzeSettings.alpha, n: int | None = None, k: float = 1.0, min_ok: int = 10):
+def basic_ci(r, boot, alpha: float = ALPHA, n: int | None = None, k: float = 1.0, min_ok: int = 10):
     """Basic (bias-corrected) bootstrap interval on the Fisher-z scale.
 
     [tanh(2z - m - c (q_hi - m)), tanh(2z - m - c (q_lo - m))] with m the bootstrap median and q the
@@ -304,3 +224,25 @@ def basic_ci(r, boot, alpha: float = AnalyzeSettings.alpha, n: int | None = None
     zb = np.arctanh(np.clip(boot[ok], -1 + 1e-12, 1 - 1e-12))
     q_lo, m, q_hi = np.percentile(zb, [100 * alpha / 2, 50, 100 * (1 - alpha / 2)])
     return math.tanh(2 * z - m - c * (q_hi - m)), math.tanh(2 * z - m - c * (q_lo - m))
+
+
+def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
+    """({testset: series (n,)}, {testset: item-noise covariance (n, n)}) of one run's analysed metric:
+    interval.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
+    1/2 per class), each class's covariance shrunk by the pull that best predicts held-out items; split halves
+    within each gold class for AUC (interval.noise_cov_from_halves)."""
+    import numpy as np
+
+    from oodcorr.aggregate import stratified_halves, values
+    from oodcorr.stats.interval import noise_cov, noise_cov_from_halves
+
+    series, V = {}, {}
+    for name, m in mats.items():
+        g = np.asarray(gold[name], bool)
+        series[name] = values(kind, m, g)
+        if kind == "auc":
+            A, B = stratified_halves(g, splits, rng)
+            V[name] = noise_cov_from_halves(*(values(kind, m, g, h).T for h in (A, B)))
+        else:
+            V[name] = noise_cov(m, g, {True: 0.5, False: 0.5} if kind == "balanced" else None, shrink=True)
+    return series, V

@@ -46,7 +46,6 @@ simulated designs: bench/noise_simulation.py (docs/statistics.md).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 PHI_MAX = 0.97  # AR(1) grid upper end

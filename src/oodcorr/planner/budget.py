@@ -69,8 +69,8 @@ def item_grid(size: int) -> list[int]:
 
 def kernel_share(n: int, ell: float) -> float:
     """Mean signal variance per unit signal_var left in the residual space of n checkpoints (gp_interval's rel)."""
-    from oodcorr.analysis.gp_design import design_terms
-    from oodcorr.analysis.gp_model import KERNEL, _kernel_mats
+    from oodcorr.stats.gp_design import design_terms
+    from oodcorr.stats.gp_model import KERNEL, _kernel_mats
 
     s = design_terms(n, 1.0, 1.0)
     return float(np.trace(_kernel_mats(s, np.array([ell]), KERNEL)[0][0]) / s["m"])
@@ -85,8 +85,8 @@ def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R):
     """(power at |r|, consistent-null probability) for each number of seeds (module notes)."""
     from scipy.stats import norm
 
-    from oodcorr.analysis.gp_design import design_curve, design_terms
-    from oodcorr.analysis.gp_model import KERNEL
+    from oodcorr.stats.gp_design import design_curve, design_terms
+    from oodcorr.stats.gp_model import KERNEL
 
     c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, r, alpha, KERNEL, copies=seeds)
     null = np.clip(2 * norm.cdf((math.atanh(margin) - c["half"]) / c["se0"]) - 1, 0.0, 1.0)
@@ -152,9 +152,9 @@ def _hours(row, s):
 
 def prediction_caveat(design: dict, ell: float) -> str:
     """One line where a design lies outside the regime the prediction was checked in ("" inside it)."""
-    from oodcorr.analysis.gp_design import design_terms
-    from oodcorr.analysis.gp_interval import n_eff_of
-    from oodcorr.analysis.gp_model import KERNEL
+    from oodcorr.stats.gp_design import design_terms
+    from oodcorr.stats.gp_interval import n_eff_of
+    from oodcorr.stats.gp_model import KERNEL
 
     neff = n_eff_of(design_terms(design["checkpoints"], 1.0, 1.0), ell, KERNEL)
     here = ([f"each seed carries about {neff:.1f}"] if neff < CHECKED_NEFF else []) + (

@@ -29,10 +29,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from oodcorr.analysis.plan_budget_cmd import budget_options, run_budget
-from oodcorr.analysis.settings import AnalyzeSettings
 from oodcorr.errors import UserError
 from oodcorr.metrics import BASELINE_METRIC
+from oodcorr.planner.budget_cmd import budget_options, run_budget
+from oodcorr.settings.analyze import AnalyzeSettings
 
 PILOT_MIN_CHECKPOINTS = 10
 DEFAULT_PHI = 0.8  # power mode without a pilot: fine-tuning trajectories are smooth
@@ -92,10 +92,11 @@ def pilot_stats(metrics_files, quantile: float = 0.5, metric: str = BASELINE_MET
 
     A pilot run with fewer than PILOT_MIN_CHECKPOINTS checkpoints or a constant ID series is a UserError naming
     the run; constant OOD series are skipped (and a pilot with none left is a UserError)."""
-    from oodcorr.analysis.interval import fit_ar1, noise_cov, residual_maker
-    from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise import load_run_items, reliability
-    from oodcorr.analysis.partial import residualise_linear
+    from oodcorr.predictions import load_run_items
+    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.stats.interval import fit_ar1, noise_cov, residual_maker
+    from oodcorr.stats.noise import reliability
+    from oodcorr.stats.partial import residualise_linear
 
     runs = build_runs(load_metrics(list(metrics_files)))
     rows, skipped = [], []
@@ -217,7 +218,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
     partial r and reliability of the residual trajectories, with the compute that implies; with --detect-r,
     the checkpoints per testset size that give the target power to detect that partial r; with --budget, the
     seeds x checkpoints x items a compute budget buys for the most power."""
-    from oodcorr.analysis.plan_pilot import pilot_files
+    from oodcorr.planner.pilot import pilot_files
     from oodcorr.settings.config import find_project_root
 
     if budget["budget"] is not None:
@@ -249,7 +250,7 @@ def plan_cmd(pilot, accuracy, residual_sd, pilot_reliability, pilot_items, half_
             source = f"assumed: accuracy {accuracy}, residual SD {residual_sd}"
     if detect_r is not None:
         phi = phi if phi is not None else pilot_phi if pilot_phi is not None else DEFAULT_PHI
-        from oodcorr.analysis.power import ITEM_COUNTS, MAX_CHECKPOINTS, power_table
+        from oodcorr.stats.power import ITEM_COUNTS, MAX_CHECKPOINTS, power_table
 
         rows = power_table(S, v, detect_r, target_power, phi, seeds,
                            tuple(item_counts) or ITEM_COUNTS, reliability_product)

@@ -42,17 +42,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from oodcorr.analysis.partial import adjust_pvalues
-from oodcorr.analysis.settings import AnalyzeSettings
+from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN
+from oodcorr.stats.partial import adjust_pvalues
 
 VERDICTS = ("consistent_positive", "consistent_negative", "consistent_null", "model_dependent", "insufficient_evidence",
             "unreliable")
-EQUIVALENCE = AnalyzeSettings.equivalence
 SETUP = ["train_set", "shots", "id_testset"]
 PAIR = ["method", "testset_a", "testset_b"]
 
 
-def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
+def fisher_pool(r, w, alpha: float = ALPHA) -> dict:
     """Inverse-variance pooled r (Fisher z) with CI, z-test p, Cochran's Q (+ p) and I^2."""
     from scipy import stats
 
@@ -75,9 +74,9 @@ def fisher_pool(r, w, alpha: float = AnalyzeSettings.alpha) -> dict:
             "i2": i2, "m": m, "w": float(w.sum())}
 
 
-def pool_seeds(partials: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
+def pool_seeds(partials: pd.DataFrame, alpha: float = ALPHA,
                equivalence: float = EQUIVALENCE, ci2_pooled: dict | None = None,
-               reliability_min: float = AnalyzeSettings.reliability_min) -> pd.DataFrame:
+               reliability_min: float = RELIABILITY_MIN) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
     With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation). ci2_pooled
@@ -132,7 +131,7 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
     reliabilities; disattenuated r: the interval's own centre, tanh(pooled z) / mean attenuation clipped to
     [-1, 1], so it lies inside the interval (where no seed's interval is defined: the Fisher-z mean of the seeds'
     disattenuated r)."""
-    from oodcorr.analysis.interval import disattenuated_bounds
+    from oodcorr.stats.interval import disattenuated_bounds
 
     out = {"ci2_low": math.nan, "ci2_high": math.nan, "ci2_se": math.nan, "n_eff": math.nan, "attenuation": math.nan}
     cols = ("ci2_low", "ci2_high", "ci2_se", "attenuation", "r_disattenuated")
@@ -158,7 +157,7 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
 
 def _from_likelihood(iv: dict) -> dict:
     """The pooled row's noise columns from the seeds' joint likelihood interval (pair_ci2.interval)."""
-    from oodcorr.analysis.pair_ci2 import CI2_EXTRA
+    from oodcorr.stats.pair_ci2 import CI2_EXTRA
 
     ok = not iv["reason"]
     nan = math.nan
@@ -181,7 +180,7 @@ def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
 
 
 def unreliable_flags(a: str, b: str, rel_a: float, rel_b: float,
-                     reliability_min: float = AnalyzeSettings.reliability_min) -> list[str]:
+                     reliability_min: float = RELIABILITY_MIN) -> list[str]:
     """`unreliable:<testset>` for each of a pair's testsets whose reliability is missing or below the threshold."""
     return [f"unreliable:{t}" for t, v in ((a, rel_a), (b, rel_b)) if not (np.isfinite(v) and v >= reliability_min)]
 
@@ -193,7 +192,7 @@ def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):
         return np.isfinite(lo) & np.isfinite(hi) & (lo > -delta) & (hi < delta)
 
 
-def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha, ci_low=None, ci_high=None,
+def verdict(r, p_adj, alpha: float = ALPHA, ci_low=None, ci_high=None,
             equivalence: float = EQUIVALENCE) -> str:
     """Verdict from per-model pooled r and adjusted p (criteria in the module docstring); with the models'
     CIs, consistent_null when every model with a finite r (>= 2) has its CI inside +/- equivalence."""
@@ -213,7 +212,7 @@ def verdict(r, p_adj, alpha: float = AnalyzeSettings.alpha, ci_low=None, ci_high
     return "insufficient_evidence"
 
 
-def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = AnalyzeSettings.reliability_min,
+def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN,
                   equivalence: float = EQUIVALENCE) -> str:
     """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
     r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
@@ -243,8 +242,8 @@ def _first_flag(flag: str) -> str:
     return next((f for f in flag.split(";") if f), "no r")
 
 
-def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
-                reliability_min: float = AnalyzeSettings.reliability_min, equivalence: float = EQUIVALENCE) -> pd.DataFrame:
+def cross_model(pooled: pd.DataFrame, alpha: float = ALPHA,
+                reliability_min: float = RELIABILITY_MIN, equivalence: float = EQUIVALENCE) -> pd.DataFrame:
     """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
 
     With noise columns (ci2_*, rel_*) in `pooled` the verdict is noise_verdict (raw keeps the old one)."""
@@ -286,7 +285,7 @@ def cross_model(pooled: pd.DataFrame, alpha: float = AnalyzeSettings.alpha,
     return pd.DataFrame(out)
 
 
-def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha: float = AnalyzeSettings.alpha) -> dict:
+def summarise(partials: pd.DataFrame, consistency: pd.DataFrame, methods, alpha: float = ALPHA) -> dict:
     """Small, flat-ish dict for summary.json (a DVC metric) and MLflow metrics."""
     runs = partials.drop_duplicates("run") if len(partials) else partials
     summary = {

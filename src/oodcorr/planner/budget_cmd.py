@@ -4,15 +4,24 @@ and its params.yaml fragment; the model and the search are in plan_budget.py."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
-from oodcorr.analysis.plan_budget import (CHECKPOINTS, MAX_SEEDS, RELIABILITY_FLOOR, TARGET_R,
-                                          _describe, _hours, one_thread, params_fragment, prediction_caveat,
-                                          required_budget_text, search)
 from oodcorr.errors import UserError
+from oodcorr.planner.budget import (
+    CHECKPOINTS,
+    MAX_SEEDS,
+    RELIABILITY_FLOOR,
+    TARGET_R,
+    _describe,
+    _hours,
+    one_thread,
+    params_fragment,
+    prediction_caveat,
+    required_budget_text,
+    search,
+)
 
 DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
 def budget_options(f):
@@ -97,8 +106,8 @@ def _available(name: str, default: int) -> int:
 
 def _inputs(o: dict, pilot) -> tuple[dict, list, str, str]:
     """(model for search, families for the fragment, model name, a line saying where the numbers come from)."""
-    from oodcorr.analysis.plan_pilot import pilot_model
     from oodcorr.metrics import DEFAULT_METRIC
+    from oodcorr.planner.pilot import pilot_model
 
     sizes = _sizes(o["sizes"])
     sq = lambda v: None if v is None else v * v  # noqa: E731
@@ -138,7 +147,7 @@ def _inputs(o: dict, pilot) -> tuple[dict, list, str, str]:
 def run_budget(pilot, examples_per_s, models, target_power, as_json, **o) -> None:
     """`oodcorr plan --budget`: inputs, search, printout, fragment (module notes). `models`: plan's --model (one
     model prices every run: its measured rates, or --examples-per-s and --train-hours)."""
-    from oodcorr.analysis.plan_pilot import EVAL_RATES, TRAIN_RATES, measured_rates
+    from oodcorr.planner.pilot import EVAL_RATES, TRAIN_RATES, measured_rates
     from oodcorr.settings.config import find_project_root
 
     budget = o["budget"]
@@ -243,7 +252,7 @@ def _print(budget, where, rates_line, n_fam, res, rel, best, need, margin) -> No
 
 def _simulated(model: dict, best: dict, margin: float, reps: int, r: float = TARGET_R) -> dict:
     """The design's power and consistent-null rate measured on `reps` simulated studies each (plan_simulate)."""
-    from oodcorr.analysis.plan_simulate import simulate_design
+    from oodcorr.planner.simulate import simulate_design
 
     t = model["ood"][best["median_testset"]]
     args = (best["checkpoints"], best["seeds"], t["item_var"] / min(best["ood_items"], t["size"]),

@@ -42,9 +42,9 @@ def pilot_files(paths) -> list[str]:
 
 def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
     """{run: {"t", "id", "series", "V", "meta"}}: each run's analysed series and item-noise covariances."""
-    from oodcorr.analysis.noise import GOLD
-    from oodcorr.analysis.noise_tables import item_noise
     from oodcorr.metrics import METRICS
+    from oodcorr.predictions import GOLD
+    from oodcorr.stats.noise import item_noise
 
     rng = np.random.default_rng(0)
     out = {}
@@ -63,10 +63,10 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     """The planner's inputs measured on a pilot (module notes): {"ood": {testset: {signal_var, item_var,
     items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta", "families": [(model, train_set, id_testset, shots)],
     "n_runs", "n_pairs"}."""
-    from oodcorr.analysis.gp_interval import gp_interval
-    from oodcorr.analysis.loading import build_runs, load_metrics
-    from oodcorr.analysis.noise_tables import load_items
-    from oodcorr.analysis.pair_ci2 import seed_dict
+    from oodcorr.predictions import load_items
+    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.stats.gp_interval import gp_interval
+    from oodcorr.stats.pair_ci2 import seed_dict
 
     files = pilot_files(paths)
     runs = build_runs(load_metrics(files))

@@ -25,7 +25,7 @@ ID_RISE = 10.0  # the ID curve rises by this many of its item-noise SDs over tra
 def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng, signal_var: float = 1.0,
               beta: float = 0.5, x0=None) -> dict:
     """One seed's input for gp_interval (module notes); x0: the noise-free ID curve (default: the rising one)."""
-    from oodcorr.analysis.gp_model import KERNEL, KERNELS
+    from oodcorr.stats.gp_model import KERNEL, KERNELS
 
     t = np.linspace(0.0, 1.0, n)
     R = KERNELS[KERNEL](np.abs(np.subtract.outer(t, t)), ell)[0]
@@ -45,8 +45,8 @@ def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_va
     """`reps` studies of `seeds` runs x n checkpoints analysed with gp_interval: {"rho", "reps" (defined),
     "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0)}. seed: an int or a numpy
     Generator to draw from; x0: draw_seed's ID curve."""
-    from oodcorr.analysis.gp_interval import gp_interval
-    from oodcorr.analysis.plan_budget import one_thread
+    from oodcorr.planner.budget import one_thread
+    from oodcorr.stats.gp_interval import gp_interval
 
     rng = np.random.default_rng(seed)
     excl = inside = ok = 0
