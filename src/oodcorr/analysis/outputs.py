@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError
+from oodcorr.stats.methods import primary
 
 MANIFEST = ".oodcorr-outputs.json"  # {"tool", "version", "written_by", "files": {path: sha256}, "dirs": [...]}
 WRITTEN_BY = "oodcorr analyze"  # the marker: a folder is the analysis' own only with a manifest saying this
@@ -193,7 +194,7 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.headline import headline
 
-        io_json = json.dumps(headline(summary, curves, settings.methods[0]), indent=2)
+        io_json = json.dumps(headline(summary, curves, primary(settings.methods) or settings.methods[0]), indent=2)
         (tmp / "metrics.json").write_text(io_json + "\n")  # the DVC metric: a few headline numbers
         from oodcorr.analysis.report import write_report
 

@@ -12,6 +12,7 @@ import html
 import math
 
 from oodcorr.metrics import BASELINE_METRIC
+from oodcorr.stats.methods import METHODS, primary
 
 # verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {
@@ -27,12 +28,11 @@ ORDER = ("settled", "null", "unsettled")
 
 def primary_method(summary: dict) -> str | None:
     """The method the verdicts are read from: the first requested one that is not `raw`."""
-    requested = [m for m in summary.get("methods_requested") or summary.get("methods") or [] if m != "raw"]
-    return requested[0] if requested else None
+    return primary(summary.get("methods_requested") or summary.get("methods") or [])
 
 
 def method_label(method: str) -> str:
-    return "raw (ID not regressed out: a reference, not a verdict)" if method == "raw" else method
+    return f"{method} (ID not regressed out: a reference, not a verdict)" if not METHODS[method].controls else method
 
 
 def outcome(verdict) -> tuple[str, str]:

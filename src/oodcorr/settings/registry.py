@@ -21,7 +21,6 @@ import copy
 from oodcorr.errors import UserError, closest
 
 ENT, NON = "entailment", "non_entailment"
-BINARY = (ENT, NON)
 TARGETS = (ENT, NON, "drop", "neutral")
 
 # MNLI / SNLI / ANLI on the hub: ClassLabel 0=entailment, 1=neutral, 2=contradiction, -1 = no gold label.

@@ -320,8 +320,3 @@ def partial_interval(x, ya, yb, Vx, Va, Vb, alpha: float = 0.05, eiv: bool = Tru
     return {"r_hat": np.where(bad_rel | bad_id, np.nan, r_hat), "ci_low": np.where(ok, lo, np.nan),
             "ci_high": np.where(ok, hi, np.nan), "se_z": np.where(ok, se, np.nan), "n_eff": n_eff, "A": A,
             "rel_a": rel_a, "rel_b": rel_b, "rel_id": rel_id, "phi_a": phi_a, "phi_b": phi_b, "reason": reason}
-
-
-def scalar(result: dict) -> dict:
-    """partial_interval's 0-d arrays as Python floats/str."""
-    return {k: (str(v) if k == "reason" else float(v)) for k, v in result.items()}
