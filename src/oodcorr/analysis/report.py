@@ -201,7 +201,8 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
     noise = summary.get("noise") or {}
     methods = noise.get("methods") or {}
     if noise.get("enabled") and methods:
-        m = _partial.primary(methods) or next(iter(methods))
+        first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
+        m = first if first in methods else next(iter(methods))
         s = methods[m]
         rel, share = s.get("median_reliability"), s.get("share_distinguishable")
         n_pairs = summary.get("n_pairs")
