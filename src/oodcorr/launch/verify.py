@@ -201,7 +201,8 @@ def study_problems(root: Path, sdir: Path, keys: list[str], *, remote: bool, wor
                     problems.append(f"run {key}: {rel} (object {oid}) is not in the {remote_name} remote; "
                                     + push.format(dvc=rel_dvc))
                 elif file_md5(path) != oid:
-                    problems.append(f"run {key}: {rel}: the {remote_name} remote's object {path.relative_to(root)} "
+                    shown = path.relative_to(root) if path.is_relative_to(root) else path
+                    problems.append(f"run {key}: {rel}: the {remote_name} remote's object {shown} "
                                     f"does not match its name (content md5 {file_md5(path)}): it was altered after "
                                     "the save")
         recorded = lock_outputs(sdir / "dvc.lock", key, saved) if lock else None
