@@ -7,6 +7,7 @@ cases()."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -75,6 +76,7 @@ def saved_base() -> Path:
     with _LOCK:
         if not _SAVED:
             tmp = Path(tempfile.mkdtemp(prefix="oodcorr-bad-inputs-saved-"))
+            atexit.register(shutil.rmtree, tmp, True)
             _source(tmp / "ran")
             repo = tmp / "repo"
             repo.mkdir()
