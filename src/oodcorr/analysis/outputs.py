@@ -5,6 +5,7 @@ the manifest into it in one atomic step."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from oodcorr.errors import UserError
@@ -56,6 +57,9 @@ def check_out_dir(out_dir: Path) -> None:
     version), except a DVC-written .gitignore (kept). A file, a folder with anything else, or a place that cannot
     be written is refused with one line, before any work."""
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():  # replacing it would drop the link and leave the folder it points to stale
+        raise UserError(f"--out {out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the folder itself "
+                        "as --out (or analyze.out), or remove the link")
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: is a file, not a folder")
     if out_dir.is_dir():
