@@ -200,8 +200,8 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
                      + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "") + "</li>")
     noise = summary.get("noise") or {}
     methods = noise.get("methods") or {}
+    first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
     if noise.get("enabled") and methods:
-        first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
         m = first if first in methods else next(iter(methods))
         s = methods[m]
         rel, share = s.get("median_reliability"), s.get("share_distinguishable")
@@ -230,7 +230,6 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
             parts.append("<li><b>Reading</b>: only pairs marked <i>distinguishable from noise</i> below (noise-"
                          "corrected CI excludes 0, both testsets reliable) carry a sign; every other r is compatible "
                          "with testset noise.</li>")
-    first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
     verdicts = ((summary.get("methods") or {}).get(first) or {}).get("verdicts")
     if verdicts:
         parts.append(f"<li><b>Across models</b> ({first}): " + ", ".join(
