@@ -102,7 +102,7 @@ def test_adding_your_own_testset_as_the_readme_says(tmp_path):
         assert {r["step"] for r in mine if r["slice"] is None} == set(range(7))
     assert "my_set" in (root / "results" / "partial_correlations.csv").read_text()
     assert "Running stage" not in sh(["dvc", "repro"], root).stdout
-    plans = commands(readme_block("What the quickstart shows", "bash"))
+    plans = commands(readme_block("Plan a study", "bash"))
     assert "examples" in sh(["bash", "-c", plans[0]], root).stdout  # from assumptions
     pilot = next(c for c in plans if "plan --pilot" in c)
     key = re.search(r"runs/([^/]+)/eval", pilot).group(1)
