@@ -108,7 +108,8 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
-    threads.apply(project)  # one busy core elsewhere must not stall every step (bench/threads.py)
+    # one busy core elsewhere must not stall every step (bench/threads.py); a resumed run keeps its count
+    n_threads = threads.apply(project, previous.get("threads") if same and previous else None)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
@@ -132,7 +133,7 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
         record = {"run": run_key, "config": config, "model_info": portable_info(info, run),
                   "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
-                  "checkpoint_steps": schedule, "total_steps": total, "finished": False}
+                  "checkpoint_steps": schedule, "total_steps": total, "finished": False, "threads": n_threads}
         write_json(run_dir / "run.json", record)
     distributed.barrier()
     train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, project, quiet or rank > 0,
