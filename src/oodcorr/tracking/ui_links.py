@@ -39,3 +39,24 @@ def links(base: str, exp_id: str) -> dict[str, str]:
     return {view: f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}"
                   + (f"&searchFilter={quote(FILTERS[view], safe='')}" if view in FILTERS else "")
             for view, mode in VIEWS.items()}
+
+
+def report_url(base: str, uri: str, exp_id: str) -> str | None:
+    """The newest analysis run's report, opened in MLflow's Artifacts view (analysis_run.report_link), for a
+    sqlite store; None when it holds no analysis run."""
+    import sqlite3
+
+    from oodcorr.tracking.analysis_run import report_link
+    from oodcorr.tracking.store import ANALYSIS_KIND, sqlite_file
+
+    db = sqlite_file(uri)
+    if db is None or not db.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            row = con.execute("SELECT r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
+                              "r.experiment_id = ? AND r.lifecycle_stage = 'active' AND t.key = ? AND t.value = ? "
+                              "ORDER BY r.start_time DESC LIMIT 1", (int(exp_id), KIND_TAG, ANALYSIS_KIND)).fetchone()
+    except (sqlite3.Error, ValueError):
+        return None
+    return f"{base}/{report_link(row[0], exp_id)}" if row else None
