@@ -52,7 +52,8 @@ def read_only(cmd: list[str], cwd, store) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("command", [["sync"], ["analyze"]])
-def test_a_read_only_store_is_named_read_only_with_what_to_do(tmp_path, command):
+def test_a_read_only_store_is_named_read_only_with_what_to_do(tmp_path, command, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the project's own store, as `oodcorr` sees it
     store = project(tmp_path)
     before = sorted((p.name, p.stat().st_size) for p in store.rglob("*"))
     res = read_only([str(BIN / "oodcorr"), *command], tmp_path, store)

@@ -106,6 +106,10 @@ def _nowrap(label: str) -> str:
     return " ".join(f"<span style='white-space:nowrap'>{w}</span>" if "-" in w else w for w in label.split(" "))
 
 
+# a narrow window (MLflow's artifact view shows the report in a pane about 780 px wide): smaller margins and type
+NARROW = "<style>@media (max-width:1000px){body{margin:1em auto;padding:0 .4em}table.verdicts{font-size:11px}}</style>"
+
+
 def _why(keyed: dict, row, models) -> str:
     """Each family's words for a wide interval (pooled_seeds.csv ci2_why), as a small line under the outcome."""
     parts = []
@@ -167,7 +171,7 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
               f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
               "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>")
     head_row = "".join(f"<th>{_nowrap(h)}</th>" for h in head)  # a table wider than its window scrolls
-    return [f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>" + "".join(body)
+    return [NARROW + f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>" + "".join(body)
             + "</table></div>", legend]
 
 

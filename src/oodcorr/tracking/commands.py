@@ -89,18 +89,19 @@ def ui_cmd(port, params_file, study_name):
     base = f"http://127.0.0.1:{port}"
     click.echo(mask_secrets(f"starting the MLflow UI for {uri} on {base}; the links follow once it answers"),
                err=True)
-    from oodcorr.tracking.ui_links import experiment_id, links, report_url
+    from oodcorr.tracking.ui_links import experiment_id, links, report_url, save_table_view
 
     name = tracking.experiment_name(params)
     exp = experiment_id(uri, name)
     report = report_url(base, uri, exp) if exp else None
+    table_view = save_table_view(uri, exp) if exp else None
 
     def ready(seconds: float) -> None:
         click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)", err=True)
         if exp is None:
             click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after "
                        "`dvc pull`)", err=True)
-        for view, url in (links(base, exp) if exp else {}).items():
+        for view, url in (links(base, exp, table_view) if exp else {}).items():
             click.echo(f"  {name} {view}: {url}", err=True)
         if report:
             click.echo(f"  {name} report: {report}", err=True)
