@@ -1,7 +1,7 @@
 """Screenshot the MLflow UI of a study (a real `mlflow server` on 127.0.0.1) or its report, in headless
 Chromium, 1400 px wide, with a fresh, empty browser profile: what a new user sees on opening the link. On its
 first visit to a server on 127.0.0.1 MLflow opens its Assistant panel over the right part of the page; like the
-README tells the user, the script closes it (its × button) before the picture is taken.
+docs/mlflow.md tells the user, the script closes it (its × button) before the picture is taken.
 
     python scripts/mlflow_screenshot.py --project . --view table  --out docs/mlflow-runs-table.png
     python scripts/mlflow_screenshot.py --project . --view chart  --out docs/mlflow-chart-view.png

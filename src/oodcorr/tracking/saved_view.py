@@ -30,6 +30,7 @@ from oodcorr.errors import UserError
 STUDIES = "studies"
 VIEWS = Path("mlruns") / "studies"  # under the project's mlruns/: ignored by git, tracked by nothing
 LINKED = ("run.json", "eval")  # what the records and the analysis read from a saved run
+# the analysis runs single-threaded, so its numbers do not depend on the machine's load or core count
 ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OODCORR_THREADS")}
 
 
