@@ -31,8 +31,8 @@ import click
 from oodcorr.errors import UserError
 from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
+from oodcorr.tracking.saved_view import ONE_THREAD, STUDIES  # the saved-study layout and analysis, written once
 
-STUDIES = "studies"
 REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
 REMOTE_URL = "studies-remote"
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
@@ -41,8 +41,6 @@ RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary
 NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json")
 RESULTS_GITIGNORE = "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n" \
                     "/.oodcorr-outputs.json\n"
-# the analysis runs single-threaded, so its numbers do not depend on the machine's load or core count
-ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OODCORR_THREADS")}
 
 
 def repo_root(start: Path | None = None) -> Path:
