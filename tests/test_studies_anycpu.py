@@ -45,9 +45,9 @@ def test_a_change_beyond_the_tolerance_fails_the_check_naming_the_cell(copied):
     table = copied / "studies" / STUDY / "results" / "pooled_seeds.csv"
     df = pd.read_csv(table)
     row = df.index[(df["method"] == "linear")][0]
-    before = df.loc[row, "ci2_low"]
+    before = float(df.loc[row, "ci2_low"])
     lines = table.read_text().splitlines()
-    lines[row + 1] = lines[row + 1].replace(repr(float(before)), repr(float(before) + 0.01), 1)
+    lines[row + 1] = lines[row + 1].replace(repr(before), repr(before + 0.01), 1)
     assert lines[row + 1] != table.read_text().splitlines()[row + 1]
     table.write_text("\n".join(lines) + "\n")
     res = sh([BIN / "oodcorr", "study", "reanalyze", STUDY, "--check", "--no-pull"], copied, check=False)

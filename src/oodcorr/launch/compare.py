@@ -121,7 +121,8 @@ def csv_changes(a: Path, b: Path) -> tuple[dict[str, int], str] | None:
                 out[col] = out.get(col, 0) + 1
                 if not first:
                     key = " ".join(str(row[k]) for k in KEYS if row.get(k))
-                    first = f"line {i}{f' ({key})' if key else ''} {col}: {u} here, {v} committed (tolerance {tol:g})"
+                    bound = f"tolerance {tol:g}" if _float(u) is not None and _float(v) is not None else "words"
+                    first = f"line {i}{f' ({key})' if key else ''} {col}: {u} here, {v} committed ({bound})"
     return out, first
 
 
