@@ -54,11 +54,9 @@ def table(name: str) -> str:
                 cells.append("not run")
                 continue
             r = row.iloc[0]
-            cells.append(f"{_num(r['r_disattenuated'] if pd.notna(r['r_disattenuated']) else r['r'])} "
-                         f"{_iv(r['ci2_low'], r['ci2_high'])}, reliability {r['rel_a']:.2f} / {r['rel_b']:.2f}; "
+            cells.append(f"{_cell(r)}, reliability {r['rel_a']:.2f} / {r['rel_b']:.2f}; "
                          f"even {_num(r['r_even'])} {_iv(r['ci2even_low'], r['ci2even_high'])}"
-                         if pd.notna(r["r_even"]) else
-                         f"{_num(r['r'])} {_iv(r['ci2_low'], r['ci2_high'])}")
+                         if pd.notna(r["r_even"]) else _cell(r))
         v = verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)]
         cells.append(str(v.iloc[0]["verdict"]).replace("_", " ") if len(v) else "one family")
         lines.append("| " + " | ".join(cells) + " |")
@@ -66,8 +64,10 @@ def table(name: str) -> str:
 
 
 def _cell(r) -> str:
-    """A row's noise-free r and its interval, as the pages quote them."""
-    return f"{_num(r.r_disattenuated)} {_iv(r.ci2_low, r.ci2_high)}"
+    """A row's noise-free r and its own interval (ci2), as the pages quote them; '–' where that r is undefined."""
+    point = r["r_disattenuated"] if isinstance(r, pd.Series) else r.r_disattenuated
+    lo, hi = (r["ci2_low"], r["ci2_high"]) if isinstance(r, pd.Series) else (r.ci2_low, r.ci2_high)
+    return f"{_num(point) if pd.notna(point) else '–'} {_iv(lo, hi)}"
 
 
 ACROSS = {"consistent_positive": "**same sign, positive**", "consistent_negative": "**same sign, negative**",

@@ -149,7 +149,8 @@ _SHORT = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 
 def findings(root: Path, method: str = "linear", study: dict | None = None) -> str:
     """The pairs distinguishable from noise (ci2 excludes 0) in at least one model under the bias-free metric or
-    under accuracy: per model r and ci2 under both, and the verdicts across models under both. The cpu-study page
+    under accuracy: per model the noise-free r and its ci2 under both (where the table has no noise-free r, the
+    observed r, labelled so, and ci2 apart), and the verdicts across models under both. The cpu-study page
     and the README embed this table as it stands."""
     study = study or _results(root, method)
     metric = study["metric"]
@@ -173,7 +174,10 @@ def findings(root: Path, method: str = "linear", study: dict | None = None) -> s
                     cells.append("–")
                     continue
                 lo, hi = r["ci2_low" + suf], r["ci2_high" + suf]
-                cells.append(f"{_f(r['r' + suf])} {_ci(lo, hi)}" + (" **d**" if _excludes_zero(lo, hi) else ""))
+                d = " **d**" if _excludes_zero(lo, hi) else ""
+                point = r.get("r_disattenuated" + suf, math.nan)  # the noise-free r: ci2's own estimate
+                cells.append(f"{_f(point)} {_ci(lo, hi)}{d}" if np.isfinite(point) else
+                             f"observed {_f(r['r' + suf])}; ci2 {_ci(lo, hi)}{d}")
         v = cons.loc[(a, b)] if (a, b) in cons.index else None
         cells += [v["verdict"], v["verdict_accuracy"]] if v is not None else ["–", "–"]
         out.append(f"| {a.removesuffix('_real')} ~ {b.removesuffix('_real')} | " + " | ".join(cells) + " |")

@@ -4,6 +4,7 @@ whose reported reliabilities both pass is not flagged unreliable (the reliabilit
 interval used, for every method, per run and with seeds pooled)."""
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,13 @@ from oodcorr.settings.analyze import AnalyzeSettings
 REPO = Path(__file__).resolve().parents[1]
 TABLES = sorted(p for name in ("partial_correlations.csv", "pooled_seeds.csv")
                 for p in (REPO / "studies").glob(f"*/results/{name}"))
+EVERY = sorted((REPO / "studies").glob("*/results/*.csv"))
+# an estimate and the interval that sits beside it in a table (the report and the pages show them so)
+BESIDE = [("r", "ci_low", "ci_high"), ("r_disattenuated", "ci2_low", "ci2_high"),
+          ("r_even", "ci2even_low", "ci2even_high"), ("r_pooled", "ci_low", "ci_high")]
+BESIDE += [tuple(f"{c}_accuracy" for c in t) for t in BESIDE]
+# words that quote an estimate and its interval: "gemma3-270m: r_dis +0.971 [+0.554, +1.000]"
+QUOTED = re.compile(r"([+-]\d\.\d+) \[([+-]\d\.\d+), ([+-]\d\.\d+)\]")
 
 
 def reliability_min(table: Path) -> float:
@@ -50,3 +58,26 @@ def test_every_defined_row_reports_a_point_estimate_inside_its_own_interval(tabl
     rows = pd.read_csv(table).query("method != 'raw'").dropna(subset=["ci2_low", "ci2_high"])
     for row in rows.itertuples(index=False):
         assert row.ci2_low - 1e-9 <= row.r_disattenuated <= row.ci2_high + 1e-9, (table.name, row)
+
+
+@pytest.mark.parametrize("table", EVERY, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_every_estimate_beside_an_interval_lies_inside_it(table):
+    """Every committed row, for every estimate and interval that sit side by side (the observed r and its CI, the
+    noise-free r and ci2, r_even and its interval, their accuracy twins, the models' pooled r and its CI) and every
+    estimate quoted with its interval in words: the point lies inside its own interval."""
+    rows = pd.read_csv(table)
+    checked = 0
+    for point, low, high in BESIDE:
+        if not {point, low, high} <= set(rows) or (point == "r" and "r_pooled" in rows):
+            continue
+        for row in rows.dropna(subset=[low, high]).itertuples(index=False):
+            r, lo, hi = (getattr(row, c) for c in (point, low, high))
+            assert lo - 1e-9 <= r <= hi + 1e-9, (table.name, point, row)
+            checked += 1
+    for col in [c for c in ("models", "models_two_level") if c in rows]:
+        for text in rows[col].dropna():
+            for r, lo, hi in QUOTED.findall(text):
+                assert float(lo) - 1e-3 <= float(r) <= float(hi) + 1e-3, (table.name, col, text)
+                checked += 1
+    if {"ci_low", "ci2_low"} & set(rows):
+        assert checked, table.name

@@ -154,10 +154,11 @@ def test_save_keeps_only_recorded_runs_and_one_params_file(tmp_path, monkeypatch
     assert sorted(p.name for p in (repo / "studies" / "demo").iterdir()) == ["params.yaml"]
 
 
-def test_the_check_tells_rounding_from_a_change_and_names_the_columns(tmp_path):
-    """Another machine's numerical libraries move the last digits of a float: such a table is reported as equal but
-    for rounding, while a change beyond it is named with its columns."""
-    from oodcorr.launch.saved import compare
+def test_the_check_tells_rounding_from_a_change_and_names_the_cell(tmp_path):
+    """Another machine's numerical libraries move the last digits of a float: such a table is reported as equal
+    within the tolerances, while a change beyond a column's tolerance is named with its column and first cell; the
+    words compare their numbers to the precision they are written with, counts exactly."""
+    from oodcorr.launch.compare import compare
 
     new, old = tmp_path / "new", tmp_path / "old"
     for d in (new, old):
@@ -170,6 +171,16 @@ def test_the_check_tells_rounding_from_a_change_and_names_the_columns(tmp_path):
     (new / "s.json").write_text('{"m": {"r": 0.8311553554546243, "n": 3}}')
     (old / "same.csv").write_text("a\n1\n")
     (new / "same.csv").write_text("a\n1\n")
-    same, rounded, differ, missing = compare(new, old)
-    assert same == ["same.csv"] and sorted(rounded) == ["a.csv", "s.json"] and missing == []
-    assert differ == ["b.csv (rel: 2 cell(s))"]
+    # a reliability within its tolerance (1e-6), a GAM row's r within its row's, words with a number in its last
+    # digit: equal; the same words with another count of seeds: a change
+    (old / "w.csv").write_text("method,reliability,r,why,models\nlinear,0.91,0.5,about 14 over 1 seed,+0.566 [+0.345]\n"
+                               "gam,0.9,0.2,,\n")
+    (new / "w.csv").write_text("method,reliability,r,why,models\nlinear,0.9100004,0.5,about 14 over 1 seed,"
+                               "+0.567 [+0.345]\ngam,0.9,0.2000001,,\n")
+    (old / "x.csv").write_text("method,why\nlinear,suggests 4 seeds\n")
+    (new / "x.csv").write_text("method,why\nlinear,suggests 3 seeds\n")
+    same, within, differ, missing = compare(new, old)
+    assert same == ["same.csv"] and sorted(within) == ["a.csv", "s.json", "w.csv"] and missing == []
+    assert differ == ["b.csv (rel: 2 cell(s); line 2 rel: 0.6 here, 0.5 committed (tolerance 1e-09))",
+                      "x.csv (why: 1 cell(s); line 2 (linear) why: suggests 3 seeds here, suggests 4 seeds committed "
+                      "(words))"]

@@ -1,6 +1,7 @@
 """What a user came for, in one table: per OOD pair, is the relation settled across model families (the same sign
 in every family, or a sign that flips), a null (no relation beyond ±equivalence in any family), or unsettled, with
-each family's seed-pooled partial r and the interval that decided. The report opens with it (under the curves);
+each family's seed-pooled estimate and the interval that decided, the one around the other (with the noise
+analysis the noise-free r and ci2, else the partial r and its CI). The report opens with it (under the curves);
 `oodcorr analyze` ends with its counts.
 
 The verdicts are stats.consistency's; `raw` (OOD testsets correlated without removing ID progress) is a
@@ -68,15 +69,17 @@ def _num(v) -> float:
 
 
 def _family_cell(row, suffix: str, noise: bool, alpha: float) -> str:
-    """'+0.92 [+0.75, +1.00] d': seed-pooled r and the interval that decides (noise-corrected when assessed)."""
+    """'+0.92 [+0.75, +1.00] d': one estimate and its own interval, the pair the verdict reads: with the noise
+    analysis the seed-pooled noise-free r (r_disattenuated) and its noise-corrected interval (ci2), else the
+    seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such."""
     if row is None:
         return "<td>·</td>"
-    r = _num(row.get(f"r{suffix}"))
+    point, low, high = ("r_disattenuated", "ci2_low", "ci2_high") if noise else ("r", "ci_low", "ci_high")
+    r, lo, hi = (_num(row.get(f"{c}{suffix}")) for c in (point, low, high))
     if not math.isfinite(r):
-        return "<td>–</td>"
-    lo, hi = (_num(row.get(f"ci2_{side}{suffix}")) for side in ("low", "high")) if noise else (math.nan, math.nan)
-    if not noise:
-        lo, hi = (_num(row.get(f"ci_{side}{suffix}")) for side in ("low", "high"))
+        observed = _num(row.get(f"r{suffix}"))
+        return f"<td>– <small>(observed r {observed:+.2f})</small></td>" if noise and math.isfinite(observed) \
+            else "<td>–</td>"
     mark = ""
     if math.isfinite(lo) and math.isfinite(hi):
         ci = f" [{lo:+.2f}, {hi:+.2f}]"
@@ -163,10 +166,12 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
             cells.append(f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
                          f"{html.escape(words.format(delta=delta))}{why}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    decided = "the noise-corrected 95 % interval" if noise else f"the seed-pooled 95 % CI (BH p &lt; {alpha}: <b>*</b>)"
-    legend = (f"<p class='legend'>Per family: the seed-pooled partial r ({html.escape(method)}, ID progress regressed "
-              f"out) and {decided}" + ("; <b>d</b> = distinguishable from noise (that interval excludes 0)" if noise
-                                       else "") +
+    cell = ("the seed-pooled noise-free partial r (r_disattenuated: testset noise taken out) and its noise-corrected "
+            "95 % interval (ci2), the two the verdict reads" if noise else
+            f"the seed-pooled partial r and its 95 % CI (BH p &lt; {alpha}: <b>*</b>)")
+    legend = (f"<p class='legend'>Per family: {cell} ({html.escape(method)}, ID progress regressed out)"
+              + ("; <b>d</b> = distinguishable from noise (that interval excludes 0); observed r = the partial r "
+                 "before the noise correction, shown only where the noise-free r is undefined" if noise else "") +
               "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
               f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
               "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>")

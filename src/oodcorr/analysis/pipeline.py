@@ -123,7 +123,7 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
     ckeys = [*SETUP, "method", "testset_a", "testset_b"]
     return {"partials": series.beside(tables["partials"], acc, keys, BASELINE_METRIC),
             "pooled": series.beside(tables["pooled"], pooled, pkeys, BASELINE_METRIC,
-                                    ("r", "ci_low", "ci_high", "p_bh", "ci2_low", "ci2_high")),
+                                    ("r", "ci_low", "ci_high", "p_bh", "r_disattenuated", "ci2_low", "ci2_high")),
             "consistency": series.beside(tables["consistency"], cons, ckeys, BASELINE_METRIC, ("verdict", "r_pooled")),
             "accuracy_partials": acc}
 

@@ -296,19 +296,20 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
                  f"(analyze.equivalence): no partial correlation stronger than {delta} in any model. "
                  "<i>insufficient_evidence</i> means the data cannot tell a null from a relation. Every method; "
                  "<code>raw</code> correlates the OOD testsets without removing ID progress, a reference for the "
-                 "others, not an answer to the question.</p>")
+                 "others, not an answer to the question. r here is the <i>observed</i> partial r (no noise "
+                 "correction) with its own CI; the verdicts read each model's noise-free r and ci2 (first table).</p>")
     setups = consistency[["train_set", "shots"]].drop_duplicates() if len(consistency) else []
     cols = (["train_set", "shots"] if len(setups) > 1 else []) + [
-        "method", "pair", "verdict", "n_models_valid", "n_models_sig", "n_models_equivalent", "sign_flip", "r_pooled",
-        "verdict_accuracy", "r_pooled_accuracy", "answer_bias", "models"]
+        "method", "pair", "verdict", "n_models_valid", "n_models_sig", "n_models_equivalent", "sign_flip",
+        "observed r pooled", "CI", "verdict_accuracy", "answer_bias", "models: observed r [CI]"]
     if len(consistency):
         order = {v: i for i, v in enumerate(_consistency.VERDICTS)}
-        shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"])
+        shown = consistency.assign(_o=consistency["verdict"].map(order)).sort_values(["method", "_o", "testset_a"]) \
+            .rename(columns={"r_pooled": "observed r pooled", "models": "models: observed r [CI]"})
         parts.append(table(shown, cols, css_col="verdict", label="every method and pair"))
 
     parts += _noise_section(summary, partials, reliability, figures, out)
     from oodcorr.analysis import answer_bias as _bias
-
     parts += _bias.report_section(answer_bias, partials, figures, lambda f, c: _img(out / "figures" / f, c), table)
 
     figs = sorted(figures)

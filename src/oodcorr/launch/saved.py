@@ -17,7 +17,6 @@ their CLI, as everywhere in launch/.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -31,14 +30,13 @@ import click
 from oodcorr.errors import UserError
 from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
+from oodcorr.launch.compare import compare
 from oodcorr.tracking.saved_view import ONE_THREAD, STUDIES  # the saved-study layout and analysis, written once
 
 REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
 REMOTE_URL = "studies-remote"
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
 RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary.json", "eval/accuracy.csv")
-# the committed tables: every file the analysis writes except figures, the report and its manifest
-NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json")
 RESULTS_GITIGNORE = "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n" \
                     "/.oodcorr-outputs.json\n"
 
@@ -136,15 +134,6 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> l
     return files
 
 
-def is_table(rel: str) -> bool:
-    return not any(rel == n or rel.startswith(n) for n in NOT_TABLES)
-
-
-def tables(folder: Path) -> dict[str, Path]:
-    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != ".gitignore" and is_table(p.relative_to(folder).as_posix())}
-
-
 def analyse(sdir: Path, keys: list[str], out: Path) -> None:
     """`oodcorr analyze` on the saved runs, single-threaded, no MLflow: the stage's own command."""
     cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(sdir / "params.yaml"), "--out", str(out),
@@ -155,72 +144,6 @@ def analyse(sdir: Path, keys: list[str], out: Path) -> None:
     if res.returncode != 0:
         last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise UserError(f"the analysis of {sdir} failed: {last[0]}")
-
-
-ROUNDING = 1e-9  # relative: what another machine's numerical libraries move in the last digits of a float
-
-
-def _num_close(u, v) -> bool:
-    try:
-        return math.isclose(float(u), float(v), rel_tol=ROUNDING, abs_tol=1e-12)
-    except (TypeError, ValueError):
-        return False
-
-
-def _close(x, y) -> bool:
-    """Equal values, floats within ROUNDING (relative) of each other, recursively through JSON structures."""
-    if isinstance(x, dict) and isinstance(y, dict):
-        return x.keys() == y.keys() and all(_close(x[k], y[k]) for k in x)
-    if isinstance(x, list) and isinstance(y, list):
-        return len(x) == len(y) and all(_close(u, v) for u, v in zip(x, y))
-    if isinstance(x, float) or isinstance(y, float):
-        return _num_close(x, y) or (x != x and y != y)
-    return x == y
-
-
-def csv_changes(a: Path, b: Path) -> dict[str, int] | None:
-    """{column: cells that differ beyond rounding} between two CSV tables of the same shape and header (None when
-    the shapes or headers differ)."""
-    import csv
-
-    ra, rb = (list(csv.reader(p.read_text().splitlines())) for p in (a, b))
-    if len(ra) != len(rb) or not ra or ra[0] != rb[0] or any(len(x) != len(y) for x, y in zip(ra, rb)):
-        return None
-    out: dict[str, int] = {}
-    for x, y in zip(ra[1:], rb[1:]):
-        for col, u, v in zip(ra[0], x, y):
-            if u != v and not _num_close(u, v):
-                out[col] = out.get(col, 0) + 1
-    return out
-
-
-def _json_close(a: Path, b: Path) -> bool:
-    import json
-
-    try:
-        return _close(json.loads(a.read_text()), json.loads(b.read_text()))
-    except ValueError:
-        return False
-
-
-def compare(new: Path, committed: Path) -> tuple[list[str], list[str], list[str], list[str]]:
-    """(identical, equal but for floating-point rounding, differing, missing on one side) table names; a differing
-    CSV is named with the columns whose cells moved beyond rounding, e.g. `reliability.csv (reliability: 38
-    cell(s))`."""
-    a, b = tables(new), tables(committed)
-    same, rounded, differ = [], [], []
-    for n in (n for n in a if n in b):
-        if a[n].read_bytes() == b[n].read_bytes():
-            same.append(n)
-            continue
-        changes = csv_changes(a[n], b[n]) if n.endswith(".csv") else None
-        if changes == {} or (n.endswith(".json") and _json_close(a[n], b[n])):
-            rounded.append(n)
-        elif changes:
-            differ.append(f"{n} ({', '.join(f'{c}: {k} cell(s)' for c, k in sorted(changes.items()))})")
-        else:
-            differ.append(n)
-    return same, rounded, differ, sorted(set(a) ^ set(b))
 
 
 def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -319,8 +242,8 @@ def reanalyze_cmd(name, check, pull):
     same, rounded, differ, missing = rebuild(sdir, keys, check)
     where = (sdir / "results").relative_to(root)
     echo(f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"
-         + (f", {len(rounded)} equal to {where}'s but for floating-point rounding (relative {ROUNDING:g}, "
-            f"this machine's numerical libraries): {', '.join(rounded)}" if rounded else "")
+         + (f", {len(rounded)} equal to {where}'s within the tolerances of this machine's numerical libraries "
+            f"(docs/studies.md): {', '.join(rounded)}" if rounded else "")
          + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "")
          + (f", {len(missing)} on one side only: {', '.join(missing)}" if missing else "")
          + ("" if check else f"; {where} rewritten"))

@@ -277,7 +277,8 @@ def cross_model(pooled: pd.DataFrame, alpha: float = ALPHA,
         )
         if "ci2_low" in g:
             row["models_two_level"] = "; ".join(
-                (f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f} r_dis {d:+.3f}" if np.isfinite(lo)
+                (f"{m}: r_dis {d:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f}, observed r {r:+.3f}"
+                 if np.isfinite(lo)
                  else f"{m}: — ({_first_flag(fl)})")
                 for m, r, lo, hi, ra, rb, d, fl in zip(g["model"], g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"],
                                                        g["rel_b"], g["r_disattenuated"], _flags(g)))

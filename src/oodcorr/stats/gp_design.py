@@ -111,8 +111,12 @@ def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
 
 
 def seeds_for_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float = 0.5, power: float = 0.8,
-                    alpha: float = 0.05, kernel: str = KERNEL, most: int = 256) -> int | None:
-    """The fewest seeds like these (their average design) for `power` at |rho|; None past `most`."""
+                    alpha: float = 0.05, kernel: str = KERNEL, most: int = 256,
+                    decimals: int | None = None) -> int | None:
+    """The fewest seeds like these (their average design) for `power` at |rho|; None past `most`. decimals: the
+    power is rounded to them first (the precision it is shown with), so a count in words does not depend on the
+    last bits of the fit."""
     k = np.arange(1, most + 1)
-    ok = np.nonzero(design_curve(seeds, sa2, sb2, ell, rho, alpha, kernel, k / max(len(seeds), 1))["power"] >= power)[0]
+    got = design_curve(seeds, sa2, sb2, ell, rho, alpha, kernel, k / max(len(seeds), 1))["power"]
+    ok = np.nonzero((got if decimals is None else np.round(got, decimals)) >= power)[0]
     return int(k[ok[0]]) if len(ok) else None

@@ -80,6 +80,16 @@ def _colcorr(A: np.ndarray, B: np.ndarray, axis: int = 0) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- reliability
 
+FLAT = 1e-20  # a residual whose sum of squares is below this share of its half's (at least 1) is zero but rounding
+
+
+def _flat(resid: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """Per split (column): the residual trajectory is numerically zero (the half is constant, or exactly explained
+    by the ID control), so a correlation with it would be computed from rounding noise and differ between CPUs."""
+    scale = np.maximum((np.asarray(half, float) ** 2).sum(axis=0), 1.0)
+    with np.errstate(invalid="ignore"):
+        return ~(((resid - resid.mean(axis=0)) ** 2).sum(axis=0) > FLAT * scale)
+
 def spearman_brown(c):
     c = np.asarray(c, float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -140,11 +150,13 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
             continue
         if kind == "ranked_ols":
             op = linear_operator(ranks(x))
-            ra, rb = op @ ranks(ya, 0), op @ ranks(yb, 0)
+            ha, hb = ranks(ya, 0), ranks(yb, 0)
         else:
             op = operator if operator is not None else linear_operator(x)
-            ra, rb = op @ ya, op @ yb
+            ha, hb = ya, yb
+        ra, rb = op @ ha, op @ hb
         c = _colcorr(ra, rb, axis=0)
+        c[_flat(ra, ha) | _flat(rb, hb)] = np.nan  # no residual: its correlation would be the last bits' noise
         out[method] = (math.nan, "constant_halves") if not np.isfinite(c).any() else \
             (float(spearman_brown(np.nanmean(c))), "")
     return out

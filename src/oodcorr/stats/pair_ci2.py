@@ -23,6 +23,7 @@ CI2_EXTRA = {"ci2_ell": "ell", "ci2_why": "why", "r_even": "r_even", "ci2even_lo
              "ci2even_high": "even_high"}
 PLAN_R = 0.5  # the correlation the words size a study for
 PLAN_POWER = 0.8
+SHOWN = 2  # decimals the words show a reliability, a width and a power with: every choice of words reads them
 
 
 def seed_dict(data: dict, a: str, b: str) -> dict:
@@ -49,20 +50,21 @@ def interval(inputs: list[dict], a: str, b: str, alpha: float) -> dict:
 
 
 def words(res: dict, n_runs: int) -> str:
-    """Why an interval says little, in a user's words ("" where it excludes 0 or is narrow)."""
+    """Why an interval says little, in a user's words ("" where it excludes 0 or is narrow). Every threshold reads
+    its number rounded to SHOWN decimals, so another CPU's last bits cannot change a word or a count."""
     if res["reason"]:
         return {"few_checkpoints": "fewer than 5 checkpoints, or an ID series that does not move",
                 "constant": "a testset's residual trajectory does not move"}.get(res["reason"], res["reason"])
     lo, hi = res["ci_low"], res["ci_high"]
-    if lo > 0 or hi < 0 or hi - lo <= 0.6:
+    if lo > 0 or hi < 0 or round(hi - lo, SHOWN) <= 0.6:
         return ""
     seeds = "seed" if n_runs == 1 else "seeds"
     text = f"about {res['n_eff']:.0f} effectively independent checkpoints over {n_runs} {seeds}"
-    low = [f"{t} {r:.2f}" for t, r in (("a", res["rel_a"]), ("b", res["rel_b"])) if r < 0.5]
+    low = [f"{t} {r:.2f}" for t, r in (("a", res["rel_a"]), ("b", res["rel_b"])) if round(r, SHOWN) < 0.5]
     if low:
         text += f"; item noise dominates (reliability {', '.join(low)}: more items per testset)"
     need = seeds_for_power(res["terms"], res["sa2"], res["sb2"], res["ell"], PLAN_R, PLAN_POWER,
-                           kernel=res["kernel"]) if res["terms"] and res["sa2"] > 0 else None
+                           kernel=res["kernel"], decimals=SHOWN) if res["terms"] and res["sa2"] > 0 else None
     if need is None:
         text += f"; `oodcorr plan`: out of reach by seeds alone at |r| = {PLAN_R}"
     elif need > n_runs:

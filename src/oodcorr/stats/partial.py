@@ -39,7 +39,7 @@ from oodcorr.stats.residualise import (  # noqa: F401
     DEGENERATE,
     GAM_ALPHAS,
     GAM_MIN_N,
-    RANK_DECIMALS,
+    RANK_TIE,
     _corr_cols,
     gam_basis_df,
     gam_design,

@@ -70,15 +70,26 @@ def gam_fit(x: np.ndarray, Y: np.ndarray, alphas=GAM_ALPHAS):
     return resid, edf, chosen
 
 
-RANK_DECIMALS = 12  # values equal to this many decimals tie: sums taken in another order (another machine's
-# numerical libraries) differ in the last bits, and would otherwise break a tie one way or the other
+RANK_TIE = 1e-10  # values closer than this (a chain of such gaps) tie: sums taken in another order (another machine's
+# numerical libraries) differ in the last bits. A gap, not rounding to decimals: a value of a balanced metric or an
+# AUC can sit exactly on a rounding boundary, where the last bits decide; distinct values of such a metric differ by
+# >= 1 / (2 n1 n0) items (about 1e-6), so a gap near 1e-10 is never a rounding question.
 
 
 def ranks(a: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Average ranks along `axis`, near-equal values (to RANK_DECIMALS) tied."""
+    """Average ranks along `axis`, values within RANK_TIE of a neighbour tied (NaN: as scipy's rankdata)."""
     from scipy.stats import rankdata
 
-    return rankdata(np.round(np.asarray(a, float), RANK_DECIMALS), axis=axis)
+    a = np.moveaxis(np.asarray(a, float), axis, -1)
+    order = np.argsort(a, axis=-1, kind="stable")
+    s = np.take_along_axis(a, order, -1)
+    with np.errstate(invalid="ignore"):
+        new = np.concatenate([np.ones(s.shape[:-1] + (1,), bool), ~(np.diff(s, axis=-1) <= RANK_TIE)], -1)
+    group = np.cumsum(new, axis=-1).astype(float)
+    group[np.isnan(s)] = np.nan
+    tied = np.empty_like(group)
+    np.put_along_axis(tied, order, group, -1)
+    return np.moveaxis(rankdata(tied, axis=-1), -1, axis)
 
 
 def _corr_cols(R: np.ndarray) -> np.ndarray:
