@@ -10,6 +10,7 @@ and predictions; the statistics it computes with are in oodcorr.stats.
   headline.py     results/metrics.json, the numbers `dvc metrics show` prints
   overview.py     the terminal summary and the report's first table
   report.py       self-contained report.html
+  html_parts.py   its CSS, number formats, tables and inline figures
   plots.py        heatmaps, residual scatter grid, accuracy curves
   mlflow_log.py   the analysis' one MLflow run (log_to_mlflow)
 
