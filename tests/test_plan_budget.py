@@ -217,9 +217,8 @@ def test_throughput_is_the_chosen_models_and_dtypes_measured_here_or_must_be_giv
 
 
 def test_the_package_ships_its_rates_and_never_reads_the_bench_folder():
-    from study_helpers import REPO
-
     from oodcorr.planner.rates import PACKAGED_RATES, read_rates
+    from study_helpers import REPO
 
     shipped = read_rates(PACKAGED_RATES)
     assert shipped["scoring"] and shipped["training"]

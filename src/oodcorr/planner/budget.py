@@ -12,7 +12,8 @@ gain information from seeds, not from more checkpoints of the same curve.
                        variance at n checkpoints, as gp_interval reports its rel_a / rel_b)
   power              = design_curve(n checkpoints, the median reliable testset at I items on both sides,
                        rho = 0.5, copies = seeds) times the chance that the reliability gate lets the family give a
-                       verdict (gp_design.gate_pass: both fitted reliabilities reach the floor); 0 where any kept testset's reliability at I items, with the
+                       verdict (gp_design.gate_pass: both fitted reliabilities reach the floor);
+                       0 where any kept testset's reliability at I items, with the
                        ID leak, stays below RELIABILITY_FLOOR in any family (a pilot's families each with their
                        own signal and item variances): the verdicts read a pair only when both reach it in both
   consistent null    = P(both ends of the interval inside +/- margin | rho = 0), the estimate normal with the

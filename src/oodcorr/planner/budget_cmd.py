@@ -11,8 +11,16 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
-from oodcorr.planner.budget import CHECKPOINTS, MAX_SEEDS, _describe, one_thread, params_fragment, \
-    prediction_caveat, required_budget_text, search
+from oodcorr.planner.budget import (
+    CHECKPOINTS,
+    MAX_SEEDS,
+    _describe,
+    one_thread,
+    params_fragment,
+    prediction_caveat,
+    required_budget_text,
+    search,
+)
 
 DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
 
@@ -94,9 +102,9 @@ def _inputs(o: dict, pilot, study) -> tuple[dict, list, str, str, dict | None]:
         id_name = o["id_testset"]
         idt = {"item_var": (o["id_item_sd"] or o["item_sd"]) ** 2, "size": sizes.get(id_name, o["max_items"])}
         ell, beta = o["ell"], o["id_slope"]
-        families = [(o["model_name"] or DEFAULTS["model"], o["train_set"], id_name, o["shots"])]
-        where = (f"stated values; length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD {o['item_sd']:g}, slope on "
-                 f"ID {beta:g}")
+        families = [(m, o["train_set"], id_name, o["shots"]) for m in o["model_names"] or [DEFAULTS["model"]]]
+        where = (f"stated values; length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD {o['item_sd']:g}, "
+                 f"slope on ID {beta:g}")
     model = {"ood": ood, "id": {"name": id_name, **idt}, "ell": ell, "beta": beta,
              "recipes": pm.get("recipes", {}) if pilot else {}}
     return model, families, o["model_name"] or families[0][0], where, pm
@@ -110,17 +118,21 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
     from oodcorr.planner.settle import expected_settled
 
     check_inputs(o)
-    models = o["models"] or tuple(study.models)
-    if len(models) > 1 and (o["examples_per_s"] is None or o["train_hours"] is None):
-        raise UserError(f"plan --budget: one --model prices the runs (the study has {', '.join(models)}); give one, "
-                        "or --examples-per-s and --train-hours")
+    models = list(dict.fromkeys(o["models"] or study.models))
+    o["model_names"] = models
     o["model_name"] = models[0] if models else None
     s = study.settings
     margin = o["margin"] if o["margin"] is not None else s.equivalence
     with one_thread():
         model, families, model_name, where, pm = _inputs(o, pilot, study)
-    rates = rates_for(study.root, model_name, o["dtype"] or study.dtype, o["examples_per_s"], o["train_hours"],
-                      o["train_steps"] or study.train_steps, say=(lambda m: click.echo(m, err=True)))
+    priced = list(dict.fromkeys(o["models"])) or (sorted({f[0] for f in families}) if pm else models) or [model_name]
+    each = [rates_for(study.root, m, o["dtype"] or study.dtype, o["examples_per_s"], o["train_hours"],
+                      o["train_steps"] or study.train_steps, say=(lambda m: click.echo(m, err=True))) for m in priced]
+    rates = each[0] if len(each) == 1 else {  # a family's run at each model's rates: their mean time per run
+        "dtype": each[0]["dtype"], "examples_per_s": len(each) / sum(1 / r["examples_per_s"] for r in each),
+        "train_h": sum(r["train_h"] for r in each) / len(each),
+        "eval_source": "; ".join(f"{m} {r['examples_per_s']:.3g}/s: {r['eval_source']}" for m, r in zip(priced, each)),
+        "train_source": "; ".join(f"{m} {r['train_h']:.3g} h: {r['train_source']}" for m, r in zip(priced, each))}
     n_fam = o["families"] or len(families)
     cost = {"families": n_fam, "train_h": rates["train_h"], "examples_per_s": rates["examples_per_s"],
             "trained_seeds": o["trained_seeds"]}
@@ -140,8 +152,14 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
     elif best:
         best["caveat"] = prediction_caveat(best, model["ell"])
     ctx = {"budget": o["budget"], "source": where, "rates": rates, "families": n_fam, "margin": margin,
-           "model_name": model_name, "trained_seeds": o["trained_seeds"], "settings": s, "study": study.path,
+           "model_name": ", ".join(priced), "trained_seeds": o["trained_seeds"], "settings": s, "study": study.path,
            "pilot": pm, "write_params": o["write_params"], "need": required_budget_text(res)}
+    if o["write_params"] and not best:  # refused before any printout: one line, nothing written
+        raise UserError(f"plan: not written to {o['write_params']}: no design fits within {o['budget']:g} h; "
+                        f"{ctx['need']}")
+    if o["write_params"] and best["power"] < o["target_power"]:
+        raise UserError(f"plan: not written to {o['write_params']}: this budget buys power {best['power']:.2f} "
+                        f"< --power {o['target_power']:g}; {ctx['need']}")
     if as_json:
         click.echo(json.dumps({"budget_h": o["budget"], "source": where, "rates": rates, "families": n_fam,
                                "reliability_full_size": res["reliability_full"], "kept": res["kept"],
@@ -152,10 +170,7 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
                               default=float))
     else:
         print_budget(ctx, res, rel, best, details)
-    if o["write_params"] and best:
-        if best["power"] < o["target_power"]:
-            raise UserError(f"plan: not written to {o['write_params']}: this budget's design has power "
-                            f"{best['power']:.2f} < --power {o['target_power']:g}; {ctx['need']}")
+    if o["write_params"]:
         header = [f"oodcorr plan --budget {o['budget']:g}: {_describe(best)}, {n_fam} run(s) per seed: "
                   f"{best['hours']:.1f} h",
                   f"expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair), "

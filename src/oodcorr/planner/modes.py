@@ -36,7 +36,7 @@ def interval_at(n: int, signal_var: float, noise: float, leak: float, ell: float
     """Arrays over `seeds`: the interval's expected half-width on r at r0, its power at |r0| counting a gated
     family as no verdict, and the gate's pass rate."""
     from oodcorr.stats.gp_design import design_curve
-    from oodcorr.stats.gp_interval import n_eff_of, lr_cut
+    from oodcorr.stats.gp_interval import lr_cut, n_eff_of
     from oodcorr.stats.gp_model import KERNEL
 
     terms = _terms(n, noise, leak)
@@ -72,7 +72,8 @@ def half_width_plan(signal_var, item_var, leak, ell, half_width, target_rel, see
         items = items_for(target_rel, signal_var, item_var, n, ell, leak)
         if items == math.inf:
             continue
-        res = interval_at(n, signal_var, item_var / items, leak, ell, r0, alpha, floor, np.arange(1, MAX_PLAN_SEEDS + 1))
+        res = interval_at(n, signal_var, item_var / items, leak, ell, r0, alpha, floor,
+                          np.arange(1, MAX_PLAN_SEEDS + 1))
         ok = np.flatnonzero(res["half"] <= half_width)
         ok = ok[ok >= seeds - 1]
         if not len(ok):

@@ -4,9 +4,9 @@ refused (one line naming the run) below PILOT_MIN_CHECKPOINTS checkpoints or wit
 Pilot (gp_interval on every pair of OOD testsets, the seeds of a model pooled): per testset the signal variance
 of its residual trajectory (the fitted sa2 / sb2, median over its pairs and models) and the per-item noise
 variance (residual_noise, the item noise per checkpoint left in the residual space, times its item count: a
-checkpoint's noise variance at I items is that over I); the length-scale (median over pairs); the slope of the OOD series on ID (median
-|beta|), which carries the ID testset's item noise into both residuals; the ID testset's per-item variance
-in the same residual space.
+checkpoint's noise variance at I items is that over I); the length-scale (median over pairs); the slope of the OOD
+series on ID (median |beta|), which carries the ID testset's item noise into both residuals; the ID testset's
+per-item variance in the same residual space.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
 
 def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     """The planner's inputs measured on a pilot (module notes): {"ood": {testset: {signal_var, item_var,
-    items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta", "families": [(model, train_set, id_testset, shots)],
-    "n_runs", "n_pairs"}."""
+    items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta",
+    "families": [(model, train_set, id_testset, shots)], "n_runs", "n_pairs"}."""
     from oodcorr.predictions import load_items
     from oodcorr.run_tables import build_runs, load_metrics
     from oodcorr.stats.gp_interval import gp_interval
@@ -143,7 +143,6 @@ def family_recipes(files: list[str], families: list) -> dict:
     """{family: {train key: value}}: the training settings in which the pilot's families differ (e.g. Gemma's own
     lr), read from each run's run.json beside its metrics file, so a planned study trains them as the pilot did.
     A family whose run.json is missing gets none."""
-    import json
 
     configs = {}
     for f in files:

@@ -146,8 +146,8 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
                f"{out['items_per_testset']} items per testset ({source})")
     click.echo(f"  it can show: an interval on partial r of half-width {out['expected_half_width']:.3f} <= "
                f"{o['half_width']} at r = {o['r0']}, every residual at reliability >= {o['target_rel']}")
-    click.echo(f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x {o['testsets']} = "
-               f"{per_run:,} examples per run; x {o['runs']} runs = {per_run * o['runs']:,}")
+    click.echo(f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x "
+               f"{o['testsets']} = {per_run:,} examples per run; x {o['runs']} runs = {per_run * o['runs']:,}")
     if hours is not None:
         click.echo(f"  time                 : {hours:.1f} h at {eps:.3g} examples/s"
                    + (f" (measured: {where})" if where else ""))

@@ -110,7 +110,8 @@ def lookup(root: Path, kind: str, model: str, dtype: str) -> tuple[float | None,
     for path in (root / PROJECT_RATES, PACKAGED_RATES):
         row = _match(read_rates(path)[kind], model, dtype, device, machine)
         if row:
-            return float(row[field]), f"{path.name if path == PACKAGED_RATES else PROJECT_RATES}: {row.get('source')}", ""
+            name = path.name if path == PACKAGED_RATES else PROJECT_RATES
+            return float(row[field]), f"{name}: {row.get('source')}", ""
     others = [f"{r['model']} {r['dtype']} on {r['machine']}" for r in read_rates(PACKAGED_RATES)[kind]]
     why = f"no {kind} rate measured for {model} at {dtype} on this machine ({machine})"
     return None, "", why + (f"; the package's rates are for {', '.join(others)}" if others else "")

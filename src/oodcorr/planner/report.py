@@ -80,8 +80,9 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
         return
     click.echo(f"  details: {ctx['source']}; study settings from {ctx['study'] or 'defaults (no params.yaml)'}")
     click.echo(f"    reliability at full size: {rel} (kept >= {res['floor']:g}: {len(res['kept'])})")
-    click.echo(f"    median reliable pair: {best['median_testset']} on both sides, reliability {best['reliability']:.2f};"
-               f" the least reliable kept testset in any family: {best['weakest_testset']} {best['weakest']:.2f}; "
+    click.echo(f"    median reliable pair: {best['median_testset']} on both sides, reliability "
+               f"{best['reliability']:.2f}; the least reliable kept testset in any family: {best['weakest_testset']} "
+               f"{best['weakest']:.2f}; "
                f"gate passed by {best['gate']:.2f} of families at |r| = {r:g}, {best['gate_null']:.2f} at 0")
     for p in st["per_pair"]:
         click.echo(f"    {p['a']} x {p['b']}: settles with {p['if_r']:.2f} at |r| = {r:g}, {p['if_0']:.2f} at 0")
