@@ -46,8 +46,11 @@ def _prompts(n: int, seed: int = 0) -> list[str]:
 
 
 def _load(model_name: str, dtype: str):
+    from transformers.utils import logging as hf_logging
+
     from oodcorr.modeling.model_loading import load_base_model
 
+    hf_logging.disable_progress_bar()  # the plan's own line says what is being measured
     model, tok, info = load_base_model(model_name, quantization="none", dtype=dtype)
     return model, tok, info
 

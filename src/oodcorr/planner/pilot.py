@@ -116,6 +116,7 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     v, n_items = item_var(id_name)
     return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
             "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells),
+            "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
             "recipes": family_recipes(files, list(families))}
 
 
