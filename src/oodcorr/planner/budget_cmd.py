@@ -131,8 +131,10 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
     rates = each[0] if len(each) == 1 else {  # a family's run at each model's rates: their mean time per run
         "dtype": each[0]["dtype"], "examples_per_s": len(each) / sum(1 / r["examples_per_s"] for r in each),
         "train_h": sum(r["train_h"] for r in each) / len(each),
-        "eval_source": "; ".join(f"{m} {r['examples_per_s']:.3g}/s: {r['eval_source']}" for m, r in zip(priced, each)),
-        "train_source": "; ".join(f"{m} {r['train_h']:.3g} h: {r['train_source']}" for m, r in zip(priced, each))}
+        "eval_source": "mean over " + ", ".join(f"{m} {r['examples_per_s']:.3g}/s" for m, r in zip(priced, each))
+                       + f"; {_where(each, 'eval_source')}",
+        "train_source": "mean over " + ", ".join(f"{m} {r['train_h']:.3g} h" for m, r in zip(priced, each))
+                        + f"; {_where(each, 'train_source')}"}
     n_fam = o["families"] or len(families)
     cost = {"families": n_fam, "train_h": rates["train_h"], "examples_per_s": rates["examples_per_s"],
             "trained_seeds": o["trained_seeds"]}
@@ -188,6 +190,11 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
         write_text(Path(o["write_params"]), text)
         if not as_json:
             click.echo(f"  params fragment written: {o['write_params']}")
+
+
+def _where(each: list[dict], key: str) -> str:
+    """Where several models' rates come from, said once where they share it (the file before the first colon)."""
+    return "; ".join(dict.fromkeys(r[key].split(": ")[0] for r in each))
 
 
 def _simulated(model: dict, best: dict, margin: float, reps: int, r: float, alpha: float, floor: float) -> dict:

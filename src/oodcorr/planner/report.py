@@ -50,7 +50,7 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
                f"power {best['power']:.2f} per pair (target {res['target_power']:g}; median pair: "
                f"{best['median_testset']}, reliability {best['reliability']:.2f}); a true 0 as a consistent null "
                f"at +/-{margin:g} with {best['null_power']:.2f}")
-    hps = f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair" if st["if_r"] > 0 else \
+    hps = f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair" if st["if_r"] >= 0.05 else \
         "no pair expected to settle"
     click.echo(f"  settles: {st['if_r']:.1f} of {st['pairs']} pairs expected if every pair's |r| is {r:g} "
                f"({hps}); {st['if_0']:.1f} if every pair's r is 0 (a pair settles when every family agrees)")
