@@ -74,7 +74,8 @@ def main(argv=None) -> dict:
         model = {**p, "ood": {n: {**p["ood"][n], "size": t["ood"][n]["items"]} for n in names}}
         seeds = max(1, t["n_runs"] // len(t["families"]))
         design = {"checkpoints": t["checkpoints"], "seeds": seeds,
-                  "ood_items": max(x["items"] for x in t["ood"].values()), "id_items": t["id"]["items"], "hours": CPU_HOURS.get(target, float("nan"))}
+                  "ood_items": max(x["items"] for x in t["ood"].values()),
+                  "id_items": t["id"]["items"], "hours": CPU_HOURS.get(target, float("nan"))}
         with one_thread():
             st = expected_settled(model, design, names, len(t["families"]), s.equivalence, s.alpha, 0.5,
                                   s.reliability_min)
