@@ -23,6 +23,7 @@ from oodcorr.errors import UserError
 ITEM_COUNTS = (64, 128, 256, 350, 500, 1000, 2000)
 MAX_CHECKPOINTS = 200  # larger designs are reported as not reachable by checkpoints
 MAX_PLAN_SEEDS = 64
+SEEDS_AT = 17  # where checkpoints alone cannot reach the power: the seeds that do at this many checkpoints
 
 
 def _terms(n, noise, leak):
@@ -127,6 +128,11 @@ def power_rows(signal_var, item_var, leak, ell, r1, target, seeds, items=ITEM_CO
                 lo = mid + 1
         n = found
         rel = reliability(signal_var, item_var, k, n or MAX_CHECKPOINTS, ell, leak) if k else math.sqrt(rel_product)
-        rows.append({"items": k, "reliability": rel, "checkpoints": n,
-                     "power": None if n is None else pw(n, noise)})
+        row = {"items": k, "reliability": rel, "checkpoints": n, "power": None if n is None else pw(n, noise)}
+        if n is None:  # smooth curves: seeds add what checkpoints cannot; the fewest at SEEDS_AT checkpoints
+            many = interval_at(SEEDS_AT, signal_var, noise(SEEDS_AT), leak, ell, abs(r1), alpha, floor,
+                               np.arange(1, MAX_PLAN_SEEDS + 1))["power"]
+            hit = np.flatnonzero(many >= target)
+            row["seeds_at"] = {"checkpoints": SEEDS_AT, "seeds": int(hit[0]) + 1 if len(hit) else None}
+        rows.append(row)
     return rows

@@ -119,8 +119,11 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
         for row in rows:
             what = f"{row['items']:>6} items" if row["items"] is not None else "stated product"
             if row["checkpoints"] is None:
-                click.echo(f"  {what}: not reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s): "
-                           "more seeds (the trajectories are smooth: seeds add what checkpoints cannot)")
+                at = row["seeds_at"]
+                more = (f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it" if at["seeds"] else
+                        f"not with <= 64 seeds at {at['checkpoints']} checkpoints either")
+                click.echo(f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not reachable "
+                           f"with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}")
             else:
                 click.echo(f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
                            f"{row['reliability']:.2f})")
