@@ -105,7 +105,7 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
     inputs, source = _pair_inputs(pilot, o)
     args = (inputs["signal_var"], inputs["item_var"], inputs["leak"], inputs["ell"])
     if o["detect_r"] is not None:
-        from oodcorr.planner.modes import ITEM_COUNTS, MAX_CHECKPOINTS, power_rows
+        from oodcorr.planner.modes import ITEM_COUNTS, MAX_CHECKPOINTS, MAX_PLAN_SEEDS, power_rows
 
         rows = power_rows(*args, o["detect_r"], o["target_power"], o["seeds"], tuple(o["item_counts"]) or ITEM_COUNTS,
                           o["reliability_product"], s.alpha, s.reliability_min)
@@ -121,9 +121,9 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
             if row["checkpoints"] is None:
                 at = row["seeds_at"]
                 more = (f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it" if at["seeds"] else
-                        f"not with <= 64 seeds at {at['checkpoints']} checkpoints either")
-                click.echo(f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not reachable "
-                           f"with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}")
+                        f"not with <= {MAX_PLAN_SEEDS} seeds at {at['checkpoints']} checkpoints either")
+                click.echo(f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not "
+                           f"reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}")
             else:
                 click.echo(f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
                            f"{row['reliability']:.2f})")
