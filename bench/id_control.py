@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interval_grid import cell_key, cell_rngs, simulate  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "id_control.json"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
 MARKERS = ("<!-- id_control:start -->\n", "<!-- id_control:end -->")
 CONTROLS = ("latent", "observed")
 
@@ -107,7 +107,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--generator", choices=("grid", "curve", "both"), default="both")
     ap.add_argument("--markdown", action="store_true", help="print the table from the results file")
-    ap.add_argument("--update-docs", action="store_true", help="write it between the id_control markers of docs/statistics.md")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write it between the id_control markers of docs/statistics-reference.md")
     args = ap.parse_args(argv)
     if args.markdown:
         sys.stdout.write(table(json.loads(OUT.read_text())["rows"]))

@@ -62,7 +62,7 @@ already there with the same replicates and intervals, computed by the same versi
 (sha1 of src/oodcorr/stats/gp_interval.py / interval.py in each row); per cell and interval the last line with
 that interval wins, so `--methods new` keeps the earlier interval's results of a cell), and a summary
 bench/results/interval_grid.json rewritten after every run from all lines. `--markdown` prints the tables of
-docs/statistics.md ("Measured: the interval on smooth trajectories") from the .jsonl file.
+docs/statistics-reference.md ("Measured: the interval on smooth trajectories") from the .jsonl file.
 
 Usage:
     python bench/interval_grid.py                                   # the whole grid, 200 replicates per cell
@@ -71,7 +71,7 @@ Usage:
     python bench/interval_grid.py --cells 'base|gp0.2|id128|S1|n40|*'       # glob on cell keys
     python bench/interval_grid.py --quick                           # CI-sized subset (< 60 s), in the temp dir
     python bench/interval_grid.py --markdown                        # the docs tables from the results file
-    python bench/interval_grid.py --update-docs                     # ... written into docs/statistics.md
+    python bench/interval_grid.py --update-docs                     # ... written into docs/statistics-reference.md
     python bench/interval_grid.py --calibrate                       # reliabilities at 128 items per dependence
 """
 
@@ -108,7 +108,7 @@ DISCRIMINATION_SD = 0.3
 CURVE = {"plateau": 1.5, "plateau_sd": 0.1, "rate": 0.3, "rate_sd": 0.2, "wiggle": 0.08}
 BETA = (0.5, 1.0)
 # calibrated with --calibrate: split-half reliability of a 128-item OOD residual trajectory about 0.7 at 20
-# checkpoints (see the module notes and docs/statistics.md)
+# checkpoints (see the module notes and docs/statistics-reference.md)
 SIGNAL_SD = {"gp0.1": 0.28, "gp0.2": 0.46, "ar0.5": 0.25, "ar0.8": 0.31, "iid": 0.20}
 ANSWER_BIAS = {"sd": 1.0, "smooth_share": 0.5, "length_scale": 0.2, "gold_yes": (0.5, 0.3, 0.4)}
 RELIABILITY_MIN = 0.5
@@ -574,12 +574,12 @@ def markdown(jsonl: Path = OUT) -> str:
     return "\n".join(lines) + "\n"
 
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
 MARKERS = ("<!-- interval_grid:start -->", "<!-- interval_grid:end -->")
 
 
 def update_docs(jsonl: Path = OUT, docs: Path = DOCS) -> None:
-    """Replace what lies between the interval_grid markers of docs/statistics.md with markdown(jsonl)."""
+    """Replace what lies between the interval_grid markers of docs/statistics-reference.md with markdown(jsonl)."""
     text = docs.read_text()
     head, rest = text.split(MARKERS[0])
     _, tail = rest.split(MARKERS[1])
@@ -644,7 +644,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help=f"results .jsonl (default {OUT}; --quick: {QUICK_OUT})")
     ap.add_argument("--markdown", action="store_true", help="print the docs tables from the results file")
     ap.add_argument("--update-docs", action="store_true",
-                    help="write those tables between the interval_grid markers of docs/statistics.md")
+                    help="write those tables between the interval_grid markers of docs/statistics-reference.md")
     ap.add_argument("--calibrate", action="store_true",
                     help="print the reliabilities of a 128-item OOD testset (--id-items, --checkpoints, --reps)")
     ap.add_argument("--list", action="store_true", help="list the selected cells and exit")

@@ -11,7 +11,7 @@ at that size.
 
   python bench/item_resample.py --draws 40                       # writes bench/results/item_resample.json
   python bench/item_resample.py --study twofamily --sizes mnli_real=128,scitail_real=256,snli_real=256
-  python bench/item_resample.py --markdown    # the table in docs/statistics.md, from the committed results
+  python bench/item_resample.py --markdown    # the table in docs/statistics-reference.md, from the committed results
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from oodcorr.metrics import table_metrics  # noqa: E402
 from oodcorr.settings.config import read_yaml  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "item_resample.json"
-TABLED = (OUT, OUT.with_name("item_resample_id512.json"))  # the results docs/statistics.md shows
+TABLED = (OUT, OUT.with_name("item_resample_id512.json"))  # the results docs/statistics-reference.md shows
 FAMILY = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 TESTSET = {"mnli_real": "MNLI", "scitail_real": "SciTail", "snli_real": "SNLI"}
 

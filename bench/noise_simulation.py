@@ -376,7 +376,8 @@ def grid_summary(rows: list, reps: int, quick: bool, seconds: float) -> dict:
 
 
 def grid_markdown(grid: dict) -> str:
-    """The docs table (docs/statistics.md) of an interval grid result: one row per scenario x checkpoints x items."""
+    """The docs table (docs/statistics-reference.md) of an interval grid result: a row per scenario x checkpoints x
+    items."""
     cells = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in grid["cells"]}
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     lines = ["| scenario | checkpoints | items | coverage r=0 | r=0.5 | r=0.8 | false distinguishable (r=0) | "

@@ -12,7 +12,7 @@ plan_simulate's (simulate_design), with this check's ID curve.
   python bench/plan_power_check.py --reps 100 --cells 5 6 --seed 5   # reruns those cells, keeps the others
   python bench/plan_power_check.py --reps 400 --cells 0 --seed 7 --pool   # 400 more replicates of cell 0
   python bench/plan_power_check.py --predict            # the planner's columns again, simulations kept
-  python bench/plan_power_check.py --markdown           # the table in docs/statistics.md
+  python bench/plan_power_check.py --markdown           # the table in docs/statistics-reference.md
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def pooled(old: dict, new: dict) -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The docs' table (docs/statistics.md) from a results file's contents."""
+    """The docs' table (docs/statistics-reference.md) from a results file's contents."""
     lines = ["| curves | length-scale | checkpoints | seeds | reliability | r | excludes 0: predicted | simulated "
              "| consistent null: predicted | simulated | replicates |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result["cells"]:

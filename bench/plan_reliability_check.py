@@ -13,7 +13,7 @@ residual space the interval fits; a testset's items are the same at every checkp
 shared by all checkpoints and leaves with the intercept and the ID slope).
 
   python bench/plan_reliability_check.py              # writes bench/results/plan_reliability_check.json
-  python bench/plan_reliability_check.py --markdown   # the table in docs/statistics.md
+  python bench/plan_reliability_check.py --markdown   # the table in docs/statistics-reference.md
 
 Needs the pilots' predictions (`dvc pull studies/NAME` or `oodcorr study reanalyze NAME` fetches them).
 """

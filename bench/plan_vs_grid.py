@@ -9,7 +9,7 @@ the cell's seeds and r (gp_design.design_power) is set against the share of the 
 excluded 0. No simulation runs here; the grid has 60 replicates a cell (Monte Carlo SE about 0.06).
 
   python bench/plan_vs_grid.py              # writes bench/results/plan_vs_grid.json
-  python bench/plan_vs_grid.py --markdown   # the table in docs/statistics.md
+  python bench/plan_vs_grid.py --markdown   # the table in docs/statistics-reference.md
 """
 
 from __future__ import annotations

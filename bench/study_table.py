@@ -1,7 +1,8 @@
 """The findings table of a saved study, per OOD pair and family, from its committed tables (no analysis run).
 
   python bench/study_table.py sick            # prints the Markdown table docs/studies.md shows for studies/sick
-  python bench/study_table.py sick --across   # the README's: each family's r and interval, and across the two
+  python bench/study_table.py sick --across   # each family's r and interval, and across the two
+  python bench/study_table.py twofamily sick --findings   # the README's one table: those rows, study by study
   python bench/study_table.py sick --facts    # what the pages say beside it: seeds alone, rank/GAM, definedness
 
 Each cell: the seeds-pooled linear partial r of `balanced_margin` with its noise-corrected 95 % interval (the
@@ -104,6 +105,15 @@ def across(name: str) -> str:
     return "\n".join(lines)
 
 
+def findings(names: list[str]) -> str:
+    """The README's one table of what the saved studies found: across()'s rows of each study, the study named
+    first."""
+    tables = [across(n).splitlines() for n in names]
+    assert len({t[0] for t in tables}) == 1, "the studies' families differ"
+    lines = ["| study " + tables[0][0], "|---" + tables[0][1]]
+    return "\n".join(lines + [f"| {n} {row}" for n, t in zip(names, tables) for row in t[2:]])
+
+
 def defined(name: str) -> dict:
     """{method: (defined, rows)} over the per-run rows whose two fitted reliabilities are both >= 0.5, and
     ("pooled", method) over the seeds-pooled rows: how often the data gave the interval."""
@@ -150,8 +160,13 @@ def facts(name: str) -> str:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("name", help="the study's folder under studies/")
+    ap.add_argument("name", nargs="+", help="the study's folder under studies/ (--findings: several)")
     ap.add_argument("--across", action="store_true", help="the README's table (families side by side, in words)")
     ap.add_argument("--facts", action="store_true", help="seeds that settle a pair alone, rank/GAM, definedness")
+    ap.add_argument("--findings", action="store_true", help="the README's table over the studies named")
     args = ap.parse_args()
-    print(across(args.name) if args.across else facts(args.name) if args.facts else table(args.name))
+    if args.findings:
+        print(findings(args.name))
+    else:
+        name = args.name[0]
+        print(across(name) if args.across else facts(name) if args.facts else table(name))

@@ -1,7 +1,7 @@
 """Screenshot the MLflow UI of a study (a real `mlflow server` on 127.0.0.1) or its report, in headless
 Chromium, 1400 px wide, with a fresh, empty browser profile: what a new user sees on opening the link. On its
 first visit to a server on 127.0.0.1 MLflow opens its Assistant panel over the right part of the page; like the
-README tells the user, the script closes it (its × button) before the picture is taken.
+docs/mlflow.md tells the user, the script closes it (its × button) before the picture is taken.
 
     python scripts/mlflow_screenshot.py --project . --view table  --out docs/mlflow-runs-table.png
     python scripts/mlflow_screenshot.py --project . --view chart  --out docs/mlflow-chart-view.png
@@ -10,7 +10,9 @@ README tells the user, the script closes it (its × button) before the picture i
 `--project` is a study folder after `dvc repro` (its store: mlruns/mlflow.db). `table` and `chart` open the
 links `oodcorr ui` prints (the study's runs table; its chart view, one chart per metric with every run);
 `run` a training run's Model metrics tab, `figure` its logged figure, `analysis` the analysis run, `report`
-results/report.html. Needs `chromium` (Debian: apt-get install chromium). Prints the URL and the PNG path.
+results/report.html, `report-link` the link `oodcorr ui` prints for the newest report (MLflow's Artifacts
+view; with --base, e.g. the server of `oodcorr ui --study sick`). Needs `chromium` (Debian: apt-get install
+chromium). Prints the URL and the PNG path.
 """
 
 from __future__ import annotations
@@ -189,7 +191,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--project", default=".", type=Path)
     ap.add_argument("--out", default="docs/mlflow-run-view.png", type=Path)
-    ap.add_argument("--view", default="table", choices=["table", "chart", "report", "run", "figure", "analysis"])
+    ap.add_argument("--view", default="table",
+                    choices=["table", "chart", "report", "run", "figure", "analysis", "report-link"])
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
@@ -205,21 +208,24 @@ def main(argv=None) -> int:
         print(text if args.text else url)
         print(args.out)
         return 0
-    from oodcorr.tracking.ui_links import links
+    from oodcorr.tracking.analysis_run import report_link
+    from oodcorr.tracking.ui_links import TABLE_VIEW, links
 
     port = args.port or free_port()
     base = args.base or f"http://127.0.0.1:{port}"
     proc = None if args.base else serve(args.project.resolve(), port)
     try:
         exp_id, run_id, analysis_id = find_runs(base, args.experiment)
-        direct = links(base, exp_id)
+        direct = links(base, exp_id, TABLE_VIEW)  # the runs table's view, as `oodcorr ui` stores it
         url = {"table": direct["runs table"], "chart": direct["chart view"],
                "run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
                "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
-               "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}"}[args.view]
+               "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}",
+               "report-link": f"{base}/{report_link(analysis_id, exp_id)}"}[args.view]
         text, titles = screenshot(url, args.out, wait_for={"run": "acc/", "figure": "accuracy_by_testset",
                                                            "table": "Run Name", "chart": "acc/",
-                                                           "analysis": "report"}[args.view],
+                                                           "analysis": "report",
+                                                           "report-link": "report.html"}[args.view],
                                   settle=240 if args.view in ("run", "chart") else 15,
                                   probe=TITLES_JS if args.titles else None,
                                   close_assistant=not args.keep_assistant)

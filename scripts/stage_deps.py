@@ -12,7 +12,6 @@ it runs (a label-map fix re-prepares the data) and never depends on one it does 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from pathlib import Path
 

@@ -63,7 +63,9 @@ def env(**extra) -> dict:
     # one torch thread in every stage process: results then do not depend on the load when a stage starts
     # (the auto policy is tested on its own in test_io_crashsafe.py)
     e.setdefault("OODCORR_THREADS", "1")
-    e.update({k: str(v) for k, v in extra.items()})
+    e.update({k: str(v) for k, v in extra.items() if v is not None})
+    for k in [k for k, v in extra.items() if v is None]:  # None: unset it
+        e.pop(k, None)
     return e
 
 

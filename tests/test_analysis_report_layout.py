@@ -53,6 +53,9 @@ def test_report_opens_with_the_curves_and_the_verdict_per_pair_and_family(analys
     outcomes = [re.search(r"<b>(settled|null|unsettled)</b>", r).group(1) for r in rows]
     assert outcomes == sorted(outcomes, key=["settled", "null", "unsettled"].index)  # settled pairs first
     assert "overflow-wrap:anywhere" not in html  # a narrow cell wraps after '_', never mid-word
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    assert all("-" not in re.sub(r"<span style='white-space:nowrap'>[^<]*</span>", "", h) for h in heads), heads
+    assert "`" not in table  # quoted commands in the why text are set as code
     assert "insufficient_<wbr>evidence" in html or "insufficient_evidence" not in html
 
 
@@ -72,3 +75,12 @@ def test_analyze_ends_with_the_verdicts_and_the_report(analysed):
     verdicts = next(line for line in lines if line.startswith("verdicts across models"))
     assert re.search(r"\(linear, 10 pairs\): balanced_margin: settled \d+( \([^)]*\))?, null \d+, unsettled \d+", verdicts), verdicts
     assert len(lines) <= 8, output
+
+
+def test_the_why_text_sets_quoted_commands_as_code_without_backticks():
+    from oodcorr.analysis.overview import _why
+
+    row = {"train_set": "t", "shots": 8, "testset_a": "a", "testset_b": "b"}
+    keyed = {("t", 8, "m1", "a", "b"): {"ci2_why": "wide; `oodcorr plan` suggests 12 seeds"}}
+    why = _why(keyed, row, ["m1"])
+    assert "<code>oodcorr plan</code> suggests 12 seeds" in why and "`" not in why

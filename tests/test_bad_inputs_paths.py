@@ -175,3 +175,14 @@ def test_a_bad_store_busy_timeout_is_one_line_when_a_store_is_opened(monkeypatch
     assert store.busy_timeout_s() == 2.5
     monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.5)  # what tests set
     assert store.busy_timeout_s() == 0.5
+
+
+def test_an_analysis_out_folder_that_is_a_symlink_is_one_line(tmp_path):
+    """Replacing a linked --out would drop the link and leave the folder it points to stale: refused, named."""
+    from oodcorr.analysis.outputs import check_out_dir
+    from oodcorr.errors import UserError
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "results").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UserError, match=r"--out .*results: is a symbolic link \(to .*elsewhere\)"):
+        check_out_dir(tmp_path / "results")

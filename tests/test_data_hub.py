@@ -83,3 +83,22 @@ def test_unreachable_hub_fails_fast(monkeypatch):
 def test_sick_needs_a_path():
     with pytest.raises(UserError, match="path"):
         resolve({}, "sick")
+
+
+def test_a_label_outside_a_built_in_map_says_how_to_map_it():
+    """A built-in testset pointed at a file with another label spelling: the error names the params key to give,
+    that a label_map there replaces the built-in one, and the values a label may map to."""
+    rows = [{"premise": "a", "hypothesis": "b", "label": x} for x in ("entails", "yes")]
+    spec = resolve({"data": {"testsets": {"snli": {"path": "snli.jsonl"}}}}, "snli")
+    with pytest.raises(UserError) as e:
+        to_binary(rows, spec, "snli.jsonl", [1, 2])
+    msg = str(e.value)
+    assert msg.startswith("snli.jsonl:1: testset snli: label 'entails' not in label_map"), msg
+    assert msg.endswith("Fix: give data.testsets.snli.label_map in params.yaml with every value of the file (it "
+                        "replaces the built-in map), mapped to entailment, non_entailment, neutral or drop "
+                        "(e.g. 'entails': drop)"), msg
+    spec = resolve({"data": {"testsets": {"snli": {"path": "snli.jsonl", "label_map": {"entails": "entailment"}}}}},
+                   "snli")
+    fix = r"Fix: add each value to data\.testsets\.snli\.label_map in params\.yaml, mapped to entailment, "
+    with pytest.raises(UserError, match=fix + r"non_entailment, neutral or drop \(e\.g\. 'yes': drop\)$"):
+        to_binary(rows, spec, "snli.jsonl", [1, 2])

@@ -1,4 +1,4 @@
-"""docs/statistics.md's ID-control table is the one bench/id_control.py prints from its committed results, and
+"""docs/statistics-reference.md's ID-control table is the one bench/id_control.py prints from its committed results, and
 that results file says what the docs claim: the smoothed control removes the observed control's bias on the
 `curve` simulator."""
 
@@ -14,7 +14,7 @@ import id_control  # noqa: E402
 
 def test_docs_table_is_the_results_file():
     rows = json.loads(id_control.OUT.read_text())["rows"]
-    text = (REPO / "docs" / "statistics.md").read_text()
+    text = (REPO / "docs" / "statistics-reference.md").read_text()
     inside = text.split(id_control.MARKERS[0], 1)[1].split(id_control.MARKERS[1], 1)[0]
     assert inside == id_control.table(rows)
 

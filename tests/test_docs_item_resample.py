@@ -1,5 +1,5 @@
-"""docs/statistics.md's table of the interval on the study's own items is the one bench/item_resample.py makes from
-its committed results, and the statements beside it follow from those results."""
+"""docs/statistics-reference.md's table of the interval on the study's own items is the one bench/item_resample.py
+makes from its committed results, and the statements beside it follow from those results."""
 
 import importlib.util
 import json
@@ -17,7 +17,7 @@ def _bench():
 
 def test_the_table_is_the_committed_results():
     bench = _bench()
-    text = (REPO / "docs" / "statistics.md").read_text()
+    text = (REPO / "docs" / "statistics-reference.md").read_text()
     block = text.split("<!-- item_resample:begin -->\n")[1].split("<!-- item_resample:end -->")[0]
     assert block.strip().splitlines()[2:] == bench.markdown().splitlines()
 
@@ -37,7 +37,7 @@ def test_the_sign_held_in_every_gated_draw_and_the_all_items_reference_is_the_co
             d = bench.draw_rows(res, model)
             assert d["sig"] == d["positive"] > 0  # every gated draw that excluded 0 was positive
     gemma = [bench.draw_rows(json.loads(Path(p).read_text()), "gemma3-270m")["holds"] for p in bench.TABLED]
-    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     lo, hi = round(100 * (1 - max(gemma))), round(100 * (1 - min(gemma)))
     assert f"missed the all-items value in {lo}–{hi} % of draws" in text
 
@@ -61,7 +61,7 @@ def test_readme_and_the_study_page_quote_the_half_item_draws():
 
 def test_the_why_bullets_are_the_noise_check_results():
     res = json.loads((REPO / "bench" / "results" / "real_noise_check.json").read_text())
-    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     lo, hi = res["split_half_range"]
     assert f"difference is {lo:.2f}–{hi:.2f} of what the analysis estimates" in text
     med = [s["median_r"] for s in res["own_model"]]
@@ -83,7 +83,7 @@ def test_the_why_bullets_are_the_noise_check_results():
 def test_the_drift_is_there_seed_by_seed():
     res = json.loads((REPO / "bench" / "results" / "item_resample_id512.json").read_text())
     rise = [res["per_seed_median_r"][k] - v[0] for k, v in res["reference_per_seed"].items()]
-    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     assert f"rises in {sum(x > 0 for x in rise)} of {len(rise)} seeds (by {min(rise):+.2f} to {max(rise):+.2f};" \
         .replace("-", "−") in text
 
@@ -97,5 +97,5 @@ def test_the_misses_at_the_first_pass_sizes_come_with_a_shorter_length_scale():
     held = (rows[:, 1] <= ref) & (ref <= rows[:, 2])
     miss, hold = np.median(rows[~held, 6]), np.median(rows[held, 6])
     assert miss < hold
-    text = " ".join((REPO / "docs" / "statistics.md").read_text().split())
+    text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     assert f"median {miss:.3f} against {hold:.3f} for the draws that held" in text

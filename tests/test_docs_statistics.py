@@ -1,16 +1,17 @@
-"""docs/statistics.md's coverage summary is the one in bench/results/noise_simulation.json (interval_grid)."""
+"""docs/statistics-reference.md's coverage summary is the one in bench/results/noise_simulation.json (interval_grid)."""
 
 import json
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "statistics-reference.md"
 SCENARIOS = ["independent", "smooth", "independent_small_id", "smooth_small_id", "smooth_small_id_answer_bias"]
 
 
 def test_coverage_summary_matches_the_results_file():
     grid = json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]
-    text = (REPO / "docs" / "statistics.md").read_text().split("### Measured: coverage over the design grid")[1]
+    text = DOC.read_text().split("### Measured: coverage over the design grid")[1]
     rows = re.findall(r"^\| [^|]+ \| ([\d.–/ ]+) \| (\d+) / (\d+) \| (0\.\d+) \|$", text, re.M)[:5]
     assert len(rows) == 5 and f"--reps {grid['replicates']}" in text
     in_band = 0
@@ -28,7 +29,7 @@ def test_coverage_summary_matches_the_results_file():
 
 def test_interval_variants_table_matches_its_results_file():
     res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
-    text = (REPO / "docs" / "statistics.md").read_text().split("Counts over the same 240 cells:")[1]
+    text = DOC.read_text().split("Counts over the same 240 cells:")[1]
     rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| (\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
     assert len(rows) == 3
     for name, row in zip(("current", "pivot_variant", "plugin_variant"), rows):
@@ -43,13 +44,13 @@ def test_interval_variants_table_matches_its_results_file():
     assert indep and all(abs(c["sd_interval"] / c["sd_empirical"] - 1) < 0.01 for c in indep)
     over = [c["sd_interval"] / c["sd_empirical"] - 1 for c in checks if c["phi"] > 0]
     assert f"is {round(100 * min(over))}–{round(100 * max(over))} % above the" in " ".join(
-        (REPO / "docs" / "statistics.md").read_text().split())
+        (REPO / "docs" / "statistics-reference.md").read_text().split())
 
 
 def test_interval_cell_diagnosis_table_matches_its_results_file():
     results = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
     res = results["cell_diagnosis"]
-    doc = (REPO / "docs" / "statistics.md").read_text()
+    doc = (REPO / "docs" / "statistics-reference.md").read_text()
     text = doc.split("| misses below / above |")[1].split("\n\n")[0]
     num = r"([+-]?[\d.]+)"
     rows = re.findall(rf"^\| (\w+) \| (\d+) \| (\d+) \| {num} \| {num} \| {num} \| {num} \({num}\) \| {num} / {num} "

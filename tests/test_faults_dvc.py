@@ -23,7 +23,7 @@ def reproduced(tmp_path_factory):
     params["analyze"].update({"methods": ["linear"], "bootstrap": 0})
     params["study"]["tracking"] = "none"
     root = make_project(tmp_path_factory.mktemp("dvc") / "study", params)
-    sh(["dvc", "repro"], root)
+    sh(["dvc", "repro"], root)  # one thread (study_helpers.env)
     sh(["git", "add", "-A"], root)
     sh(["git", "commit", "-qm", "reproduced"], root)
     return root
@@ -97,6 +97,21 @@ def test_a_deleted_checkpoint_is_rebuilt_by_dvc_repro(reproduced, tmp_path):
     assert "checkpoint-4 missing or incomplete" in res.stderr + res.stdout
     assert _outputs(root) == before  # every checkpoint back, bit for bit: nothing downstream changed
     assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+
+
+def test_a_rebuild_under_auto_threads_uses_the_count_the_run_was_trained_with(reproduced, tmp_path):
+    """The run was trained with one thread (pinned); the rebuild runs under `auto` on whatever cores are idle now
+    and still trains with one, so the checkpoint matches dvc.lock on a machine with more idle cores too."""
+    import json
+
+    root = _copy(reproduced, tmp_path)
+    run = next(p.name for p in (root / "runs").iterdir() if p.is_dir())
+    recorded = json.loads((root / "runs" / run / "run.json").read_text())["threads"]
+    assert recorded == 1
+    shutil.rmtree(root / "runs" / run / "checkpoints" / "checkpoint-6")
+    _edit(root, lambda t: t["study"].update(threads="auto"))
+    sh(["dvc", "repro", f"train@{run}"], root, OODCORR_THREADS=None)
+    assert json.loads((root / "runs" / run / "run.json").read_text())["threads"] == 1
 
 
 def test_study_launch_vets_params_before_planning_any_job(reproduced, tmp_path):

@@ -1,5 +1,5 @@
 """bench/interval_grid.py: its generator's rho is the noise-free partial correlation, --quick runs, and the tables in
-docs/statistics.md are what --markdown prints from the committed results file."""
+docs/statistics-reference.md are what --markdown prints from the committed results file."""
 
 import importlib.util
 import json
@@ -90,7 +90,7 @@ def test_quick_runs_and_writes_its_files(grid, tmp_path):
 
 
 def test_docs_tables_are_the_committed_results(grid):
-    doc = (REPO / "docs" / "statistics.md").read_text()
+    doc = (REPO / "docs" / "statistics-reference.md").read_text()
     assert doc.count(START) == 1 and doc.count(END) == 1
     block = doc.split(START)[1].split(END)[0]
     assert block.strip() == grid.markdown(grid.OUT).strip()

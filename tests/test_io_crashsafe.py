@@ -85,3 +85,16 @@ def test_thread_policy(monkeypatch):
         monkeypatch.setenv(threads.ENV, bad)
         with pytest.raises(UserError, match="OODCORR_THREADS: expected a positive integer or 'auto'"):
             threads.resolve(None)
+
+
+def test_auto_keeps_the_thread_count_a_run_was_trained_with(monkeypatch):
+    """Sums over another thread count differ in the last bits: a resumed or rebuilt run under `auto` uses the count
+    recorded in its run.json, so the rebuilt checkpoint matches dvc.lock; a pinned count still wins."""
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.setattr(threads, "auto_threads", lambda busy=None: 2)
+    assert threads.resolve({"study": {}})[0] == 2
+    assert threads.resolve({"study": {}}, kept=1) == (1, "auto: the count this run was trained with")
+    assert threads.resolve({"study": {"threads": "auto"}}, kept=1)[0] == 1
+    assert threads.resolve({"study": {"threads": 2}}, kept=1) == (2, "study.threads")
+    monkeypatch.setenv(threads.ENV, "3")
+    assert threads.resolve({"study": {}}, kept=1) == (3, threads.ENV)

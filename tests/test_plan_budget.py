@@ -178,7 +178,7 @@ def test_docs_planned_reliability_table_matches_its_results_file():
 
     bench = load_script(REPO / "bench" / "plan_reliability_check.py")
     result = json.loads((REPO / "bench" / "results" / "plan_reliability_check.json").read_text())
-    assert bench.markdown(result) in (REPO / "docs" / "statistics.md").read_text()
+    assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
     for c in result["cases"]:  # each planned value is the planner's formula at the recorded design
         for r in c["rows"]:
             assert 0 <= r["planned"] <= 1 and r["planned"] >= r["planned_raw"]  # less noise, never less reliable
@@ -299,7 +299,7 @@ def test_docs_power_check_table_matches_its_results_file():
 
     bench = load_script(REPO / "bench" / "plan_power_check.py")
     result = json.loads((REPO / "bench" / "results" / "plan_power_check.json").read_text())
-    assert bench.markdown(result) in (REPO / "docs" / "statistics.md").read_text()
+    assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
     for c in result["cells"]:  # the planner's prediction is the one the bench recorded
         noise = kernel_share(c["checkpoints"], c["ell"]) * (1 - c["reliability"]) / c["reliability"]
         terms = design_terms(c["checkpoints"], noise, noise, 0.25 * noise / 2)
@@ -379,7 +379,7 @@ def test_docs_plan_vs_grid_table_matches_its_results_file():
 
     bench = load_script(REPO / "bench" / "plan_vs_grid.py")
     result = json.loads((REPO / "bench" / "results" / "plan_vs_grid.json").read_text())
-    assert bench.markdown(result) in (REPO / "docs" / "statistics.md").read_text()
+    assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
     grid = {c["key"]: c for c in json.loads((REPO / "bench" / "results" / "interval_grid.json").read_text())["cells"]}
     for row in result["rows"][::17]:
         assert bench.predict(grid[row["key"]])["predicted"] == pytest.approx(row["predicted"], abs=1e-6)

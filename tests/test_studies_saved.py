@@ -21,10 +21,23 @@ SIGMA = np.array([[1, 0.5, 0.0], [0.5, 1, 0.0], [0.0, 0.0, 1]])
 RUNS = {"a-s0": "smollm2-135m", "b-s0": "gemma3-270m", "c-s0": "smollm2-135m"}  # c: never evaluated
 
 
+def lock_entries(root: Path, key: str) -> dict:
+    """dvc.lock's train@<key> and evaluate@<key> as `dvc repro` records them: every output with its md5 (a
+    folder's as DVC names it)."""
+    from oodcorr.launch.verify import file_md5, folder_md5, listing
+
+    def out(rel):
+        p = root / "runs" / key / rel
+        return {"path": f"runs/{key}/{rel}", "md5": folder_md5(listing(p)) if p.is_dir() else file_md5(p)}
+
+    return {f"train@{key}": {"cmd": f"oodcorr train --run {key}", "outs": [out("run.json")]},
+            f"evaluate@{key}": {"cmd": f"oodcorr evaluate --run {key}",
+                                "outs": [out(r) for r in ("eval/metrics.jsonl", "eval/predictions",
+                                                          "eval/summary.json")]}}
+
+
 def source_project(root: Path) -> Path:
     """A project whose runs a and b finished evaluation (recorded in its dvc.lock); c has only started."""
-    import hashlib
-
     runs, stages = {}, {}
     for i, (key, model) in enumerate(RUNS.items()):
         runs[key] = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 16,
@@ -39,9 +52,7 @@ def source_project(root: Path) -> Path:
         write_predictions(ev, st, steps, "mnli", OOD)
         write_jsonl(ev / "metrics.jsonl", irt_metrics_rows(st, key, key[0], 0, steps, "mnli", OOD))
         write_json(ev / "summary.json", {"step": 90})
-        md5 = hashlib.md5((ev / "metrics.jsonl").read_bytes()).hexdigest()
-        stages[f"evaluate@{key}"] = {"cmd": f"oodcorr evaluate --run {key}",
-                                     "outs": [{"path": f"runs/{key}/eval/metrics.jsonl", "md5": md5}]}
+        stages.update(lock_entries(root, key))
     params = {"study": {"name": "demo", "tracking": "none"}, "runs": runs,
               "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0}}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -98,11 +109,12 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
     assert not (clone / "studies" / "demo" / "runs" / "a-s0").exists()
     env = no_models_env(tmp_path)
     res = sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--check"], clone, **env)
-    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout and "one side" not in res.stdout, res.stdout
+    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout and "one side" not in res.stdout, \
+        res.stdout
     assert (clone / "studies" / "demo" / "runs" / "b-s0" / "eval" / "predictions").is_dir()
     # the only DVC command was the pull of the saved runs: no stage ran
     assert (tmp_path / "dvc.log").read_text().splitlines() == [
-        "--wait-for-lock pull -q studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"]
+        "--wait-for-lock pull -q -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"]
     assert sh(["git", "status", "--porcelain"], clone).stdout == ""
 
     # a changed table is named, and --check exits 1

@@ -147,6 +147,15 @@ def test_temp_experiment_logs_to_the_project_store(study):
     assert kinds == ["analysis", "train", "train"], kinds
     lrs = {r.data.params.get("lr") for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"}
     assert lrs == {"0.002"}
+    # the experiment's runs carry its name and changed params; the baseline's runs stay beside them (not superseded)
+    for r in (r for r in after if r.info.run_id in new):
+        assert r.info.run_name.endswith(" · lr-sweep") and r.data.tags["oodcorr.dvc_exp"] == "lr-sweep", r.info
+        if r.data.tags.get("oodcorr.kind") == "train":
+            assert "train.lr=0.002" in r.data.tags["oodcorr.dvc_exp_params"], r.data.tags
+    assert next(r for r in after if r.info.run_id in new and r.data.tags["oodcorr.kind"] == "analysis"
+                ).info.run_name.startswith("analysis ")
+    old_train = [r for r in after if r.info.run_id not in new and r.data.tags.get("oodcorr.run_key")]
+    assert old_train and all(r.data.tags.get("oodcorr.kind") == "train" for r in old_train), old_train
     assert not list((study / ".dvc" / "tmp").glob("**/mlflow.db"))  # nothing logged into the temporary copy
     analysis = next(r for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "analysis")
     assert (study / "mlruns" / "artifacts" / analysis.info.run_id / "artifacts" / "summary.json").is_file()

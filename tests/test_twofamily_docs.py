@@ -27,6 +27,10 @@ def test_the_pages_state_the_committed_intervals_and_verdicts():
         assert line.rstrip().endswith(f"| {verdicts[v]} |"), line
     assert cons.loc[("scitail_real", "snli_real"), "verdict"] == "consistent_positive"
     assert "**same sign, positive**" in readme
+    table = load_script(REPO / "bench" / "study_table.py")
+    findings = table.findings(["twofamily", "sick"])  # the README's one table of the saved studies' findings
+    assert findings in readme
+    assert all(f"| twofamily {row}" in findings for row in table.across("twofamily").splitlines()[2:])
 
 
 def test_the_pages_state_the_rank_and_gam_agreement_and_the_seeds_that_settle_it_alone():

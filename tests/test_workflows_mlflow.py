@@ -23,9 +23,9 @@ def test_experiment_is_created_and_retagged_as_custom_model_development(tmp_path
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
-def test_analysis_note_links_the_report():
-    note = report_note("abc123")
-    assert "get-artifact?path=report.html&run_uuid=abc123" in note
+def test_analysis_note_links_the_report_in_the_artifact_view():
+    note = report_note("abc123", "7")  # MLflow shows an .html artifact there; get-artifact would download it
+    assert "(#/experiments/7/runs/abc123/artifacts/report.html)" in note and "get-artifact" not in note
 
 
 def test_run_names_name_the_model_and_seed_and_only_what_else_differs_in_the_study():

@@ -102,7 +102,7 @@ def test_adding_your_own_testset_as_the_readme_says(tmp_path):
         assert {r["step"] for r in mine if r["slice"] is None} == set(range(7))
     assert "my_set" in (root / "results" / "partial_correlations.csv").read_text()
     assert "Running stage" not in sh(["dvc", "repro"], root).stdout
-    plans = commands(readme_block("What the quickstart shows", "bash"))
+    plans = commands(readme_block("Plan a study", "bash"))
     assert "examples" in sh(["bash", "-c", plans[0]], root).stdout  # from assumptions
     pilot = next(c for c in plans if "plan --pilot" in c)
     key = re.search(r"runs/([^/]+)/eval", pilot).group(1)
@@ -113,7 +113,7 @@ def test_adding_your_own_testset_as_the_readme_says(tmp_path):
 
 
 def test_a_label_outside_the_map_names_file_and_line(tmp_path):
-    """README: a label not in label_map stops with one line naming file:line of the first such row."""
+    """README: a label not in label_map stops with one line naming file:line of the first such row, and what to do."""
     assert "`file:line`" in readme_section("Add a testset")
     params = one_run_params()
     params["data"]["testsets"]["my_set"] = declared_testset()["my_set"]
@@ -128,7 +128,9 @@ def test_a_label_outside_the_map_names_file_and_line(tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "error: data/raw/my_set.csv:5: testset my_set: label 'maybe' not in label_map (values outside it: "
-        "'maybe' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', '-'"], res.stderr
+        "'maybe' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', '-'. Fix: add each value to "
+        "data.testsets.my_set.label_map in params.yaml, mapped to entailment, non_entailment, neutral or drop "
+        "(e.g. 'maybe': drop)"], res.stderr
     assert not (tmp_path / "data" / "prepared").exists()
 
 

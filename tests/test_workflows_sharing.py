@@ -1,4 +1,4 @@
-"""README "Sharing through a DVC remote", followed literally with two clones and a local remote: the owner adds
+"""README "Share results" (through a DVC remote), followed literally with two clones and a local remote: the owner adds
 data (`dvc add data/raw`), sets a default remote and pushes; a collaborator's `make setup` pulls it. When the
 data was never pushed, `make setup` says so in one line (which data, which remote, what to do)."""
 
@@ -13,7 +13,7 @@ from study_helpers import BIN, REPO, as_this_repo, make_project, sh, tiny_params
 
 
 def readme_sharing() -> str:
-    return (REPO / "README.md").read_text().split("## Share through a remote\n", 1)[1].split("\n## ")[0]
+    return (REPO / "README.md").read_text().split("## Share results\n", 1)[1].split("\n## ")[0]
 
 
 def readme_commands(text: str) -> list[str]:

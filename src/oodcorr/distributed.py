@@ -42,7 +42,3 @@ def all_reduce_sum(tensors) -> None:
     if dist.is_available() and dist.is_initialized():
         for t in tensors:
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
-
-
-def is_main() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0

@@ -3,6 +3,7 @@ as checkpoints x items score matrices per metric (the analysis' noise pass and t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,19 +23,60 @@ def _base(name: str) -> tuple[str, str | None]:
 
 
 COLUMNS = ["id", "label", "prediction", "logp_entailment", "logp_non_entailment", "slice"]
+TEXT, NUMBER = ("label", "prediction"), ("logp_entailment", "logp_non_entailment")
+STEP_DIR = re.compile(r"step-(0|[1-9][0-9]*)")
 
 
-def _read_predictions(path: Path) -> dict:
-    """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file)."""
-    import pyarrow.parquet as pq
+class BadPredictions(ValueError):
+    """A predictions file that reads but breaks the evaluate stage's schema (the message names what)."""
 
-    t = pq.read_table(path, use_threads=False)
+
+def _check_table(t) -> None:
+    """The evaluate stage's schema: its columns, text labels, numeric finite log-probs, one row per item id."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     missing = [c for c in COLUMNS if c not in t.column_names]
     if missing:
         raise KeyError(missing[0])
+    for c in TEXT:
+        if not (pa.types.is_string(t.schema.field(c).type) or pa.types.is_large_string(t.schema.field(c).type)):
+            raise BadPredictions(f"column {c} holds {t.schema.field(c).type}, not text")
+    for c in NUMBER:
+        kind = t.schema.field(c).type
+        if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+            raise BadPredictions(f"column {c} holds {kind}, not numbers (log-probabilities)")
+        bad = t.num_rows - pc.sum(pc.is_finite(t.column(c).cast(pa.float64())).cast(pa.int64())).as_py() \
+            if t.num_rows else 0
+        if bad:
+            raise BadPredictions(f"column {c} has {bad} value(s) that are not finite numbers (NaN, inf or empty)")
+    ids = t.column("id").cast(pa.string())
+    if ids.null_count:
+        raise BadPredictions(f"column id has {ids.null_count} empty value(s)")
+    if pc.count_distinct(ids).as_py() != t.num_rows:
+        counts = pc.value_counts(ids)
+        dup = next(v["values"] for v in counts.to_pylist() if v["counts"] > 1)
+        raise BadPredictions(f"id {dup!r} appears more than once; one row per item")
+
+
+def _read_predictions(path: Path) -> dict:
+    """One parquet file as {column: numpy array}, rows sorted by id (pyarrow only: no pandas per file), after
+    _check_table."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, use_threads=False)
+    _check_table(t)
     cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in COLUMNS}
     order = np.argsort(cols["id"].astype(str), kind="stable")
     return {c: v[order] for c, v in cols.items()}
+
+
+def check_step_dirs(run: str, pred_dir: Path, hint: str) -> None:
+    """Every entry of predictions/ is a step-<N> folder (a link, a file or another name is named, not skipped)."""
+    for entry in sorted(pred_dir.iterdir()):
+        if entry.is_symlink() or not entry.is_dir() or not STEP_DIR.fullmatch(entry.name):
+            raise UserError(f"run {run!r}: {entry}: not a step-<N> folder (predictions/ holds one step-<checkpoint "
+                            f"step> folder per checkpoint, nothing else); remove it or {hint}")
 
 
 GOLD = "_gold"  # load_run_items' key of {testset: (items,) bool gold-entailment labels}
@@ -51,6 +93,7 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
     if not pred_dir.is_dir():
         raise UserError(f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} "
                         "(or set analyze.noise: false)")
+    check_step_dirs(run, pred_dir, hint)
     out = {m: {} for m in metrics}
     out[GOLD] = {}
     cache = {}
@@ -68,6 +111,8 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                 except KeyError as e:
                     raise UserError(f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); "
                                     f"{hint}") from None
+                except BadPredictions as e:
+                    raise UserError(f"run {run!r}: {path}: {e}; {hint}") from None
                 except Exception as e:  # pyarrow raises several types for bad files/missing columns
                     raise UserError(f"run {run!r}: cannot read {path}: {str(e).splitlines()[0]}") from None
             cols = cache[path]

@@ -42,6 +42,7 @@ def study_tracking(project: Project) -> tuple[str, str]:
     from oodcorr.tracking import mirror
     from oodcorr.tracking import store as tracking
 
+    tracking.check_store(project)  # a locked, damaged or read-only local store: one line before any work
     mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     try:
         tracking.setup(project)

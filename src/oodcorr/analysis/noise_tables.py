@@ -8,6 +8,7 @@ from oodcorr.errors import UserError
 from oodcorr.metrics import METRICS
 from oodcorr.predictions import predictions_dir
 from oodcorr.settings.analyze import AnalyzeSettings
+from oodcorr.stats.methods import METHODS
 
 RELIABILITY_COLUMNS = ["run", "model", "seed", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
 BOOT_DEFAULT = 1000  # two-level bootstrap resamples when analyze.bootstrap is 0
@@ -74,8 +75,8 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
         if METRICS[metric].aggregate == "mean" and id_items is not None and names and \
                 np.isfinite(data["x"]).all() and np.isfinite(data["Y"].to_numpy(float)).all():
             res = two_level_resamples(id_items, Y_items, bootstrap, rng)  # shared by the methods (paired)
-            for method in ("linear", "rank"):
-                if method in methods:
+            for method in methods:
+                if METHODS[method].ci2boot:
                     boots[(run, method)] = (two_level_boot(id_items, Y_items, method, bootstrap, rng, resamples=res),
                                             names)
     rel = pd.DataFrame(rel_rows)
@@ -120,7 +121,8 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     from oodcorr.stats.pair_ci2 import interval
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
-    rows = partials[(partials["method"] == "linear") & np.isfinite(partials["r"].astype(float))]
+    joint = partials["method"].map(lambda m: METHODS[m].interval == "seeds_likelihood")
+    rows = partials[joint & np.isfinite(partials["r"].astype(float))]
     out = {}
     keys = ["model"] * by_model + ["train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
     for key, g in rows.groupby(keys, sort=True, dropna=False):
@@ -145,14 +147,14 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     out = {}
-    rows = partials[partials["method"].isin(["linear", "rank", "gam"]) & np.isfinite(partials["r"].astype(float))]
+    rows = partials[partials["method"].map(lambda m: METHODS[m].noise) & np.isfinite(partials["r"].astype(float))]
     for run, g in rows.groupby("run"):
         if run not in inputs:
             continue
         series, V, id_name = inputs[run]["series"], inputs[run]["V"], inputs[run]["id"]
         if not all(np.isfinite(series[nm]).all() for nm in {id_name, *g["testset_a"], *g["testset_b"]}):
             continue
-        lin = g["method"].to_numpy() == "linear"
+        lin = g["method"].map(lambda m: METHODS[m].interval == "seeds_likelihood").to_numpy(bool)
         for i, row in g[lin].iterrows():  # one story per row: the reliabilities are the interval's own
             out[partials.index.get_loc(i)] = interval([inputs[run]], row["testset_a"], row["testset_b"],
                                                       settings.alpha)
@@ -202,7 +204,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
     out["equivalent"] = False
     flags = out["flag"].fillna("").astype(str).tolist()
     for i, row in enumerate(out.itertuples(index=False)):
-        if row.method == "raw" or (row.run, row.method, row.testset_a) not in rel_of:
+        if not METHODS[row.method].noise or (row.run, row.method, row.testset_a) not in rel_of:
             continue
         ra, rb = (float(rel_of.get((row.run, row.method, t), math.nan)) for t in (row.testset_a, row.testset_b))
         iv = intervals.get(i)
@@ -246,7 +248,7 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
                   "trajectories, seeds pooled in one likelihood); rank/gam: interval.partial_interval",
            "equivalence": settings.equivalence, "methods": {}}
     for m, g in partials.groupby("method"):
-        if m == "raw" or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
+        if not METHODS[m].noise or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
             continue
         rel = reliability[(reliability["method"] == m) & (reliability["metric"] == metric)]["reliability"]
         fin = g[np.isfinite(g["r"])]
@@ -259,7 +261,8 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
             "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
             if fin["r_disattenuated"].notna().any() else None,
         }
-    by_metric = reliability[reliability["method"] == "linear"].groupby("metric")["reliability"].median()
+    ols = reliability["method"].map(lambda m: METHODS[m].operator == "ols")  # the summary's `_linear_` key
+    by_metric = reliability[ols].groupby("metric")["reliability"].median()
     out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
                                                  for k, v in by_metric.items()}
     return out
@@ -296,14 +299,15 @@ def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict,
         xc = xm[ok]
         lin = linear_operator(xc) if ok.sum() >= 2 else None
         ood = np.column_stack([series(nm)[ok] for nm in names]) if T else np.zeros((int(ok.sum()), 0))
-        gam = gam_operators(xc, ood) if "gam" in methods and T and np.isfinite(ood).all() else [None] * T
+        smooth = any(METHODS[m].operator == "smooth" for m in methods)
+        gam = gam_operators(xc, ood) if smooth and T and np.isfinite(ood).all() else [None] * T
         for j, name in enumerate(names):
             items = mats[name][ok]
             g = gold.get(name) if gold is not None else None
             if items.shape[1] >= MIN_ITEMS and name not in masks:
                 masks[name] = stratified_halves(g, n_splits, rng) if g is not None else \
                     split_masks(items.shape[1], n_splits, rng)
-            ops = {m: (gam[j] if m == "gam" else lin if m == "linear" else None) for m in methods}
+            ops = {m: {"smooth": gam[j], "ols": lin}.get(METHODS[m].operator) for m in methods}
             for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g,
                                                      kind).items():
                 rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],

@@ -5,9 +5,11 @@ the manifest into it in one atomic step."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from oodcorr.errors import UserError
+from oodcorr.stats.methods import primary
 
 MANIFEST = ".oodcorr-outputs.json"  # {"tool", "version", "written_by", "files": {path: sha256}, "dirs": [...]}
 WRITTEN_BY = "oodcorr analyze"  # the marker: a folder is the analysis' own only with a manifest saying this
@@ -55,6 +57,9 @@ def check_out_dir(out_dir: Path) -> None:
     version), except a DVC-written .gitignore (kept). A file, a folder with anything else, or a place that cannot
     be written is refused with one line, before any work."""
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():  # replacing it would drop the link and leave the folder it points to stale
+        raise UserError(f"--out {out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the folder itself "
+                        "as --out (or analyze.out), or remove the link")
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: is a file, not a folder")
     if out_dir.is_dir():
@@ -193,7 +198,7 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.headline import headline
 
-        io_json = json.dumps(headline(summary, curves, settings.methods[0]), indent=2)
+        io_json = json.dumps(headline(summary, curves, primary(settings.methods) or settings.methods[0]), indent=2)
         (tmp / "metrics.json").write_text(io_json + "\n")  # the DVC metric: a few headline numbers
         from oodcorr.analysis.report import write_report
 

@@ -12,6 +12,7 @@ import html
 import math
 
 from oodcorr.metrics import BASELINE_METRIC
+from oodcorr.stats.methods import METHODS, primary
 
 # verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {
@@ -27,12 +28,11 @@ ORDER = ("settled", "null", "unsettled")
 
 def primary_method(summary: dict) -> str | None:
     """The method the verdicts are read from: the first requested one that is not `raw`."""
-    requested = [m for m in summary.get("methods_requested") or summary.get("methods") or [] if m != "raw"]
-    return requested[0] if requested else None
+    return primary(summary.get("methods_requested") or summary.get("methods") or [])
 
 
 def method_label(method: str) -> str:
-    return "raw (ID not regressed out: a reference, not a verdict)" if method == "raw" else method
+    return f"{method} (ID not regressed out: a reference, not a verdict)" if not METHODS[method].controls else method
 
 
 def outcome(verdict) -> tuple[str, str]:
@@ -86,12 +86,28 @@ def _family_cell(row, suffix: str, noise: bool, alpha: float) -> str:
         ci = " [–, –]"
     if not noise and _num(row.get(f"p_bh{suffix}")) < alpha:
         mark = " <b>*</b>"
-    return f"<td>{r:+.2f}{ci}{mark}</td>"
+    return f"<td>{r:+.2f}<br>{ci.strip()}{mark}</td>"  # two short lines: the table fits a narrow window
 
 
 def _name(text) -> str:
     """A testset / model name that may wrap only after '_' (never mid-word)."""
     return html.escape(str(text)).replace("_", "_<wbr>")
+
+
+def _code(text: str) -> str:
+    """Plain text for HTML, its `quoted` commands and names set as code (no raw backticks in the page)."""
+    import re
+
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _nowrap(label: str) -> str:
+    """A header label that breaks only between its words, never at a word's hyphen ("gemma3-/270m:")."""
+    return " ".join(f"<span style='white-space:nowrap'>{w}</span>" if "-" in w else w for w in label.split(" "))
+
+
+# a narrow window (MLflow's artifact view shows the report in a pane about 780 px wide): smaller margins and type
+NARROW = "<style>@media (max-width:1000px){body{margin:1em auto;padding:0 .4em}table.verdicts{font-size:11px}}</style>"
 
 
 def _why(keyed: dict, row, models) -> str:
@@ -101,7 +117,7 @@ def _why(keyed: dict, row, models) -> str:
         p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
         why = p.get("ci2_why") if p is not None else None
         if isinstance(why, str) and why:
-            parts.append(f"{_name(m)}: {html.escape(why)}")
+            parts.append(f"{_name(m)}: {_code(why)}")
     return ("<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
             if parts else "")
 
@@ -154,8 +170,9 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
               "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
               f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
               "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>")
-    return ["<table class='verdicts'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body)
-            + "</table>", legend]
+    head_row = "".join(f"<th>{_nowrap(h)}</th>" for h in head)  # a table wider than its window scrolls
+    return [NARROW + f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>" + "".join(body)
+            + "</table></div>", legend]
 
 
 def terminal_summary(summary: dict, consistency, report) -> list[str]:

@@ -15,6 +15,7 @@ from oodcorr.analysis import answer_bias, series
 from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats.consistency import SETUP
+from oodcorr.stats.methods import REFERENCES, primary
 
 
 def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None, *, plots: bool = True,
@@ -40,7 +41,7 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     use_noise = noise_enabled(runs, settings, need)
     items = load_items(runs) if use_noise or need else {}
     one_class = series.attach(runs, df, metric, items)
-    all_methods = methods + (["raw"] if "raw" not in methods else [])
+    all_methods = methods + [m for m in REFERENCES if m not in methods]
     partials = with_one_class(compute_partials(runs, all_methods, settings), runs, all_methods)
     reliability = None
     ci2_pooled = None
@@ -67,7 +68,7 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     bf_partials = tables["partials"] if bf == metric else \
         compute_partials(bf_runs, all_methods, settings.but(bootstrap=0)) if bf_runs is not None else None
     tables["answer_bias"] = answer_bias.assess(runs, tables, bf_partials, bf, summary)
-    pair = scatter_pair(runs, partials, settings.scatter_pair, methods[0])
+    pair = scatter_pair(runs, partials, settings.scatter_pair, primary(methods) or methods[0])
     out_dir = Path(out_dir)
     write_outputs(out_dir, settings, summary, runs, tables, curves_table(runs), all_methods, pair, plots)
     if mlflow:

@@ -19,6 +19,7 @@ import numpy as np
 
 from oodcorr.metrics import BASELINE_METRIC, DEFAULT_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
+from oodcorr.stats.methods import METHODS, drawn_smooth
 
 MAX_SCATTER_RUNS = 6
 
@@ -121,7 +122,7 @@ def scatter_grid(runs: dict, pair, path, method="gam", label: str = BASELINE_MET
         keep = ~np.isnan(Y).any(axis=1)
         x, Y = d["x"][keep], Y[keep]
         order = np.argsort(x)
-        use_gam = method == "gam" and len(x) >= GAM_MIN_N and x.std() > 0
+        use_gam = METHODS[method].operator == "smooth" and len(x) >= GAM_MIN_N and x.std() > 0
         R = gam_fit(x, Y)[0] if use_gam else residualise_linear(x, Y)
         for ax, j, name in ((row[0], 0, a), (row[1], 1, b)):
             ax.scatter(x, Y[:, j], s=12, alpha=0.7)
@@ -257,7 +258,7 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
     if len(pooled):
         setups = pooled.groupby("model")[["train_set", "shots"]].apply(lambda g: len(g.drop_duplicates()))
         for (model, train_set, shots, method), sub in pooled.groupby(["model", "train_set", "shots", "method"]):
-            if method == "raw" and "raw" not in methods:
+            if not METHODS[method].controls and method not in methods:
                 continue
             names = sorted(set(sub["testset_a"]) | set(sub["testset_b"]))
             tag = f"_{safe(train_set)}_{shots}shot" if setups.get(model, 1) > 1 else ""
@@ -280,7 +281,7 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
         figs["curves_testsets.png"] = "accuracy vs step, one panel per testset, every run (colour = model), shared y-axis"
     if pair:
         name = f"scatter_{safe(pair[0])}_{safe(pair[1])}.png"
-        if scatter_grid(runs, pair, out / name, "gam" if "gam" in methods else "linear", metric):
+        if scatter_grid(runs, pair, out / name, drawn_smooth(methods), metric):
             figs[name] = f"ID vs {pair[0]}, ID vs {pair[1]}, and their residuals"
     for run, d in runs.items():
         name = f"curves_{safe(run)}.png"

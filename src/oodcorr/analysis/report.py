@@ -127,7 +127,7 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
     parts.append("<table><tr><th>method</th><th>median reliability</th><th>share reliable</th>"
                  "<th>share distinguishable</th><th>mean |r|</th><th>mean |r_disattenuated|</th></tr>"
                  + "".join(rows) + "</table>")
-    fin = partials[partials["method"] != "raw"]
+    fin = partials[partials["method"].map(lambda m: _partial.METHODS[m].controls)]
     fin = fin[fin["r"].notna()] if "r" in fin else fin
     words = []
     for _, row in fin.head(60).iterrows():
@@ -200,8 +200,9 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
                      + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "") + "</li>")
     noise = summary.get("noise") or {}
     methods = noise.get("methods") or {}
+    first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
     if noise.get("enabled") and methods:
-        m = "linear" if "linear" in methods else next(iter(methods))
+        m = first if first in methods else next(iter(methods))
         s = methods[m]
         rel, share = s.get("median_reliability"), s.get("share_distinguishable")
         n_pairs = summary.get("n_pairs")
@@ -229,9 +230,9 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
             parts.append("<li><b>Reading</b>: only pairs marked <i>distinguishable from noise</i> below (noise-"
                          "corrected CI excludes 0, both testsets reliable) carry a sign; every other r is compatible "
                          "with testset noise.</li>")
-    verdicts = ((summary.get("methods") or {}).get("linear") or {}).get("verdicts")
+    verdicts = ((summary.get("methods") or {}).get(first) or {}).get("verdicts")
     if verdicts:
-        parts.append("<li><b>Across models</b> (linear): " + ", ".join(
+        parts.append(f"<li><b>Across models</b> ({first}): " + ", ".join(
             f"{v.replace('_', ' ')} {n}" for v, n in verdicts.items() if n) + ".</li>")
     parts.append("</ul>")
     return parts

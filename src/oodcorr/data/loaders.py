@@ -163,6 +163,15 @@ def _raw(value) -> str:
     return str(value).strip() if value is not None else ""
 
 
+def _label_fix(spec: dict, raw: str) -> str:
+    """What to do about a label outside the map: where to map it, and to what."""
+    key = f"data.testsets.{spec['name']}.label_map"
+    own = "label_map" in spec.get("user_keys", ["label_map"])
+    where = (f"add each value to {key} in params.yaml" if own else
+             f"give {key} in params.yaml with every value of the file (it replaces the built-in map)")
+    return f"Fix: {where}, mapped to {ENT}, {NON}, neutral or drop (e.g. {raw!r}: drop)"
+
+
 def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = None) -> list[dict]:
     """Map source rows onto `{id, premise, hypothesis, label, original_label, slice}` rows.
 
@@ -221,7 +230,8 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
     if unknown:
         seen = ", ".join(f"{k!r} ({n})" for k, n in unknown.most_common(8))
         raise UserError(f"{first_unknown[0]}: testset {name}: label {first_unknown[1]!r} not in label_map "
-                        f"(values outside it: {seen}); label_map keys: {', '.join(map(repr, lmap))}")
+                        f"(values outside it: {seen}); label_map keys: {', '.join(map(repr, lmap))}. "
+                        + _label_fix(spec, first_unknown[1]))
     if not out:
         raise UserError(f"{origin}: testset {name}: empty after filtering / label mapping "
                         f"({len(rows)} source rows)")

@@ -8,6 +8,7 @@ Modules: core (planning, submission, watching, collection), dvc_plumbing (dvc st
 fingerprints), records (launch.json records and run states), executors (the EXECUTORS table: name -> class),
 local / slurm (one module per executor), common (the Executor interface, echo), job (what runs inside a job:
 stdlib + submitit only), commands (click), saved (`oodcorr study save | reanalyze`: studies/<name>/,
-docs/studies.md). The `study.launch` params schema and defaults are in oodcorr.settings.config.
+docs/studies.md), save_runs (save's checked copies of runs), verify (`oodcorr study verify`: objects against their
+names, runs against dvc.lock). The `study.launch` params schema and defaults are in oodcorr.settings.config.
 Only core oodcorr modules are imported (config, io, errors, tracking); stages run through their CLI.
 """

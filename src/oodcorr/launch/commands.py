@@ -1,6 +1,6 @@
-"""`oodcorr study launch | status | collect`, and `save | reanalyze` from saved.py (registered on the `study`
-group in oodcorr.study). Heavy imports (DVC, submitit, mlflow) happen inside the commands, so `oodcorr --help`
-stays fast."""
+"""`oodcorr study launch | status | collect`, `save | reanalyze` from saved.py and `verify` from verify_cmd.py
+(registered on the `study` group in oodcorr.study). Heavy imports (DVC, submitit, mlflow) happen inside the
+commands, so `oodcorr --help` stays fast."""
 
 from __future__ import annotations
 
@@ -149,5 +149,6 @@ def collect_cmd(wait, params_file):
 
 
 from oodcorr.launch.saved import COMMANDS as SAVED  # noqa: E402  save | reanalyze
+from oodcorr.launch.verify_cmd import verify_cmd  # noqa: E402  verify
 
-COMMANDS = (launch_cmd, status_cmd, collect_cmd, *SAVED)
+COMMANDS = (launch_cmd, status_cmd, collect_cmd, *SAVED, verify_cmd)

@@ -29,9 +29,10 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError
+from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
+from oodcorr.tracking.saved_view import ONE_THREAD, STUDIES  # the saved-study layout and analysis, written once
 
-STUDIES = "studies"
 REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
 REMOTE_URL = "studies-remote"
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
@@ -40,8 +41,6 @@ RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary
 NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json")
 RESULTS_GITIGNORE = "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n" \
                     "/.oodcorr-outputs.json\n"
-# the analysis runs single-threaded, so its numbers do not depend on the machine's load or core count
-ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OODCORR_THREADS")}
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -115,25 +114,9 @@ def finished_runs(source: Path, params: dict) -> dict[str, str]:
     return out
 
 
-def copy_run(source: Path, sdir: Path, key: str) -> Path:
-    """The analysis inputs of one run into studies/<name>/runs/<run>/ (replacing an older copy whole)."""
-    src, dst = source / "runs" / key, sdir / "runs" / key
-    tmp = dst.with_name(f".{key}.saving")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for rel in RUN_FILES:
-        if not (src / rel).exists():
-            if rel.endswith((".json", ".jsonl")) or rel.endswith("predictions"):
-                raise UserError(f"run {key}: {src / rel} missing; it is part of what the analysis reads")
-            continue
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if (src / rel).is_dir() else shutil.copy2)(src / rel, tmp / rel)
-    shutil.rmtree(dst, ignore_errors=True)
-    tmp.rename(dst)
-    return dst
-
-
-def track(root: Path, runs: list[Path], push: bool) -> list[Path]:
-    """`dvc add` each saved run folder, name the `studies` remote in its .dvc file, and push it there."""
+def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> list[Path]:
+    """`dvc add` each saved run folder, name the `studies` remote in its .dvc file, and push it there with the
+    study's other runs (`study`: their .dvc files; what an interrupted push left out goes too)."""
     import yaml
 
     from oodcorr.io import write_text
@@ -149,7 +132,7 @@ def track(root: Path, runs: list[Path], push: bool) -> list[Path]:
             out["remote"] = REMOTE  # `dvc pull` / `dvc push` of this file use the studies remote
         write_text(f, yaml.safe_dump(doc, sort_keys=False))
     if push:
-        dvc(["push", "-q", *[str(f.relative_to(root)) for f in files]], root)
+        dvc(["push", "-q", "-r", REMOTE, *sorted({str(f.relative_to(root)) for f in (*files, *study)})], root)
     return files
 
 
@@ -286,19 +269,23 @@ def save_cmd(name, source, only, push):
             echo(f"{k}: skipped, {state[k]}", err=True)
     if not keys:
         raise UserError(f"no finished run to save in {source}")
-    sdir.mkdir(parents=True, exist_ok=True)
+    runs, md5s = save_runs.stage(source, sdir, keys, RUN_FILES)  # copied and checked, then installed
     (sdir / "params.yaml").write_text(text)
     if (source / "dvc.lock").exists():
         shutil.copyfile(source / "dvc.lock", sdir / "dvc.lock")
-    files = track(root, [copy_run(source, sdir, k) for k in keys], push)
+    files = track(root, runs, push, sorted((sdir / "runs").glob("*.dvc")))
     saved = saved_runs(sdir)
+    problems = save_runs.check_saved(root, sdir, dict(zip(keys, files)), md5s, saved, push, REMOTE, RUN_FILES)
     try:
         rebuild(sdir, saved, check=False)
         tables_line = f"tables rebuilt in {(sdir / 'results').relative_to(root)}"
     except UserError as e:  # the runs are saved and pushed all the same; `reanalyze` retries the tables
         tables_line = f"tables NOT rebuilt ({e}); `oodcorr study reanalyze {name}` once that is fixed"
     echo(f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {len(state)} saved"
-         f"{', pushed to the studies remote' if push else ''}); {tables_line}")
+         f"{', pushed to the studies remote' if push else ''}); {tables_line}"
+         + (f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the studies remote): "
+            f"`oodcorr study save {name} --from {source}` again, or `dvc push -r {REMOTE}` its runs/*.dvc"
+            if problems else ""))
     paths = [sdir / "params.yaml", sdir / "dvc.lock", *files, sdir / "runs" / ".gitignore", sdir / "results",
              root / ".dvc" / "config", root / ".dvc" / REMOTE_URL]
     echo("commit: git add " + " ".join(str(p.relative_to(root)) for p in paths if p.exists())
@@ -321,8 +308,14 @@ def reanalyze_cmd(name, check, pull):
     keys = saved_runs(sdir)
     if not keys:
         raise UserError(f"study {name!r} has no saved run yet (`oodcorr study save {name} --from DIR`)")
-    if pull:
-        dvc(["pull", "-q", *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
+    if (sdir / "results").is_symlink():
+        raise UserError(f"{sdir / 'results'} is a symbolic link; the study's tables live in a folder there")
+    if pull:  # every object checked in the remote (present, content == name, dvc.lock's record) before pulling
+        verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE,
+                           saved=RUN_FILES)
+        dvc(["pull", "-q", "-r", REMOTE, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
+    verify.check_study(root, sdir, keys, remote=False, workspace=True, remote_name=REMOTE, saved=RUN_FILES,
+                       lock=not pull)  # the pulled copy: what the analysis reads
     same, rounded, differ, missing = rebuild(sdir, keys, check)
     where = (sdir / "results").relative_to(root)
     echo(f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"

@@ -54,21 +54,25 @@ def auto_threads(busy: float | None = None) -> int:
     return max(1, min(n, int(free + 0.5)))
 
 
-def resolve(project: Project | dict | None) -> tuple[int, str]:
-    """(threads, where the choice came from)."""
+def resolve(project: Project | dict | None, kept: int | None = None) -> tuple[int, str]:
+    """(threads, where the choice came from). `kept`: the count a run was trained with; `auto` keeps it when the
+    run resumes or rebuilds a checkpoint, since sums over another thread count differ in the last bits and the
+    rebuilt checkpoint would no longer match dvc.lock."""
     value, source = os.environ.get(ENV), ENV
     if value is None:
         value, source = Project.of(project).threads, "study.threads"
     n = parse(value, ENV if source == ENV else "params: study.threads")
+    if n is None and kept:
+        return int(kept), "auto: the count this run was trained with"
     if n is None:
         return auto_threads(), f"auto ({source if value is not None else 'default'})"
     return n, source
 
 
-def apply(project: Project | dict | None) -> int:
+def apply(project: Project | dict | None, kept: int | None = None) -> int:
     """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work)."""
     import torch
 
-    n, _ = resolve(project)
+    n, _ = resolve(project, kept)
     torch.set_num_threads(n)
     return n

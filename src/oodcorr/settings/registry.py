@@ -11,7 +11,7 @@ Label maps list both the hub's integer codes and the usual string spellings, so 
 pointed at a local copy (`data.testsets.mnli: {path: ..., label: gold_label}`) without restating it.
 Keys are compared as strings (YAML and parquet may give ints).
 
-Hub sources were checked against datasets 5.x (no loading scripts); see "Hub sources" in README.md.
+Hub sources were checked against datasets 5.x (no loading scripts); see docs/hub-sources.md.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import copy
 from oodcorr.errors import UserError, closest
 
 ENT, NON = "entailment", "non_entailment"
-BINARY = (ENT, NON)
 TARGETS = (ENT, NON, "drop", "neutral")
 
 # MNLI / SNLI / ANLI on the hub: ClassLabel 0=entailment, 1=neutral, 2=contradiction, -1 = no gold label.

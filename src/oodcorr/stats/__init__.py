@@ -1,13 +1,15 @@
 """Statistics: estimators, intervals and power, as pure functions of arrays, frames and plain arguments.
 
   defaults.py     alpha, the reliability floor, split count, equivalence margin: every default written once
-  partial.py      METHODS (raw, linear, rank, gam: name -> residualiser), bootstrap, Holm/BH
+  methods.py      the method table (raw, linear, rank, gam): residualiser, interval, columns, the primary one
+  residualise.py  the residualisers (OLS on ID, on ranks, a GCV spline), batched
+  partial.py      partial r per run and method, its bootstrap, Holm/BH
   noise.py        split-half reliability, residual operators, item-noise covariances, two-level bootstrap
   interval.py     item-noise covariances, the AR(1) effective sample size, partial_interval
   gp_model.py     the Gaussian-process trajectory model (kernels, likelihood, score)
   gp_interval.py  the likelihood interval that decides verdicts; gp_even.py the even-checkpoint variant
   gp_design.py    the interval's expected statistic and power for a design (the planner's engine)
-  pair_ci2.py     METHOD_TABLE users' one entry to the interval for a pair of testsets, and its words
+  pair_ci2.py     the likelihood interval for a pair of testsets over a model's seeds, and its words
   power.py        AR(1) power for the raw Fisher interval (a comparison for the planner's docs)
   consistency.py  Fisher-z pooling over seeds, cross-model heterogeneity and verdicts
   simulate.py     trajectories with known residual correlation; item-response studies (tests, bench)

@@ -41,7 +41,7 @@ each end divided by A (Fisher's transform stabilises the variance of the attenua
 end passes +/-1 the interval becomes one-sided at that boundary (disattenuated_bounds): never zero width. Undefined (NaN, with a reason) where the
 effective sample is too small for any inference (n_eff - 3 - k < NEFF_MIN), a corrected residual variance is
 <= 0 (the trajectory is noise), or the ID series carries no signal beyond its noise. Coverage over a grid of
-simulated designs: bench/noise_simulation.py (docs/statistics.md).
+simulated designs: bench/noise_simulation.py (docs/statistics-reference.md).
 """
 
 from __future__ import annotations
@@ -320,8 +320,3 @@ def partial_interval(x, ya, yb, Vx, Va, Vb, alpha: float = 0.05, eiv: bool = Tru
     return {"r_hat": np.where(bad_rel | bad_id, np.nan, r_hat), "ci_low": np.where(ok, lo, np.nan),
             "ci_high": np.where(ok, hi, np.nan), "se_z": np.where(ok, se, np.nan), "n_eff": n_eff, "A": A,
             "rel_a": rel_a, "rel_b": rel_b, "rel_id": rel_id, "phi_a": phi_a, "phi_b": phi_b, "reason": reason}
-
-
-def scalar(result: dict) -> dict:
-    """partial_interval's 0-d arrays as Python floats/str."""
-    return {k: (str(v) if k == "reason" else float(v)) for k, v in result.items()}

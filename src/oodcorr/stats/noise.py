@@ -17,7 +17,7 @@ carries item sampling noise. This module reads the per-example predictions the e
                   own noise, effective number of checkpoints for autocorrelated trajectories); r_disattenuated
                   is its point estimate. NaN + `unreliable:<testset>` where a split-half reliability is below
                   `reliability_min`, NaN + `ci2_undefined:<why>` where the interval is undefined. Coverage:
-                  bench/noise_simulation.py, docs/statistics.md. disattenuated_ci below is the earlier ci2
+                  bench/noise_simulation.py, docs/statistics-reference.md. disattenuated_ci below is the earlier ci2
                   (Fisher CI / sqrt(rel_a rel_b): independent checkpoints, exact ID), kept for that comparison,
                   as is the two-level bootstrap (ci2boot; two_level_boot/basic_ci).
   equivalent      ci2 inside +/- analyze.equivalence (two one-sided tests on the same interval).
@@ -134,10 +134,11 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
         return {m: (math.nan, "one_class_halves") for m in operators}
     out = {}
     for method, operator in operators.items():
-        if method == "gam" and operator is None:
-            out[method] = (math.nan, "gam_undefined")
+        kind = METHODS[method].operator
+        if kind == "smooth" and operator is None:
+            out[method] = (math.nan, f"{method}_undefined")
             continue
-        if method == "rank":
+        if kind == "ranked_ols":
             op = linear_operator(ranks(x))
             ra, rb = op @ ranks(ya, 0), op @ ranks(yb, 0)
         else:
@@ -196,13 +197,14 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
     from oodcorr.stats.partial import _corr_cols, residualise_linear
 
     ck, xtraj, trajs = resamples if resamples is not None else two_level_resamples(x_items, Y_items, n_boot, rng)
-    if method == "gam":
+    kind = METHODS[method].operator
+    if kind == "smooth":
         R = np.stack([t @ op.T if op is not None else np.full_like(t, np.nan)
                       for t, op in zip(trajs, gam_ops)], axis=-1)  # (B, n, T)
         return _corr_cols(np.take_along_axis(R, ck[:, :, None], axis=1))
     xb = np.take_along_axis(xtraj, ck, axis=1)
     Yb = np.take_along_axis(np.stack(trajs, axis=-1), ck[:, :, None], axis=1)
-    if method == "rank":
+    if kind == "ranked_ols":
         xb, Yb = ranks(xb, 1), ranks(Yb, 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return _corr_cols(residualise_linear(xb, Yb))

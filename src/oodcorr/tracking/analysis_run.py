@@ -32,13 +32,17 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    from oodcorr.tracking import experiments
     from oodcorr.tracking.store import ANALYSIS_KIND, KIND_TAG, metric_leaves
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    tags = {KIND_TAG: ANALYSIS_KIND, "oodcorr.training_runs": ",".join(training_run_ids),
-            "mlflow.runName": "analysis"}
+    name = analysis_name(experiment)
+    tags = {KIND_TAG: ANALYSIS_KIND, "oodcorr.training_runs": ",".join(training_run_ids), "mlflow.runName": name,
+            experiments.COLOR_TAG: experiments.ANALYSIS_COLOR, experiments.STUDY_TAG: experiment.split("/")[-1],
+            **experiments.dvc_experiment(Path("params.yaml"))}  # a stage runs in its project folder
+    tags["mlflow.runName"] = name = name + experiments.exp_suffix(tags)
     if rebuilt:
         tags["oodcorr.rebuilt"] = "from the results folder (oodcorr sync)"
     if inputs_key:  # the same inputs analysed again (e.g. a forced rerun): replace, don't duplicate
@@ -46,10 +50,10 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
         for old in client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{inputs_key}'"):
             client.delete_run(old.info.run_id)
     tags.update({f"oodcorr.training_run.{i}": rid for i, rid in enumerate(training_run_ids)})
-    run = client.create_run(exp_id, run_name="analysis", tags=tags)
+    run = client.create_run(exp_id, run_name=name, tags=tags)
     rid = run.info.run_id
     try:
-        client.set_tag(rid, "mlflow.note.content", report_note(rid))
+        client.set_tag(rid, "mlflow.note.content", report_note(rid, exp_id))
         metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
                    for key, value in metric_leaves(summary).items()]
         params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
@@ -68,10 +72,23 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     return rid
 
 
-def report_note(run_id: str) -> str:
-    """The analysis run's description (markdown, shown on its Overview tab): a link to its report."""
-    return (f"**[Open the report (report.html)](get-artifact?path=report.html&run_uuid={run_id})** — partial "
-            "correlations, cross-model verdicts and figures; tables and figures are under Artifacts.")
+def analysis_name(experiment: str) -> str:
+    """"analysis <study>" (the study: the experiment's last part, oodcorr/<study>); inside a DVC experiment the
+    caller appends " · <experiment>"."""
+    return f"analysis {experiment.split('/')[-1]}"
+
+
+def report_link(run_id: str, exp_id: str) -> str:
+    """The report in the run's Artifacts view, relative to the page (the UI routes on the URL's fragment): MLflow
+    shows an .html artifact there as a page, while its download endpoint (get-artifact) always sends a file to
+    save, never one to show."""
+    return f"#/experiments/{exp_id}/runs/{run_id}/artifacts/report.html"
+
+
+def report_note(run_id: str, exp_id: str) -> str:
+    """The analysis run's description (markdown, shown on its Overview tab): a link that opens its report."""
+    return (f"**[Open the report]({report_link(run_id, exp_id)})** — partial correlations, cross-model verdicts "
+            "and figures; tables and figures are under Artifacts.")
 
 
 def sync_analysis(params: dict) -> str | None:

@@ -3,6 +3,7 @@ tracking records replayed into MLflow): the user-facing side of oodcorr.tracking
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -11,20 +12,60 @@ from oodcorr.errors import UserError
 from oodcorr.settings.config import load_params
 
 
+def tracking_off(params: dict) -> UserError:
+    """The error for a command that needs MLflow on a study with `study.tracking: none`."""
+    from pathlib import Path
+
+    path = Path(params.get("_path") or "params.yaml")
+    saved = path.parent.parent.name == "studies"
+    what = (f"`oodcorr ui --study {path.parent.name}` shows this saved study in MLflow from a store of its own"
+            if saved else "remove that line (or set it to mlflow) to mirror the runs into MLflow")
+    return UserError(f"{path}: study.tracking is none, so this study has no MLflow store; {what}")
+
+
+def saved_study(params_file) -> str | None:
+    """NAME when `params_file` is studies/NAME/params.yaml of a saved study (runs/<run>.dvc beside it)."""
+    from pathlib import Path
+
+    if not params_file:
+        return None
+    path = Path(params_file).resolve()
+    saved = path.name == "params.yaml" and path.parent.parent.name == "studies"
+    return path.parent.name if saved and any((path.parent / "runs").glob("*.dvc")) else None
+
+
 @click.command("ui")
 @click.option("--port", default=5000, show_default=True, type=int, help="Port on 127.0.0.1.")
 @click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
               help="params.yaml (default: the project's).")
-def ui_cmd(port, params_file):
+@click.option("--study", "study_name", default=None, metavar="NAME",
+              help="A saved study (studies/NAME): its runs, checkpoint metrics and analysis, in a store of its own "
+                   "under mlruns/studies/NAME (nothing in studies/ is written).")
+def ui_cmd(port, params_file, study_name):
     """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
     study's runs table and chart view once the server answers."""
     from oodcorr.credentials import mask_secrets
     from oodcorr.tracking import store as tracking
     from oodcorr.tracking.ui_server import serve, server_env
 
-    params = load_params(params_file)
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port}: must be in 1..65535")
+    if study_name and params_file:
+        raise UserError("--study and --params: give one (--study NAME shows studies/NAME)")
+    saved = saved_study(params_file)
+    if saved:  # a saved study's params: its runs are DVC-tracked outputs, shown from a store of their own
+        click.echo(f"{params_file}: a saved study; showing it as `oodcorr ui --study {saved}` does", err=True)
+        study_name = saved
+    if study_name:
+        from oodcorr.tracking.saved_view import build
+
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            raise UserError("--study: unset MLFLOW_TRACKING_URI; a saved study is shown from a store of its own")
+        params = build(study_name)
+    else:
+        params = load_params(params_file)
+        if not tracking.enabled(params):
+            raise tracking_off(params)
     uri = tracking.tracking_uri(params)
     if tracking.is_server(uri):
         shown = mask_secrets(uri).replace("***@", "").split("?")[0]
@@ -48,18 +89,22 @@ def ui_cmd(port, params_file):
     base = f"http://127.0.0.1:{port}"
     click.echo(mask_secrets(f"starting the MLflow UI for {uri} on {base}; the links follow once it answers"),
                err=True)
-    from oodcorr.tracking.ui_links import experiment_id, links
+    from oodcorr.tracking.ui_links import experiment_id, links, report_url, save_table_view
 
     name = tracking.experiment_name(params)
     exp = experiment_id(uri, name)
+    report = report_url(base, uri, exp) if exp else None
+    table_view = save_table_view(uri, exp) if exp else None
 
     def ready(seconds: float) -> None:
         click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)", err=True)
         if exp is None:
             click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after "
                        "`dvc pull`)", err=True)
-        for view, url in (links(base, exp) if exp else {}).items():
+        for view, url in (links(base, exp, table_view) if exp else {}).items():
             click.echo(f"  {name} {view}: {url}", err=True)
+        if report:
+            click.echo(f"  {name} report: {report}", err=True)
 
     serve(cmd, base, server_env(), ready)
 
@@ -77,7 +122,9 @@ def sync_cmd(runs, params_file):
     from oodcorr.tracking.store import check_store, enabled, tracking_uri
 
     params = load_params(params_file)
-    check_store(params, full=True)  # a damaged store: one line naming it before anything is written
+    if not enabled(params):  # nothing to send, and nothing to write into the run folders
+        raise tracking_off(params)
+    check_store(params, full=True)  # a damaged or read-only store: one line naming it before anything is written
     from oodcorr.tracking.run_records import rebuild
 
     rebuilt = [r for r in (runs or params.get("runs") or {}) if rebuild(params, r)]  # e.g. after `dvc pull`
@@ -93,11 +140,14 @@ def sync_cmd(runs, params_file):
         if rid:
             click.echo(f"{run}: mlflow run {rid}")
     if failed:
-        click.echo(mask_secrets(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable)"),
-                   err=True)
+        from oodcorr.tracking.mirror import down_reason
+
+        why = down_reason(tracking_uri(params))
+        click.echo(mask_secrets(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable"
+                                + (f": {why[:160]}" if why else "") + ")"), err=True)
         sys.exit(1)
     analysis = None
-    if not runs and enabled(params):  # the whole study: its analysis run too (a clone after `dvc pull` has
+    if not runs:  # the whole study: its analysis run too (a clone after `dvc pull` has
         from oodcorr.tracking.analysis_run import sync_analysis  # results/ but not the run)
 
         analysis = sync_analysis(params)

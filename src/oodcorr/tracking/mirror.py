@@ -29,6 +29,7 @@ from oodcorr import io, rundir
 from oodcorr.credentials import mask_secrets
 from oodcorr.settings.project import Project
 from oodcorr.tracking import store as tracking
+from oodcorr.tracking.experiments import COLOR_TAG, EXP_TAG
 
 TRACK_DIR = rundir.TRACKING
 PENDING = "PENDING"
@@ -83,6 +84,11 @@ def mlflow_run_id(project: Project | dict, run: str) -> str | None:
 
 
 # ---------------------------------------------------------------- mirroring
+
+def down_reason(uri: str) -> str | None:
+    """The error that made `uri` unreachable in this process, if it was."""
+    return _DOWN.get(uri)
+
 
 def _warn(uri: str, err: BaseException, run: str | None) -> None:
     where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
@@ -205,9 +211,10 @@ class Mirror:
         if identity:  # prefer an exact identity match over an untagged (older version) run
             exact = [r for r in mine if r.data.tags.get("oodcorr.identity") == identity]
             mine = exact or mine
-        for r in found:
+        exp = header.get("tags", {}).get(EXP_TAG)
+        for r in found:  # another DVC experiment's run of this key is a run to compare with, not superseded
             tags = r.data.tags
-            if tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND and r not in mine:
+            if tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND and r not in mine and tags.get(EXP_TAG) == exp:
                 client.set_tag(r.info.run_id, tracking.KIND_TAG, f"{tracking.TRAIN_KIND}-superseded")
                 if r.info.status == "RUNNING":
                     client.set_terminated(r.info.run_id, "KILLED")
@@ -217,6 +224,9 @@ class Mirror:
                 client.set_tag(r.info.run_id, tracking.KIND_TAG, f"{tracking.TRAIN_KIND}-duplicate")
                 if r.info.status == "RUNNING":
                     client.set_terminated(r.info.run_id, "KILLED")
+            color = header.get("tags", {}).get(COLOR_TAG)
+            if color and keep.data.tags.get(COLOR_TAG) != color:  # a run logged before runs had colours
+                client.set_tag(keep.info.run_id, COLOR_TAG, color)
             return keep.info.run_id
         tags = {**header.get("tags", {}), "oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND}
         if identity:
@@ -289,6 +299,10 @@ def sync_pending(project: Project | dict, quiet: bool = False) -> list[str]:
 
 
 def sync(project: Project | dict, runs: list[str] | None = None) -> dict[str, str | None]:
+    from oodcorr.tracking.writable import refuse_dvc_tracked
+
     root = rundir.runs_root(project)
     keys = runs or sorted(p.parent.name for p in root.glob(f"*/{TRACK_DIR}") if p.is_dir())
+    for run in keys:  # mirroring writes mlflow.json and PENDING beside the records
+        refuse_dvc_tracked(rundir.run_dir(project, run))
     return {run: mirror(project, run).push() for run in keys}

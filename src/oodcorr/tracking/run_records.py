@@ -106,8 +106,11 @@ def rebuild(params: dict, run: str) -> bool:
         tracking_dir,
     )
     from oodcorr.tracking import store as tracking
+    from oodcorr.tracking.experiments import COLOR_TAG, run_color
+    from oodcorr.tracking.writable import refuse_dvc_tracked
 
     rdir = runs_root(params) / run
+    refuse_dvc_tracked(rdir)  # a saved study's run folder: its records are built elsewhere (tracking.saved_view)
     records = tracking_dir(rdir)
     info = read_run_json(rdir)
     if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
@@ -116,6 +119,9 @@ def rebuild(params: dict, run: str) -> bool:
     tags = {"oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": cfg["model"],
             "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
             "oodcorr.rebuilt": "from the run folder (dvc pull)"}
+    color = run_color(cfg, params.get("runs"))
+    if color:
+        tags[COLOR_TAG] = color
     lines = [{"type": "run", "identity": info["tracking_identity"],
               "run_name": tracking.run_name(run, cfg, params.get("runs")),
               "tags": tags,

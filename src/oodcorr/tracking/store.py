@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
 from pathlib import Path
 
 from oodcorr.settings.project import Project
@@ -194,6 +193,10 @@ def check_store(project: Project | dict | None, full: bool | None = None) -> Non
     if project is None or not enabled(project):
         return
     db = sqlite_file(tracking_uri(project, create=False))
+    if db is not None and db.is_file():
+        from oodcorr.tracking.writable import check_writable
+
+        check_writable(db)  # a read-only store: one line saying so and what to do, never "unreachable"
     if db is not None and (full or str(db) not in _READY) and db.is_file() and db.stat().st_size > 0:
         store_state(db, full)
 
@@ -323,27 +326,3 @@ def metric_leaves(d: dict) -> dict[str, float]:
     """Numeric finite leaves as {"methods.linear.mean_abs_r": 0.3, ...} (MLflow metric names)."""
     return {name: float(value) for name, value in flatten(d).items()
             if isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value))}
-
-
-def git_commit(root: Path) -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def dvc_data_hashes(root: Path) -> dict[str, str]:
-    """md5s of the DVC-tracked data (*.dvc files) for the run's tags."""
-    import yaml
-
-    tags = {}
-    for f in sorted(root.glob("*.dvc")):
-        try:
-            outs = (yaml.safe_load(f.read_text()) or {}).get("outs") or []
-        except Exception:
-            continue
-        for out in outs:
-            if out.get("md5"):
-                tags[f"dvc.{out.get('path', f.stem)}"] = out["md5"]
-    return tags

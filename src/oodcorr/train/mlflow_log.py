@@ -35,15 +35,33 @@ def run_identity(cfg_identity: dict, examples_sha256: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def start_record(project: Project, run: RunSettings, info: dict, identity: str, name: str) -> str | None:
-    """Begin (or continue) the run's local record, named `name` in MLflow (tracking.run_name), and mirror it;
-    the MLflow run id, or None if unreachable."""
+def run_label(params: dict, run_key: str, cfg: dict) -> tuple[str, dict]:
+    """(MLflow run name, extra tags) of a training run: its name beside the study's other runs (tracking.run_name),
+    with the DVC experiment it runs in appended (`smollm2-135m s0 · bijou-tabs`), the experiment's name and
+    changed params as tags, and its family's colour (tracking.experiments)."""
+    from oodcorr.tracking import experiments
+    from oodcorr.tracking.store import run_name
+
+    extra = experiments.dvc_experiment(params.get("_path"))
+    color = experiments.run_color(cfg, params.get("runs"))
+    if color:
+        extra[experiments.COLOR_TAG] = color
+    extra[experiments.STUDY_TAG] = str((params.get("study") or {}).get("name", "default"))
+    return run_name(run_key, cfg, params.get("runs")) + experiments.exp_suffix(extra), extra
+
+
+def start_record(project: Project, run: RunSettings, info: dict, identity: str, name: str,
+                 extra: dict | None = None) -> str | None:
+    """Begin (or continue) the run's local record, named `name` in MLflow (run_label) with the `extra` tags, and
+    mirror it; the MLflow run id, or None if unreachable."""
+    from oodcorr.tracking import experiments
     from oodcorr.tracking import store as tracking
 
     root = project.resolved_root
     tags = {"oodcorr.run_key": run.run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": run.model,
-            "oodcorr.model_revision": str(info.get("revision")), **tracking.dvc_data_hashes(root)}
-    commit = tracking.git_commit(root)
+            "oodcorr.model_revision": str(info.get("revision")), **experiments.dvc_data_hashes(root),
+            **(extra or {})}
+    commit = experiments.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
     cfg = run.as_dict()

@@ -48,17 +48,17 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     which is kept out of run.json: it differs per machine and run.json is DVC-tracked). One process per run:
     a second one is refused with one line, before it touches anything."""
     from oodcorr import locks
-    from oodcorr.tracking.store import run_name
+    from oodcorr.train.mlflow_log import run_label
 
     run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
-    name = run_name(run_key, run.as_dict(), params.get("runs"))  # the MLflow run's name, beside the study's others
+    label = run_label(params, run_key, run.as_dict())  # the MLflow run's name and tags, beside the study's others
     with locks.for_rank0(locks.lock_path(project.root, f"train-{run_key}"),
                          f"run {run_key} is being trained by another process"):
-        return _train_run(run_key, run, project, quiet, name)
+        return _train_run(run_key, run, project, quiet, label)
 
 
-def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None, name: str) -> dict:
+def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None, label: tuple) -> dict:
     """train_run's work, from the settings it resolved once (no params: every value is in `run` or `project`)."""
     from oodcorr import distributed, io
     from oodcorr.io import write_json
@@ -108,7 +108,8 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
-    threads.apply(project)  # one busy core elsewhere must not stall every step (bench/threads.py)
+    # one busy core elsewhere must not stall every step (bench/threads.py); a resumed run keeps its count
+    n_threads = threads.apply(project, previous.get("threads") if same and previous else None)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
@@ -128,11 +129,11 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
                        f"to step {stop_at if stop_at is not None else total} to rebuild it", err=True)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
         tracking_identity = run_identity(identity(config), digest)
-        start_record(project, run, info, tracking_identity, name)
+        start_record(project, run, info, tracking_identity, *label)
         record = {"run": run_key, "config": config, "model_info": portable_info(info, run),
                   "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
                   "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
-                  "checkpoint_steps": schedule, "total_steps": total, "finished": False}
+                  "checkpoint_steps": schedule, "total_steps": total, "finished": False, "threads": n_threads}
         write_json(run_dir / "run.json", record)
     distributed.barrier()
     train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, project, quiet or rank > 0,

@@ -1,0 +1,77 @@
+"""`oodcorr study save`'s copies of runs: each run copied without following any link (a link or special file
+anywhere in the run is refused), checked against the project's dvc.lock, and installed only once every run
+passed; after `dvc add` and `dvc push`, the .dvc files and the studies remote checked (verify.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from oodcorr.errors import UserError
+from oodcorr.launch import verify
+
+
+def copy_run(source: Path, sdir: Path, key: str, run_files: tuple[str, ...]) -> tuple[Path, str]:
+    """The analysis inputs of one run into studies/<name>/runs/.<run>.saving (installed by install_run), no link
+    followed, checked against the project's dvc.lock (verify.py); (that folder, its md5 as DVC names it)."""
+    src, dst = source / "runs" / key, sdir / "runs" / key
+    tmp = dst.with_name(f".{key}.saving")
+    shutil.rmtree(tmp, ignore_errors=True)
+    verify.scan(src, f"run {key}")  # a link or special file anywhere in the run: refused before any copy
+    try:
+        for rel in run_files:
+            if not (src / rel).exists():
+                if rel.endswith((".json", ".jsonl")) or rel.endswith("predictions"):
+                    raise UserError(f"run {key}: {src / rel} missing; it is part of what the analysis reads")
+                continue
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            if (src / rel).is_dir():
+                shutil.copytree(src / rel, tmp / rel, symlinks=True)
+            else:
+                shutil.copy2(src / rel, tmp / rel, follow_symlinks=False)
+        return tmp, verify.check_copy(tmp, key, source, run_files)
+    except (UserError, OSError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, UserError):
+            raise
+        raise UserError(f"run {key}: cannot copy {getattr(e, 'filename', '') or src}: {e.strerror or e}") from None
+
+
+def install_run(tmp: Path) -> Path:
+    """A checked copy (copy_run) in place of the run's older copy, whole."""
+    dst = tmp.with_name(tmp.name[1: -len(".saving")])
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+    return dst
+
+
+def stage(source: Path, sdir: Path, keys: list[str], run_files: tuple[str, ...]) -> tuple[list[Path], dict[str, str]]:
+    """(installed run folders, {run: folder md5}): every run copied and checked before any is installed, so a
+    refused run leaves the study as it was."""
+    staged: list[tuple[Path, str]] = []
+    new = not sdir.exists()
+    try:
+        for k in keys:
+            staged.append(copy_run(source, sdir, k, run_files))
+    except UserError:
+        for tmp, _ in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if new:  # a first save refused: no studies/<name>/ left behind
+            shutil.rmtree(sdir, ignore_errors=True)
+        raise
+    return [install_run(tmp) for tmp, _ in staged], {k: md5 for k, (_, md5) in zip(keys, staged)}
+
+
+def check_saved(root: Path, sdir: Path, files: dict[str, Path], md5s: dict[str, str], saved: list[str], push: bool,
+                remote: str, run_files: tuple[str, ...]) -> list[str]:
+    """After `dvc add` (and push): each new .dvc names the checked copy, every saved run (older ones too) matches
+    the study's dvc.lock, and (with push) every object of the study is in the remote, else a UserError saying
+    the study is INCOMPLETE; without push, the objects not in the remote yet."""
+    wrong = verify.pointer_problems(files, md5s)
+    problems = verify.study_problems(root, sdir, saved, remote=True, workspace=False, remote_name=remote,
+                                     saved=run_files)[0]
+    missing = [p for p in problems if " is not in the " in p]
+    if wrong or (problems and (push or len(missing) < len(problems))):
+        line = verify.summary(sdir.name, wrong or problems, verify_hint=False)
+        raise UserError(line.replace(": ", " is INCOMPLETE: ", 1) + "; do not commit it: save again once that is fixed")
+    return missing
