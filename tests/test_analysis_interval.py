@@ -208,7 +208,7 @@ def _pilot(root, n, constant_id=False):
 
 
 @pytest.mark.parametrize("n,constant,needle", [(6, False, "has 6 checkpoints; a pilot needs >= 10"),
-                                               (12, True, "the ID series (mnli, accuracy) is constant")])
+                                               (12, True, "the ID series (mnli, balanced_margin) is constant")])
 def test_plan_pilot_errors_are_one_line(tmp_path, monkeypatch, n, constant, needle):
     from oodcorr.cli import cli
 
@@ -231,7 +231,13 @@ def test_plan_power_mode_cli(tmp_path, monkeypatch):
     got = json.loads(res.output)
     stated = got["rows"][-1]
     assert stated["reliability"] == pytest.approx(math.sqrt(0.7)) and stated["power"] >= 0.8
-    assert power(stated["checkpoints"] - 1, 0.5, math.sqrt(0.7), got["phi"], 2) < 0.8  # the smallest such n
+    # the interval's own power (gp_design, the gate counted) one checkpoint fewer: short of 0.8 (the smallest such n)
+    from oodcorr.planner.budget import kernel_share
+    from oodcorr.planner.modes import interval_at
+
+    n, rel = stated["checkpoints"] - 1, math.sqrt(0.7)
+    noise = got["signal_var"] * kernel_share(n, got["ell"]) * (1 - rel) / rel - got["leak"]
+    assert interval_at(n, got["signal_var"], noise, got["leak"], got["ell"], 0.5, 0.05, 0.5, [2])["power"][0] < 0.8
     res = CliRunner().invoke(cli, ["plan", "--detect-r", "1.5"])
     assert res.exit_code == 2 and "--detect-r must be in (0, 1)" in res.output
 

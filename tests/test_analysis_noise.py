@@ -15,7 +15,6 @@ from oodcorr.analysis.pipeline import run_analysis
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
 from oodcorr.metrics import METRICS
-from oodcorr.planner.plan import halfwidth, items_needed, plan_design
 from oodcorr.simulated_runs import write_predictions
 from oodcorr.stats.consistency import noise_verdict
 from oodcorr.stats.noise import (
@@ -240,14 +239,18 @@ def test_missing_predictions_fail_with_one_line_naming_run_and_command(tmp_path)
 
 
 def test_plan_formulas_and_cli(tmp_path, monkeypatch):
-    S, v = 0.02**2, 0.24
-    k = items_needed(S, v, 0.8)
-    assert S / (S + v / k) >= 0.8 > S / (S + v / (k - 1))
-    d = plan_design(S, v, 0.2, 0.8, seeds=3, testsets=8, runs=120, examples_per_s=100.0)
-    n = d["checkpoints_per_run"]
-    assert halfwidth(n, 0.8, 3) <= 0.2 < halfwidth(n - 1, 0.8, 3)
-    assert d["examples_total"] == k * n * 8 * 120 and d["hours_total"] == pytest.approx(k * n * 8 * 120 / 100 / 3600)
-    assert halfwidth(n, 0.8, 1) > halfwidth(n, 0.8, 3) and halfwidth(n, 0.8, 3, r0=0.7) < halfwidth(n, 0.8, 3)
+    """The half-width mode plans with the interval that decides verdicts (gp_design): the fewest checkpoints whose
+    expected half-width is within the target, items for the target reliability at that design."""
+    from oodcorr.planner.budget import reliability
+    from oodcorr.planner.modes import half_width_plan, interval_at
+
+    S, v, ell = 0.02**2, 0.24, 0.4
+    d = half_width_plan(S, v, 0.0, ell, 0.2, 0.8, 3, 0.0, 0.05, 0.5)
+    n, k, s = d["checkpoints_per_run"], d["items_per_testset"], d["seeds"]
+    assert reliability(S, v, k, n, ell) >= 0.8 > reliability(S, v, k - 1, n, ell)
+    assert s >= 3 and d["expected_half_width"] <= 0.2
+    half = lambda seeds, r0=0.0: interval_at(n, S, v / k, 0.0, ell, r0, 0.05, 0.5, [seeds])["half"][0]  # noqa: E731
+    assert half(s) == pytest.approx(d["expected_half_width"]) and half(1) > half(s) and half(s, 0.7) < half(s)
     from oodcorr.cli import cli
 
     files = make_project(tmp_path, models=("m1",), items=(200, 200, 200))

@@ -78,7 +78,7 @@ def test_findings_recompute_from_the_per_run_correlations():
 
 def test_sizing_table_is_the_plans_power_mode():
     """The 'what it would take' table: checkpoints per run for 80 % power and this study's power, from
-    oodcorr.stats.power (the code `oodcorr plan --detect-r` runs), and the preset's 9 checkpoints."""
+    oodcorr.stats.power (the AR(1) approximation kept for comparison), and the preset's 9 checkpoints."""
     import re
 
     from oodcorr.stats.power import checkpoints_for_power, power

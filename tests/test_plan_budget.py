@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from oodcorr.planner.budget import CHECKPOINTS, kernel_share, reliability
-from oodcorr.stats.gp_design import design_power, design_terms, seeds_for_power
+from oodcorr.stats.defaults import RELIABILITY_MIN
+from oodcorr.stats.gp_design import design_power, design_terms, gate_pass, seeds_for_power
 
 STATED = ["--examples-per-s", "20", "--train-hours", "0.1", "--ell", "0.2", "--signal-sd", "0.04", "--item-sd", "0.5",
           "--id-slope", "0.5", "--ood-testsets", "4", "--max-items", "1024"]
@@ -38,7 +39,11 @@ def test_design_within_budget_is_priced_and_powered_by_the_interval_model(tmp_pa
     assert d["hours"] == pytest.approx(d["seeds"] * per_run)
     # the power is gp_design's for that design: seeds are copies of one seed's design
     terms = design_terms(d["checkpoints"], 0.25 / d["ood_items"], 0.25 / d["ood_items"], 0.25 * 0.25 / d["id_items"])
-    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.5, copies=d["seeds"]), abs=1e-9)
+    # ... times the chance that the reliability gate lets the family give a verdict (gp_design.gate_pass)
+    gate = gate_pass([terms], 16e-4, 16e-4, 0.2, 0.5, RELIABILITY_MIN, copies=[d["seeds"]])[0]
+    assert d["gate"] == pytest.approx(gate, abs=1e-9)
+    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.5, copies=d["seeds"]) * gate,
+                                       abs=1e-9)
     res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED)
     assert "design: " in res.output and "expected power" in res.output and "consistent null at +/-0.3" in res.output
 
@@ -99,8 +104,8 @@ def test_a_design_whose_median_testset_stays_below_reliability_half_buys_no_powe
         assert row["reliability"] == pytest.approx(rel)
         if rel < RELIABILITY_FLOOR:
             assert not np.any(row["power"]) and not np.any(row["null"])
-        else:
-            assert np.nanmax(row["power"]) > 0.5
+        else:  # the interval's own power, before the gate's share of families with no verdict
+            assert np.nanmax(row["power"] / np.maximum(row["gate"], 1e-12)) > 0.5
     low = [r for r in res["rows"] if r["reliability"] < RELIABILITY_FLOOR]
     assert low and any(r["reliability"] >= RELIABILITY_FLOOR for r in res["rows"])
     best = res["best"]
@@ -179,23 +184,48 @@ def test_docs_planned_reliability_table_matches_its_results_file():
             assert 0 <= r["planned"] <= 1 and r["planned"] >= r["planned_raw"]  # less noise, never less reliable
 
 
-def test_throughput_is_the_chosen_models_measured_one_or_must_be_given(tmp_path, monkeypatch):
-    rates = tmp_path / "bench" / "results"
-    rates.mkdir(parents=True)
-    (rates / "eval_throughput.json").write_text(json.dumps(
-        {"model": "smollm2-135m", "dtype": "bfloat16", "device": "cpu", "fast": {"examples_per_s": 40.0}}))
-    (rates / "train_bf16.json").write_text(json.dumps(
-        {"model": "smollm2-135m", "steps": 64, "cores": 2, "runs": {"bfloat16_s0": {"median_step_s": 5.0}}}))
-    args = ["--budget", "5", "--ell", "0.2", "--ood-testsets", "3"]
-    res = _plan(tmp_path, monkeypatch, *args, "--model", "smollm2-135m")
+def test_throughput_is_the_chosen_models_and_dtypes_measured_here_or_must_be_given(tmp_path, monkeypatch):
+    """Hours come from this machine's rate for the model at the dtype (the project's .oodcorr/rates.json), measured
+    when first needed and kept; never from another dtype or machine; a model that is not here must be given a
+    rate."""
+    from oodcorr.planner.rates import PROJECT_RATES, device_and_machine, read_rates
+
+    device, machine = device_and_machine()
+    (tmp_path / ".oodcorr").mkdir()
+    row = {"model": "tiny-opt", "dtype": "bfloat16", "device": device, "machine": machine, "source": "by hand"}
+    (tmp_path / PROJECT_RATES).write_text(json.dumps({
+        "scoring": [{**row, "examples_per_s": 40.0}, {**row, "machine": "another CPU", "examples_per_s": 99.0}],
+        "training": [{**row, "step_s": 5.0}, {**row, "dtype": "float32", "step_s": 7.0}]}))
+    monkeypatch.setenv("OODCORR_MEASURE_S", "1")
+    args = ["--budget", "5", "--ell", "0.2", "--ood-testsets", "3", "--train-steps", "64", "--model", "tiny-opt"]
+    res = _plan(tmp_path, monkeypatch, *args, "--dtype", "bfloat16")
     assert res.exit_code == 0, res.output
-    assert "scoring 40 examples/s (bench/results/eval_throughput.json (smollm2-135m, bfloat16, cpu))" in res.output
+    assert "scoring 40 examples/s (.oodcorr/rates.json: by hand)" in res.output and "measuring" not in res.output
     assert f"training {5.0 * 64 / 3600:.3g} h per run" in res.output
-    res = _plan(tmp_path, monkeypatch, *args, "--model", "gemma3-270m")
-    assert res.exit_code == 2 and "no measured scoring throughput for gemma3-270m" in res.output
-    assert "--examples-per-s" in res.output
-    res = _plan(tmp_path, monkeypatch, *args, "--model", "smollm2-135m", "--dtype", "float32")
-    assert res.exit_code == 2 and "at float32" in res.output
+    res = _plan(tmp_path, monkeypatch, *args, "--dtype", "float32")  # not measured at float32: measured now
+    assert res.exit_code == 0, res.output
+    assert "measuring tiny-opt's scoring rate at float32" in res.output
+    assert f"training {7.0 * 64 / 3600:.3g} h per run" in res.output  # its float32 step time was there already
+    kept = [r for r in read_rates(tmp_path / PROJECT_RATES)["scoring"] if r["dtype"] == "float32"]
+    assert len(kept) == 1 and kept[0]["examples_per_s"] > 0 and kept[0]["machine"] == machine
+    res = _plan(tmp_path, monkeypatch, *args, "--dtype", "float32")
+    assert res.exit_code == 0 and "measuring" not in res.output  # kept in the project
+    assert f"scoring {kept[0]['examples_per_s']:.3g} examples/s" in res.output
+    res = _plan(tmp_path, monkeypatch, *args[:-1], "olmo2-7b", "--dtype", "float32")
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "olmo2-7b" in lines[0] and "--examples-per-s" in lines[0]
+
+
+def test_the_package_ships_its_rates_and_never_reads_the_bench_folder():
+    from oodcorr.planner.rates import PACKAGED_RATES, read_rates
+    from study_helpers import REPO
+
+    shipped = read_rates(PACKAGED_RATES)
+    assert shipped["scoring"] and shipped["training"]
+    assert "planner/rates.json" in (REPO / "pyproject.toml").read_text()
+    for f in (REPO / "src" / "oodcorr").rglob("*.py"):  # the benchmark's results are read by no module at run time
+        text = f.read_text()
+        assert not any(k in text for k in ("eval_throughput.json", "train_bf16.json", 'Path("bench")')), f
 
 
 def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
@@ -326,7 +356,7 @@ def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(t
     assert "effectively independent checkpoints" in d["caveat"] and "--simulate 100" in d["caveat"]
     assert prediction_caveat({**rough, "seeds": 1}, 0.2) != ""  # one seed: outside too
     out = tmp_path / "plan.yaml"
-    res = _plan(tmp_path, monkeypatch, "--budget", "12", *smooth, "--write-params", out)
+    res = _plan(tmp_path, monkeypatch, "--budget", "12", *smooth, "--write-params", out, "--power", "0.05")
     assert d["caveat"] in res.output and f"# {d['caveat']}" in out.read_text()
     from study_helpers import REPO
 
@@ -370,7 +400,7 @@ def test_simulated_power_is_measured_with_the_interval_itself(tmp_path, monkeypa
     args = ["--budget", "3", *STATED, "--ood-testsets", "2"]
     got = _json(tmp_path, monkeypatch, *args, "--simulate", "2")["design"]
     assert got["simulated"]["reps"] == 2 and 0 <= got["simulated"]["power"] <= 1
-    res = _plan(tmp_path, monkeypatch, *args, "--simulate", "2", "--write-params", out)
+    res = _plan(tmp_path, monkeypatch, *args, "--simulate", "2", "--write-params", out, "--power", "0.05")
     assert res.exit_code == 0 and "simulated (2 studies of this design" in res.output
     assert "# simulated (2 studies" in out.read_text()
 
@@ -384,7 +414,9 @@ def test_target_r_and_checkpoint_counts_steer_the_design(tmp_path, monkeypatch):
     assert [d["checkpoints"] for d in at8["by_checkpoints"]] == [17] and at8["design"]["checkpoints"] == 17
     d = at8["design"]
     terms = design_terms(17, 0.25 / d["ood_items"], 0.25 / d["ood_items"], 0.25 * 0.25 / d["id_items"])
-    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.8, copies=d["seeds"]), abs=1e-9)
+    gate = gate_pass([terms], 16e-4, 16e-4, 0.2, 0.8, RELIABILITY_MIN, copies=[d["seeds"]])[0]
+    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.8, copies=d["seeds"]) * gate,
+                                       abs=1e-9)
     assert d["power"] > at5["design"]["power"]  # a stronger correlation is easier to find at the same budget
     res = _plan(tmp_path, monkeypatch, "--budget", "0.5", *STATED, "--target-r", "0.8")
     assert "80% power at |r| = 0.8 needs a budget of" in res.output and "power |r|=0.8" in res.output

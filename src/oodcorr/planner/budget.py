@@ -11,7 +11,9 @@ gain information from seeds, not from more checkpoints of the same curve.
   reliability(I, n)  = signal_var k / (signal_var k + item_var / I)   (k: the residual space's mean kernel
                        variance at n checkpoints, as gp_interval reports its rel_a / rel_b)
   power              = design_curve(n checkpoints, the median reliable testset at I items on both sides,
-                       rho = 0.5, copies = seeds); 0 where any kept testset's reliability at I items, with the
+                       rho = 0.5, copies = seeds) times the chance that the reliability gate lets the family give a
+                       verdict (gp_design.gate_pass: both fitted reliabilities reach the floor);
+                       0 where any kept testset's reliability at I items, with the
                        ID leak, stays below RELIABILITY_FLOOR in any family (a pilot's families each with their
                        own signal and item variances): the verdicts read a pair only when both reach it in both
   consistent null    = P(both ends of the interval inside +/- margin | rho = 0), the estimate normal with the
@@ -34,10 +36,12 @@ import math
 
 import numpy as np
 
+from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN
+
 CHECKPOINTS = (9, 12, 17, 20, 25, 33, 40, 50, 65)
 MAX_SEEDS = 64
 FIRST_ITEMS = 128
-RELIABILITY_FLOOR = 0.5
+RELIABILITY_FLOOR = RELIABILITY_MIN  # the default gate; a study's own analyze.reliability_min replaces it (floor=)
 TARGET_R = 0.5
 TARGET_POWER = 0.8
 # where the predicted power was checked against the interval's simulated power (bench/plan_power_check.py): within
@@ -81,30 +85,35 @@ def reliability(signal_var: float, item_var: float, items: int, n: int, ell: flo
     return k / (k + item_var / items + leak)
 
 
-def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R):
-    """(power at |r|, consistent-null probability) for each number of seeds (module notes)."""
+def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R, floor=RELIABILITY_FLOOR):
+    """(power at |r|, consistent-null probability, gate pass at |r|, gate pass at 0) for each number of seeds
+    (module notes); power and null count a family the reliability gate silences as no verdict."""
     from scipy.stats import norm
 
-    from oodcorr.stats.gp_design import design_curve, design_terms
+    from oodcorr.stats.gp_design import design_curve, design_terms, gate_pass
     from oodcorr.stats.gp_model import KERNEL
 
-    c = design_curve([design_terms(n, noise, noise, leak)], sa2, sa2, ell, r, alpha, KERNEL, copies=seeds)
+    terms = [design_terms(n, noise, noise, leak)]
+    c = design_curve(terms, sa2, sa2, ell, r, alpha, KERNEL, copies=seeds, floor=floor)
+    gate0 = gate_pass(terms, sa2, sa2, ell, 0.0, floor, KERNEL, seeds)
     null = np.clip(2 * norm.cdf((math.atanh(margin) - c["half"]) / c["se0"]) - 1, 0.0, 1.0)
-    return c["power"], null
+    return c["power"] * c["gate"], null * gate0, c["gate"], gate0
 
 
-def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: float = 0.05,
-           target: float = TARGET_POWER, r: float = TARGET_R, checkpoints=CHECKPOINTS) -> dict:
+def search(model: dict, budget: float, cost: dict, margin: float = EQUIVALENCE, alpha: float = ALPHA,
+           target: float = TARGET_POWER, r: float = TARGET_R, checkpoints=CHECKPOINTS,
+           floor: float = RELIABILITY_FLOOR) -> dict:
     """The best design within `budget` hours, the best per checkpoint count, and the cheapest designs that reach
     `target` power at |r| (for the correlation alone and with the consistent null), over `checkpoints` counts.
     model: {"ood": {name: {signal_var, item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost:
-    {families, train_h, examples_per_s}."""
+    {families, train_h, examples_per_s}. margin, alpha, floor: the study's analyze.equivalence, alpha and
+    reliability_min (the verdicts' own)."""
     ell, beta = model["ell"], model["beta"]
     nmax = max(CHECKPOINTS)
     rel_full = {name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell)
                 for name, t in model["ood"].items()}
-    kept = sorted(name for name, r in rel_full.items() if r >= RELIABILITY_FLOOR)
-    out = {"reliability_full": rel_full, "kept": kept, "target_power": target, "target_r": r,
+    kept = sorted(name for name, r in rel_full.items() if r >= floor)
+    out = {"reliability_full": rel_full, "kept": kept, "target_power": target, "target_r": r, "floor": floor,
            "dropped": sorted(set(rel_full) - set(kept)), "rows": []}
     if len(kept) < 2:
         return out
@@ -124,22 +133,24 @@ def search(model: dict, budget: float, cost: dict, margin: float = 0.3, alpha: f
                                    k) for k, t in zip(kept, ts) for f in t.get("families") or [t])
                     rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell,
                                       leak)
-                    if weakest[0] < RELIABILITY_FLOOR:  # a verdict reads a pair only once both reach the floor
-                        power, null = np.zeros(len(seeds)), np.zeros(len(seeds))
+                    if weakest[0] < floor:  # a verdict reads a pair only once both reach the floor
+                        power = null = gate = gate0 = np.zeros(len(seeds))
                     else:
-                        power, null = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r)
+                        power, null, gate, gate0 = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin,
+                                                          alpha, seeds, r, floor)
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
                     rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
                                  "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
                                  "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
+                                 "gate": gate, "gate0": gate0, "leak": leak,
                                  "median_testset": kept[j], "reliability": rel, "weakest": weakest[0],
                                  "weakest_testset": weakest[1]})
     out["rows"] = rows
-    out["best"] = _best(rows, budget)
-    per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget) for n in checkpoints}
-    out["by_checkpoints"] = [b for b in per_n.values() if b and b["weakest"] >= RELIABILITY_FLOOR]
-    out["below_floor"] = [n for n, b in per_n.items() if b and b["weakest"] < RELIABILITY_FLOOR]  # none reaches it
+    out["best"] = _best(rows, budget, floor=floor)
+    per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget, floor=floor) for n in checkpoints}
+    out["by_checkpoints"] = [b for b in per_n.values() if b and b["weakest"] >= floor]
+    out["below_floor"] = [n for n, b in per_n.items() if b and b["weakest"] < floor]  # none reaches it
     out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
     out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
@@ -170,22 +181,24 @@ def _design(row, s) -> dict:
     keys = ("checkpoints", "id_items", "ood_items", "median_testset", "reliability", "weakest", "weakest_testset")
     return {k: row[k] for k in keys} | {
         "seeds": int(s), "hours": float(_hours(row, s)), "power": float(row["power"][s - 1]),
-        "null_power": float(row["null"][s - 1])}
+        "null_power": float(row["null"][s - 1]), "gate": float(row["gate"][s - 1]),
+        "gate_null": float(row["gate0"][s - 1])}
 
 
-def _best(rows, budget, tol: float = 0.005):
+def _best(rows, budget, tol: float = 0.005, floor: float = RELIABILITY_FLOOR):
     """The cheapest design within `budget` whose power is within `tol` of the most any design there reaches, and
     whose consistent-null power is within `tol` of the most among those."""
     seeds = np.arange(1, MAX_SEEDS + 1)
     afford = [(row, int(np.sum(_hours(row, seeds) <= budget + 1e-9))) for row in rows]  # hours rise with seeds
     afford = [(row, s) for row, s in afford if s >= 1]
     # a design that reaches the reliability floor, however weak, before one that does not (power 0)
-    afford = [(row, s) for row, s in afford if row["weakest"] >= RELIABILITY_FLOOR] or afford
+    afford = [(row, s) for row, s in afford if row["weakest"] >= floor] or afford
     if not afford:
         return None
     top = max(row["power"][s - 1] for row, s in afford) - tol
     top_null = max(row["null"][s - 1] for row, s in afford if row["power"][s - 1] >= top) - tol
-    return _cheapest([{**row, "power": row["power"][:s], "null": row["null"][:s]} for row, s in afford],
+    return _cheapest([{**row, "power": row["power"][:s], "null": row["null"][:s], "gate": row["gate"][:s],
+                       "gate0": row["gate0"][:s]} for row, s in afford],
                      lambda r: (r["power"] >= top) & (r["null"] >= top_null))
 
 

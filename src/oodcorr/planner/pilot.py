@@ -1,12 +1,12 @@
 """What `oodcorr plan --budget` measures before it searches: a pilot's testsets under the interval's own model,
-and this machine's measured scoring and training rates for the chosen model and dtype.
+refused (one line naming the run) below PILOT_MIN_CHECKPOINTS checkpoints or with an ID series that does not move.
 
 Pilot (gp_interval on every pair of OOD testsets, the seeds of a model pooled): per testset the signal variance
 of its residual trajectory (the fitted sa2 / sb2, median over its pairs and models) and the per-item noise
 variance (residual_noise, the item noise per checkpoint left in the residual space, times its item count: a
-checkpoint's noise variance at I items is that over I); the length-scale (median over pairs); the slope of the OOD series on ID (median
-|beta|), which carries the ID testset's item noise into both residuals; the ID testset's per-item variance
-in the same residual space.
+checkpoint's noise variance at I items is that over I); the length-scale (median over pairs); the slope of the OOD
+series on ID (median |beta|), which carries the ID testset's item noise into both residuals; the ID testset's
+per-item variance in the same residual space.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 
 from oodcorr.errors import UserError
 
-EVAL_RATES = Path("bench") / "results" / "eval_throughput.json"
-TRAIN_RATES = Path("bench") / "results" / "train_bf16.json"
+PILOT_MIN_CHECKPOINTS = 10  # fewer cannot separate a residual trajectory's signal, noise and length-scale
+PILOT_FEW_ITEMS = 64  # fewer items per testset: the item-noise estimate is rough; the plan says so
 
 
 def pilot_files(paths) -> list[str]:
@@ -52,6 +52,10 @@ def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
         names = [d["meta"]["id_testset"], *d["Y"].columns]
         mats = {nm: items[run][metric][nm] for nm in names if nm in items[run][metric]}
         series, V = item_noise(mats, items[run][GOLD], METRICS[metric].aggregate, rng, splits)
+        if names[0] in series and np.ptp(np.asarray(series[names[0]], float)) <= 1e-12:
+            raise UserError(f"plan --pilot: run {run!r}: the ID series ({names[0]}, {metric}) is constant over its "
+                            f"{len(d['steps'])} checkpoints, so there is no ID progress to residualise on; use a "
+                            "pilot whose ID score moves")
         steps = np.asarray(d["steps"], float)
         t = (steps - steps.min()) / max(np.ptp(steps), 1e-12)
         out[run] = {"t": t, "id": names[0], "series": series, "V": V, "meta": d["meta"],
@@ -61,8 +65,8 @@ def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
 
 def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     """The planner's inputs measured on a pilot (module notes): {"ood": {testset: {signal_var, item_var,
-    items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta", "families": [(model, train_set, id_testset, shots)],
-    "n_runs", "n_pairs"}."""
+    items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta",
+    "families": [(model, train_set, id_testset, shots)], "n_runs", "n_pairs"}."""
     from oodcorr.predictions import load_items
     from oodcorr.run_tables import build_runs, load_metrics
     from oodcorr.stats.gp_interval import gp_interval
@@ -70,6 +74,11 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
 
     files = pilot_files(paths)
     runs = build_runs(load_metrics(files))
+    for run, d in runs.items():
+        if len(d["steps"]) < PILOT_MIN_CHECKPOINTS:
+            raise UserError(f"plan --pilot: run {run!r} has {len(d['steps'])} checkpoints; a pilot needs >= "
+                            f"{PILOT_MIN_CHECKPOINTS} to estimate signal, noise and length-scale (score more "
+                            "checkpoints of it, or plan from stated values without --pilot)")
     data = _seed_inputs(runs, load_items(runs), metric, splits)
     families: dict = {}
     for d in data.values():
@@ -107,6 +116,7 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     v, n_items = item_var(id_name)
     return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
             "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells),
+            "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
             "recipes": family_recipes(files, list(families))}
 
 
@@ -134,7 +144,6 @@ def family_recipes(files: list[str], families: list) -> dict:
     """{family: {train key: value}}: the training settings in which the pilot's families differ (e.g. Gemma's own
     lr), read from each run's run.json beside its metrics file, so a planned study trains them as the pilot did.
     A family whose run.json is missing gets none."""
-    import json
 
     configs = {}
     for f in files:
@@ -150,25 +159,3 @@ def family_recipes(files: list[str], families: list) -> dict:
     keys = sorted({k for c in found for k in c} - set(SEED_KEYS))
     differ = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in found}) > 1]
     return {f: {k: configs[f].get(k) for k in differ} for f in families if f in configs}
-
-
-def measured_rates(root: Path, model: str, dtype: str | None) -> dict:
-    """This machine's measured scoring throughput (examples/s) and training step time for `model` at `dtype`
-    (None: whichever dtype was measured), with where they come from; a rate not measured is None."""
-    out = {"examples_per_s": None, "eval_source": "", "step_s": None, "steps": None, "train_source": ""}
-    try:
-        d = json.loads((root / EVAL_RATES).read_text())
-        if d.get("model") == model and dtype in (None, d.get("dtype")):
-            out["examples_per_s"] = float(d["fast"]["examples_per_s"])
-            out["eval_source"] = f"{EVAL_RATES} ({model}, {d.get('dtype')}, {d.get('device')})"
-    except (OSError, KeyError, ValueError, TypeError):
-        pass
-    try:
-        d = json.loads((root / TRAIN_RATES).read_text())
-        steps = [r["median_step_s"] for k, r in d["runs"].items() if dtype is None or k.startswith(f"{dtype}_")]
-        if d.get("model") == model and steps:
-            out.update(step_s=float(np.median(steps)), steps=int(d["steps"]),
-                       train_source=f"{TRAIN_RATES} ({model}, {dtype or 'any dtype'}, {d.get('cores')} cores)")
-    except (OSError, KeyError, ValueError, TypeError):
-        pass
-    return out

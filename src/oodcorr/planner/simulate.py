@@ -41,24 +41,34 @@ def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng
 
 
 def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_var: float, ell: float, beta: float,
-                    rho: float, margin: float, reps: int, seed=0, alpha: float = 0.05, x0=None) -> dict:
+                    rho: float, margin: float, reps: int, seed=0, alpha: float = 0.05, x0=None,
+                    floor: float | None = None, progress: bool = False) -> dict:
     """`reps` studies of `seeds` runs x n checkpoints analysed with gp_interval: {"rho", "reps" (defined),
-    "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0)}. seed: an int or a numpy
-    Generator to draw from; x0: draw_seed's ID curve."""
+    "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0), "gated"}. seed: an int or
+    a numpy Generator to draw from; x0: draw_seed's ID curve. floor: the reliability gate (analyze.reliability_min):
+    a study whose fitted rel_a or rel_b falls below it gives no verdict (counted, not excluded, not a null).
+    progress: a line on stderr at each tenth."""
     from oodcorr.planner.budget import one_thread
     from oodcorr.stats.gp_interval import gp_interval
 
     rng = np.random.default_rng(seed)
-    excl = inside = ok = 0
+    excl = inside = ok = gated = 0
     with one_thread():
-        for _ in range(reps):
+        for i in range(reps):
+            if progress and reps >= 20 and (i + 1) % max(reps // 10, 1) == 0:
+                import click
+
+                click.echo(f"  simulating at r = {rho:g}: {i + 1}/{reps}", err=True)
             runs = [draw_seed(n, ell, rho, noise, noise_id, rng, signal_var, beta, x0) for _ in range(seeds)]
             res = gp_interval(runs, alpha=alpha)
             if res["reason"]:
                 continue
             ok += 1
+            if floor is not None and not (res["rel_a"] >= floor and res["rel_b"] >= floor):
+                gated += 1
+                continue
             excl += res["ci_low"] > 0 or res["ci_high"] < 0
             inside += -margin < res["ci_low"] and res["ci_high"] < margin
     p = excl / max(ok, 1)
     return {"rho": rho, "reps": ok, "excludes_0": p, "se": math.sqrt(p * (1 - p) / max(ok, 1)),
-            "consistent_null": inside / max(ok, 1)}
+            "consistent_null": inside / max(ok, 1), "gated": gated}

@@ -87,7 +87,7 @@ def design_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
 
 
 def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
-                 kernel: str = KERNEL, copies=(1.0,)) -> dict:
+                 kernel: str = KERNEL, copies=(1.0,), floor: float | None = None) -> dict:
     """design_power for many `copies` at once. The interval excludes 0 when the likelihood-ratio statistic against
     0 passes lr_cut(df), the exact t-test's cut at the design's effective degrees of freedom df (as gp_interval);
     the power is the chance that the statistic, noncentral chi-square on 1 df with noncentrality the expected
@@ -95,7 +95,8 @@ def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
     t-test's own power, ran 0.05-0.11 high on one seed of smooth curves, where df is about 1 and the statistic's
     tail is not the t's: bench/plan_vs_grid.py.) Also arrays se0 and se1 (expected-information
     standard errors of atanh(rho_hat) at 0 and at rho) and half (the interval's half-width on atanh rho at rho = 0:
-    the square root of the likelihood-ratio cut times se0), for the consistent null."""
+    the square root of the likelihood-ratio cut times se0), for the consistent null. With `floor`, also gate:
+    the chance that both fitted reliabilities reach it (gate_pass), so that the interval gives a verdict."""
     from scipy.stats import ncx2
 
     c = np.asarray(copies, float)
@@ -107,7 +108,39 @@ def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
     cut = lr_cut(df, alpha)
     half = np.sqrt(cut) * se0
     lam = c * lr_noncentrality(seeds, sa2, sb2, ell, rho, kernel)
-    return {"power": ncx2.sf(cut, 1, lam), "se0": se0, "se1": se1, "half": half}
+    out = {"power": ncx2.sf(cut, 1, lam), "se0": se0, "se1": se1, "half": half}
+    if floor is not None:
+        out["gate"] = gate_pass(seeds, sa2, sb2, ell, rho, floor, kernel, c)
+    return out
+
+
+def gate_pass(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, floor: float,
+              kernel: str = KERNEL, copies=(1.0,)) -> np.ndarray:
+    """The chance that the reliabilities the interval fits (rel_a, rel_b: signal over signal plus item noise in
+    the residual space, summed over the seeds) both reach `floor`, for `copies` times the seeds' designs. Each
+    fitted log signal (log sa2 + log tr K(ell)) is normal around its true value with the expected-information
+    variance (delta method over log sa2 and log ell; information scales with the copies); the reliability reaches
+    the floor where the fitted signal passes floor / (1 - floor) times the noise. The two are taken as
+    independent (they share only the length-scale)."""
+    from scipy.stats import norm
+
+    c = np.asarray(copies, float)
+    if floor <= 0:
+        return np.ones_like(c)
+    if floor >= 1:
+        return np.zeros_like(c)
+    cov = np.linalg.inv(expected_info(seeds, sa2, sb2, ell, rho, kernel) + 1e-12 * np.eye(4))
+    out = np.ones_like(c)
+    for j, (s2, key) in enumerate(((sa2, "Na"), (sb2, "Nb"))):
+        trK = sum(float(np.trace(_kernel_mats(s, np.array([ell]), kernel)[0][0])) for s in seeds)
+        dtrK = sum(float(np.trace(_kernel_mats(s, np.array([ell]), kernel)[1][0])) for s in seeds)
+        trN = sum(float(np.trace(s[key])) for s in seeds)
+        g = np.zeros(4)
+        g[j], g[2] = 1.0, dtrK / trK
+        sd = math.sqrt(max(float(g @ cov @ g), 1e-300)) / np.sqrt(c)
+        margin = math.log(s2 * trK) - math.log(floor / (1 - floor) * trN)
+        out = out * norm.cdf(margin / sd)
+    return out
 
 
 def seeds_for_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float = 0.5, power: float = 0.8,
