@@ -16,7 +16,7 @@
 1. Coverage/bias table: >= 200 simulated runs per condition from the item-response simulator
    (oodcorr.stats.simulate.irt_study; the estimand is the population partial r of the TRUE expected
    accuracies given true ID accuracy = the known rho). Per condition: coverage of the noise-corrected 95% CI
-   ci2 (noise.disattenuated_ci: Fisher CI of r / sqrt(rel_a rel_b) with the split-half reliabilities, as
+   ci2 (superseded.disattenuated_ci: Fisher CI of r / sqrt(rel_a rel_b) with the split-half reliabilities, as
    `oodcorr analyze` computes it; defined where both reliabilities >= 0.5, so conditions where that is rare
    get extra studies until >= 200 have it), of the earlier two-level bootstrap CI (noise.basic_ci over
    two_level_boot, for comparison), of the checkpoint-only Fisher CI and checkpoint-only percentile bootstrap
@@ -68,9 +68,10 @@ def alpha_reliability(items, x):
 
 
 def one_study(rho, k, n, n_boot, rng, old=True):
-    from oodcorr.stats.noise import basic_ci, disattenuate, disattenuated_ci, reliability, two_level_boot
+    from oodcorr.stats.noise import basic_ci, reliability, two_level_boot
     from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
     from oodcorr.stats.simulate import irt_study, true_reliability
+    from superseded import disattenuate, disattenuated_ci
 
     st = irt_study(n, k, np.array([[1, rho], [rho, 1]]), tau=TAU, n_id_items=ID_ITEMS, rng=rng)
     x = st["x_items"].mean(axis=1)
@@ -293,8 +294,8 @@ def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, 
 def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150) -> dict:
     """One cell of the interval grid (module notes, part 0)."""
     from oodcorr.stats.interval import partial_interval
-    from oodcorr.stats.noise import disattenuated_ci
     from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
+    from superseded import disattenuated_ci
 
     cols = {c: [] for c in ("lo", "hi", "old_lo", "old_hi", "r_hat", "n_eff", "reason")}
     for ser, V in cell_draws(scenario, n, k, rho, reps, seed, chunk):
@@ -396,8 +397,8 @@ def plan_power_check(reps: int, seed: int = 7) -> list[dict]:
     """power.power (the analytic prediction `oodcorr plan --detect-r` uses) vs the simulated share of runs whose
     interval excludes 0, one seed per run."""
     from oodcorr.stats.interval import noise_cov, partial_interval
-    from oodcorr.stats.power import power
     from oodcorr.stats.simulate import design_runs
+    from superseded import power
 
     out = []
     for n, k, rho, phi in ((40, 350, 0.5, 0.0), (40, 350, 0.5, 0.8), (63, 1000, 0.5, 0.8), (20, 1000, 0.8, 0.0)):

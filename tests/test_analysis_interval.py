@@ -23,8 +23,11 @@ from oodcorr.stats.interval import (
     residual_maker,
     z_dof,
 )
-from oodcorr.stats.power import effective_dof, power
 from oodcorr.stats.simulate import design_runs, irt_metrics_rows, irt_study
+from study_helpers import REPO, load_script
+
+_superseded = load_script(REPO / "bench" / "superseded.py")  # the earlier engines, kept for comparison
+effective_dof, power = _superseded.effective_dof, _superseded.power
 
 
 def _interval(d, **kw):
@@ -146,7 +149,7 @@ def test_smooth_trajectories_keep_the_false_distinguishable_rate_and_coverage():
     """40 checkpoints of AR(1) phi 0.8 trajectories, 128 items, ID as small as the OOD testsets: at true r = 0 the
     interval excludes 0 in <= 8 % of 240 runs (SE 0.014 at 5 %); the earlier ci2 (independent checkpoints, exact ID)
     does so far more often; at r = 0.5 coverage is 0.90-0.99."""
-    from oodcorr.stats.noise import disattenuated_ci
+    disattenuated_ci = _superseded.disattenuated_ci
     from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
 
     d = design_runs(240, 40, 128, 0.0, 0.8, 128, rng=np.random.default_rng(11))

@@ -19,8 +19,6 @@ from oodcorr.simulated_runs import write_predictions
 from oodcorr.stats.consistency import noise_verdict
 from oodcorr.stats.noise import (
     basic_ci,
-    disattenuate,
-    disattenuated_ci,
     item_weights,
     reliability,
     spearman_brown,
@@ -29,6 +27,11 @@ from oodcorr.stats.noise import (
 )
 from oodcorr.stats.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear
 from oodcorr.stats.simulate import irt_metrics_rows, irt_study, true_reliability
+from study_helpers import REPO, load_script
+
+# the earlier noise-corrected interval, kept in bench/ for comparison
+disattenuate = load_script(REPO / "bench" / "superseded.py").disattenuate
+disattenuated_ci = load_script(REPO / "bench" / "superseded.py").disattenuated_ci
 
 OOD = ["hans", "anli", "wnli"]
 SIGMA = np.array([[1, 0.6, 0.0], [0.6, 1, 0.0], [0.0, 0.0, 1]])

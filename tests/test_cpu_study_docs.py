@@ -78,10 +78,11 @@ def test_findings_recompute_from_the_per_run_correlations():
 
 def test_sizing_table_is_the_plans_power_mode():
     """The 'what it would take' table: checkpoints per run for 80 % power and this study's power, from
-    oodcorr.stats.power (the AR(1) approximation kept for comparison), and the preset's 9 checkpoints."""
+    bench/superseded.py (the AR(1) approximation kept for comparison), and the preset's 9 checkpoints."""
     import re
 
-    from oodcorr.stats.power import checkpoints_for_power, power
+    superseded = load_script(REPO / "bench" / "superseded.py")
+    checkpoints_for_power, power = superseded.checkpoints_for_power, superseded.power
     from oodcorr.study import load_preset
 
     text = (REPO / "docs" / "cpu-study.md").read_text().split("## What it would take to settle a sign")[1]

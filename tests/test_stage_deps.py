@@ -33,8 +33,8 @@ def test_prepare_depends_on_the_label_maps_and_analyze_not_on_the_planner():
 def test_the_reader_sees_a_new_lazy_import(tmp_path, monkeypatch):
     """A module that the stage reaches only through a lazy import inside a function still counts."""
     before = stage_deps.closure(stage_deps.STAGES["prepare"])
-    assert "oodcorr.stats.power" not in before
+    assert "oodcorr.stats.simulate" not in before
     real = stage_deps.imports_of
     monkeypatch.setattr(stage_deps, "imports_of",
-                        lambda m: real(m) | ({"oodcorr.stats.power"} if m == "oodcorr.data.stage" else set()))
-    assert "src/oodcorr/stats/power.py" in stage_deps.deps_of(stage_deps.STAGES["prepare"])
+                        lambda m: real(m) | ({"oodcorr.stats.simulate"} if m == "oodcorr.data.stage" else set()))
+    assert "src/oodcorr/stats/simulate.py" in stage_deps.deps_of(stage_deps.STAGES["prepare"])

@@ -10,7 +10,6 @@
   gp_interval.py  the likelihood interval that decides verdicts; gp_even.py the even-checkpoint variant
   gp_design.py    the interval's expected statistic and power for a design (the planner's engine)
   pair_ci2.py     the likelihood interval for a pair of testsets over a model's seeds, and its words
-  power.py        AR(1) power for the raw Fisher interval (a comparison for the planner's docs)
   consistency.py  Fisher-z pooling over seeds, cross-model heterogeneity and verdicts
   simulate.py     trajectories with known residual correlation; item-response studies (tests, bench)
 

@@ -17,7 +17,7 @@ carries item sampling noise. This module reads the per-example predictions the e
                   own noise, effective number of checkpoints for autocorrelated trajectories); r_disattenuated
                   is its point estimate. NaN + `unreliable:<testset>` where a split-half reliability is below
                   `reliability_min`, NaN + `ci2_undefined:<why>` where the interval is undefined. Coverage:
-                  bench/noise_simulation.py, docs/statistics-reference.md. disattenuated_ci below is the earlier ci2
+                  bench/noise_simulation.py, docs/statistics-reference.md. the earlier ci2
                   (Fisher CI / sqrt(rel_a rel_b): independent checkpoints, exact ID), kept for that comparison,
                   as is the two-level bootstrap (ci2boot; two_level_boot/basic_ci).
   equivalent      ci2 inside +/- analyze.equivalence (two one-sided tests on the same interval).
@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from oodcorr.aggregate import stratified_halves
-from oodcorr.stats.defaults import ALPHA, RELIABILITY_MIN, RELIABILITY_SPLITS
+from oodcorr.stats.defaults import ALPHA, RELIABILITY_SPLITS
 from oodcorr.stats.partial import METHODS, ranks
 
 NOISE_METHODS = tuple(m for m, spec in METHODS.items() if spec.noise)  # raw: no reliability / two-level CI
@@ -160,21 +160,6 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
         out[method] = (math.nan, "constant_halves") if not np.isfinite(c).any() else \
             (float(spearman_brown(np.nanmean(c))), "")
     return out
-
-
-def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
-    """r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN where a reliability is < reliability_min or NaN."""
-    r, ra, rb = (np.asarray(v, float) for v in (r, rel_a, rel_b))
-    ok = np.isfinite(r) & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d = np.clip(r / np.sqrt(np.where(ok, ra * rb, np.nan)), -1.0, 1.0)
-    return np.where(ok, d, np.nan)
-
-
-def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
-    """Noise-corrected CI: the observed r's Fisher CI divided by sqrt(rel_a * rel_b), clipped to [-1, 1];
-    (NaN, NaN) where a reliability is < reliability_min or NaN, or the Fisher CI is undefined."""
-    return disattenuate(ci_low, rel_a, rel_b, reliability_min), disattenuate(ci_high, rel_a, rel_b, reliability_min)
 
 
 # ----------------------------------------------------------------------------- two-level bootstrap (comparison)

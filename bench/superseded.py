@@ -1,13 +1,15 @@
-"""Power of the noise-corrected interval (interval.py) for a planned design: `oodcorr plan --detect-r`.
+"""Interval engines the analysis and the planner no longer use, kept for the benchmarks and tests that compare
+against them (the package plans and decides with oodcorr.stats.gp_interval / gp_design only):
 
-For each testset size, the checkpoints per run at which the interval excludes 0 with probability `power` when
-the noise-free partial r is r1, seeds pooled. The residual trajectories are AR(1) with lag-1 autocorrelation phi
-(from a pilot, else an assumption) plus independent item noise at the testset size's reliability; the effective
-number of checkpoints is the interval's own expression (interval.z_dof, the larger of null and alternative, on
-the saturating ID trend of the simulator), and the decision is the interval's: the Fisher interval of the
-attenuated correlation r1 * A (A = reliability of both trajectories) excludes 0,
-|atanh(r1 A)| * sqrt((n_eff - 4) * seeds) > z_(1 - alpha/2). Checked against simulated rejection rates
-(tests/test_analysis_interval.py, bench/noise_simulation.py).
+  power(), checkpoints_for_power(), power_table(), effective_dof()
+      AR(1) power of the Fisher interval of the attenuated correlation with the effective number of
+      checkpoints of interval.z_dof (the planner's earlier `--detect-r` engine)
+  disattenuate(), disattenuated_ci()
+      the earlier noise-corrected interval: the observed r's Fisher CI divided by sqrt(rel_a rel_b)
+      (independent checkpoints, exact ID)
+
+Import it from a bench script as `import superseded` (bench/ is the script's folder), from a test with
+study_helpers.load_script(REPO / "bench" / "superseded.py").
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import numpy as np
 
 from oodcorr.errors import UserError
-from oodcorr.stats.defaults import ALPHA
+from oodcorr.stats.defaults import ALPHA, RELIABILITY_MIN
 
 MAX_CHECKPOINTS = 1024  # larger designs are reported as not reachable
 ITEM_COUNTS = (64, 128, 256, 350, 500, 1000, 2000)
@@ -101,3 +103,18 @@ def power_table(signal_var: float, noise_var_item: float, r1: float, target: flo
                      "n_eff": None if n is None else effective_dof(n, phi, rel, r1) + 4,
                      "power": None if n is None else power(n, r1, rel, phi, seeds, alpha)})
     return rows
+
+
+def disattenuate(r, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
+    """r / sqrt(rel_a * rel_b), clipped to [-1, 1]; NaN where a reliability is < reliability_min or NaN."""
+    r, ra, rb = (np.asarray(v, float) for v in (r, rel_a, rel_b))
+    ok = np.isfinite(r) & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.clip(r / np.sqrt(np.where(ok, ra * rb, np.nan)), -1.0, 1.0)
+    return np.where(ok, d, np.nan)
+
+
+def disattenuated_ci(ci_low, ci_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN):
+    """Noise-corrected CI: the observed r's Fisher CI divided by sqrt(rel_a * rel_b), clipped to [-1, 1];
+    (NaN, NaN) where a reliability is < reliability_min or NaN, or the Fisher CI is undefined."""
+    return disattenuate(ci_low, rel_a, rel_b, reliability_min), disattenuate(ci_high, rel_a, rel_b, reliability_min)
