@@ -52,8 +52,13 @@ def load_testsets(n: int, seed: int) -> dict[str, list[dict]]:
         if path.suffix == ".jsonl":
             df = pd.read_json(path, lines=True, dtype=False)
         else:
-            df = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",", quoting=csv.QUOTE_NONE if path.suffix == ".tsv" else csv.QUOTE_MINIMAL,
-                             keep_default_na=False, dtype=str)
+            df = pd.read_csv(
+                path,
+                sep="\t" if path.suffix == ".tsv" else ",",
+                quoting=csv.QUOTE_NONE if path.suffix == ".tsv" else csv.QUOTE_MINIMAL,
+                keep_default_na=False,
+                dtype=str,
+            )
         idx = sorted(random.Random(seed).sample(range(len(df)), min(n, len(df))))
         rows = []
         for i in idx:
@@ -90,7 +95,9 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     from oodcorr.modeling.model_loading import add_lora, load_base_model
     from oodcorr.modeling.models import SMOLLM2
 
-    declared = {k: {"path": f"raw/{k}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"} for k in sets}
+    declared = {
+        k: {"path": f"raw/{k}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"} for k in sets
+    }
     params = {"study": {"name": "bench"}, "data": {"out": "data/prepared", "testsets": declared},
               "train": {"dtype": dtype, "quantization": "none", "max_length": max_length},
               "runs": {"bench": {"model": SMOLLM2, "train_set": "mnli", "id_testset": "mnli", "shots": 64}},
@@ -102,7 +109,12 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     for name, rows in sets.items():
         f = root / "data" / "prepared" / f"{name}.jsonl"
         io.write_jsonl(f, rows)
-        manifest["testsets"][name] = {"rows": len(rows), "label_counts": {}, "sha256": io.sha256_file(f), "source": str(NLI)}
+        manifest["testsets"][name] = {
+            "rows": len(rows),
+            "label_counts": {},
+            "sha256": io.sha256_file(f),
+            "source": str(NLI),
+        }
     io.write_json(root / "data" / "prepared" / "manifest.json", manifest)
     base, _, info = load_base_model(SMOLLM2, quantization="none", dtype="float32")
     model = add_lora(base, {"r": 8, "alpha": 32, "dropout": 0.0})
@@ -166,8 +178,12 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=24, help="examples per testset")
     ap.add_argument("--checkpoints", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dtype", default="fastest", help="fastest (the dtype with the higher measured matmul rate), "
-                    "auto (oodcorr's scoring default: bfloat16 on CUDA and on CPUs with native bf16, else float32), float32, bfloat16")
+    ap.add_argument(
+        "--dtype",
+        default="fastest",
+        help="fastest (the dtype with the higher measured matmul rate), "
+        "auto (oodcorr's scoring default: bfloat16 on CUDA and on CPUs with native bf16, else float32), float32, bfloat16",
+    )
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "eval_throughput.json"))
@@ -217,9 +233,14 @@ def main(argv=None):
         for ck in ckpts:
             step = int(ck.name.split("-")[1])
             for name in sets:
-                df = pd.read_parquet(root / "runs" / "bench" / "eval" / "predictions" / f"step-{step}" / f"{name}.parquet")
+                df = pd.read_parquet(
+                    root / "runs" / "bench" / "eval" / "predictions" / f"step-{step}" / f"{name}.parquet"
+                )
                 for r in df.itertuples():
-                    fast[(step, name, r.id)] = (int(r.prediction == "non_entailment"), [r.logp_entailment, r.logp_non_entailment])
+                    fast[(step, name, r.id)] = (
+                        int(r.prediction == "non_entailment"),
+                        [r.logp_entailment, r.logp_non_entailment],
+                    )
         base, base_s, base_load = baseline(ckpts, sets, dtype, args.max_length)
     n_ex = len(fast)
     agree = sum(fast[k][0] == base[k][0] for k in fast) / n_ex
@@ -256,13 +277,19 @@ def main(argv=None):
     runs = old.get("runs") or ({old["dtype"]: {k: v for k, v in old.items() if k != "runs"}} if "dtype" in old else {})
     runs[dtype] = res
     io.write_json(args.out, {**res, "runs": runs})
-    print(f"dtype {dtype}, {device}, {args.threads} threads; {n_ex} examples ({args.checkpoints} ckpts x {len(sets)} testsets x {args.n}), "
-          f"{real_tokens[0]} real tokens")
+    print(
+        f"dtype {dtype}, {device}, {args.threads} threads; {n_ex} examples ({args.checkpoints} ckpts x {len(sets)} testsets x {args.n}), "
+        f"{real_tokens[0]} real tokens"
+    )
     print(f"matmul: float32 {rates['float32']:.0f} GFLOP/s, bfloat16 {rates['bfloat16']:.0f} GFLOP/s")
-    print(f"fast:     {res['fast']['examples_per_s']:.1f} ex/s end-to-end, {res['fast']['examples_per_s_scoring']:.1f} ex/s scoring; "
-          f"{res['fast']['gflop_s_conventional']:.0f} GFLOP/s (2*params*tokens) = {res['fast']['fraction_of_matmul_conventional']:.0%} "
-          f"of {dtype} matmul; executed {res['fast']['gflop_s_executed']:.0f} GFLOP/s = {res['fast']['fraction_of_matmul_executed']:.0%}")
-    print(f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, {res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads")
+    print(
+        f"fast:     {res['fast']['examples_per_s']:.1f} ex/s end-to-end, {res['fast']['examples_per_s_scoring']:.1f} ex/s scoring; "
+        f"{res['fast']['gflop_s_conventional']:.0f} GFLOP/s (2*params*tokens) = {res['fast']['fraction_of_matmul_conventional']:.0%} "
+        f"of {dtype} matmul; executed {res['fast']['gflop_s_executed']:.0f} GFLOP/s = {res['fast']['fraction_of_matmul_executed']:.0%}"
+    )
+    print(
+        f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, {res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads"
+    )
     print(f"ratio: {res['ratio_end_to_end']:.1f}x end-to-end, {res['ratio_scoring_only']:.1f}x scoring only; "
           f"agreement {agree:.2%} ({len(flip_margins)} flips, baseline margins {[round(m, 3) for m in flip_margins]}), "
           f"max |dlogp| {max_diff:.2e} -> {args.out}")

@@ -80,7 +80,9 @@ def random_model(config, device: str, dtype, nf4: bool, seed: int = 0):
     attn = attention_implementation(device, dtype)
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype, **({"attn_implementation": attn} if attn else {}))
+            model = AutoModelForCausalLM.from_config(
+                config, dtype=dtype, **({"attn_implementation": attn} if attn else {})
+            )
     except (ImportError, ValueError):  # flash-attn installed but unusable: SDPA, as load_base_model falls back
         if attn != "flash_attention_2":
             raise
@@ -435,7 +437,9 @@ def verdicts(shapes: dict) -> dict:
         err = tr["dry_run_rel_error"]
         merged = ev["merged_bf16"].get("matmul_fraction_conventional")
         out[name] = {
-            "qlora_fits_24gb": None if tr["peak_measured_gib"] is None else tr["peak_measured_gib"] <= TARGETS["qlora_peak_gib_max"],
+            "qlora_fits_24gb": None
+            if tr["peak_measured_gib"] is None
+            else tr["peak_measured_gib"] <= TARGETS["qlora_peak_gib_max"],
             "dry_run_within_15pct": None if err is None else abs(err) <= TARGETS["dry_run_rel_error_max"],
             "eval_3x_baseline": ev["speedup_vs_baseline"] >= TARGETS["eval_speedup_min"],
             "eval_40pct_matmul": None if merged is None else merged >= TARGETS["eval_matmul_fraction_min"],
@@ -459,11 +463,13 @@ def print_table(res: dict) -> None:
         tr, ev = r["train"], r["eval"]
         m = ev["merged_bf16"]
         oom = ev["oom_backoff"]
-        print(f"{name:10s} {f(tr['peak_measured_gib'], '9.2f')} {tr['dry_run_estimate_gib']:8.2f} "
-              f"{f(tr['dry_run_rel_error'], '+6.1%')} {tr['seconds_per_step']:7.3f} | "
-              f"{f(m.get('examples_per_s'), '11.1f')} {f(m.get('matmul_fraction_conventional'), '5.0%')} "
-              f"{ev['unmerged_nf4']['examples_per_s']:9.1f} {ev['baseline_hf_padded']['examples_per_s']:9.1f} "
-              f"{ev['speedup_vs_baseline']:6.2f} | {('ok, ' + str(oom['oom_retries']) + ' halvings') if oom['works'] else 'FAILED':>14s}")
+        print(
+            f"{name:10s} {f(tr['peak_measured_gib'], '9.2f')} {tr['dry_run_estimate_gib']:8.2f} "
+            f"{f(tr['dry_run_rel_error'], '+6.1%')} {tr['seconds_per_step']:7.3f} | "
+            f"{f(m.get('examples_per_s'), '11.1f')} {f(m.get('matmul_fraction_conventional'), '5.0%')} "
+            f"{ev['unmerged_nf4']['examples_per_s']:9.1f} {ev['baseline_hf_padded']['examples_per_s']:9.1f} "
+            f"{ev['speedup_vs_baseline']:6.2f} | {('ok, ' + str(oom['oom_retries']) + ' halvings') if oom['works'] else 'FAILED':>14s}"
+        )
     for name, v in res["targets_met"].items():
         print(f"  {name}: " + ", ".join(f"{k}={'-' if x is None else ('yes' if x else 'NO')}" for k, x in v.items()))
 
@@ -513,11 +519,24 @@ def main(argv=None) -> dict:
     except ImportError:
         sys.exit("bitsandbytes is not installed: see README 'GPU check' (install from a wheel file offline)")
     rate = matmul_tflops(device, torch.bfloat16 if device == "cuda" else dtype, 8192 if device == "cuda" else 256)
-    res = {"device": device, "device_name": name, "cpu_smoke": args.cpu_smoke, "dtype": str(dtype).replace("torch.", ""),
-           "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
-                        "peft": peft.__version__, "bitsandbytes": bnb_version, "python": platform.python_version()},
-           "matmul_tflops_bf16": rate, "settings": {k: v for k, v in vars(args).items() if k != "out"},
-           "targets": TARGETS, "shapes": {}}
+    res = {
+        "device": device,
+        "device_name": name,
+        "cpu_smoke": args.cpu_smoke,
+        "dtype": str(dtype).replace("torch.", ""),
+        "versions": {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "bitsandbytes": bnb_version,
+            "python": platform.python_version(),
+        },
+        "matmul_tflops_bf16": rate,
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "targets": TARGETS,
+        "shapes": {},
+    }
     if device == "cuda":
         res["gpu_total_gib"] = round(torch.cuda.get_device_properties(0).total_memory / GIB, 1)
     t0 = time.perf_counter()

@@ -143,8 +143,17 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
         R = I.ar1_corr(phi, n)
         S = R + noise * np.eye(n)
         dof = max(I.z_dof(M, S, S, 0 * R), I.z_dof(M, S, S, rho * R))
-        out.append({"checkpoints": n, "rho": rho, "phi": phi, "noise": noise, "sd_empirical": float(z.std()),
-                    "sd_interval": float(1 / math.sqrt(dof)), "sd_without_small_sample_term": float(1 / math.sqrt(dof + 2))})
+        out.append(
+            {
+                "checkpoints": n,
+                "rho": rho,
+                "phi": phi,
+                "noise": noise,
+                "sd_empirical": float(z.std()),
+                "sd_interval": float(1 / math.sqrt(dof)),
+                "sd_without_small_sample_term": float(1 / math.sqrt(dof + 2)),
+            }
+        )
         print(json.dumps(out[-1]), flush=True)
     return out
 
@@ -200,14 +209,29 @@ def cell_diagnosis(reps: int = 1000) -> list[dict]:
             M = I.residual_maker(1 - np.exp(-4 * np.linspace(0, 1, n)))  # the ID curve's shape (simulate)
             R = I.ar1_corr(true_phi, n)
             dof = I.z_dof(M, tau**2 * R + Vm[0], tau**2 * R + Vm[1], rho * tau**2 * R)
-            truth = {"sd_atanh_r_obs_all": float(f["z_obs"].std()), "sd_atanh_r_obs_defined": float(f["z_obs"][ok].std()),
-                     "se_z_at_truth": float(1 / np.sqrt(dof)),
-                     "se_z_at_truth_without_small_sample_term": float(1 / np.sqrt(dof + 2))}
-        out.append({"scenario": sc, "checkpoints": n, "items": k, "rho": rho, "defined": int(ok.sum()), **truth,
-                    "sd_atanh_r_att": float(z.std()), "sd_pivot": float(pivot.std()),
-                    "mean_pivot": float(pivot.mean()), "median_se_z": float(np.median(f["se_z"][ok])),
-                    "median_se_z_true_phi": float(np.nanmedian(f["se_z_true_phi"][ok])),
-                    "miss_low": float((f["ci_low"][ok] > rho).mean()), "miss_high": float((f["ci_high"][ok] < rho).mean())})
+            truth = {
+                "sd_atanh_r_obs_all": float(f["z_obs"].std()),
+                "sd_atanh_r_obs_defined": float(f["z_obs"][ok].std()),
+                "se_z_at_truth": float(1 / np.sqrt(dof)),
+                "se_z_at_truth_without_small_sample_term": float(1 / np.sqrt(dof + 2)),
+            }
+        out.append(
+            {
+                "scenario": sc,
+                "checkpoints": n,
+                "items": k,
+                "rho": rho,
+                "defined": int(ok.sum()),
+                **truth,
+                "sd_atanh_r_att": float(z.std()),
+                "sd_pivot": float(pivot.std()),
+                "mean_pivot": float(pivot.mean()),
+                "median_se_z": float(np.median(f["se_z"][ok])),
+                "median_se_z_true_phi": float(np.nanmedian(f["se_z_true_phi"][ok])),
+                "miss_low": float((f["ci_low"][ok] > rho).mean()),
+                "miss_high": float((f["ci_high"][ok] < rho).mean()),
+            }
+        )
         print(json.dumps(out[-1]), flush=True)
     return out
 

@@ -31,10 +31,19 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from study_helpers import env, make_project, tiny_params  # noqa: E402
 
-COMPARED = ["runs/{run}/eval/metrics.jsonl", "runs/{run}/eval/accuracy.csv", "runs/{run}/eval/summary.json",
-            "runs/{run}/run.json", "runs/{run}/checkpoints/checkpoint-8/adapter_config.json",
-    "runs/{run}/checkpoints/checkpoint-8/adapter_model.safetensors", "results/partial_correlations.csv", "results/pooled_seeds.csv",
-            "results/consistency.csv", "results/plots/accuracy_vs_step.csv", "dvc.lock"]
+COMPARED = [
+    "runs/{run}/eval/metrics.jsonl",
+    "runs/{run}/eval/accuracy.csv",
+    "runs/{run}/eval/summary.json",
+    "runs/{run}/run.json",
+    "runs/{run}/checkpoints/checkpoint-8/adapter_config.json",
+    "runs/{run}/checkpoints/checkpoint-8/adapter_model.safetensors",
+    "results/partial_correlations.csv",
+    "results/pooled_seeds.csv",
+    "results/consistency.csv",
+    "results/plots/accuracy_vs_step.csv",
+    "dvc.lock",
+]
 
 
 def params() -> dict:
@@ -187,17 +196,22 @@ def main() -> None:
 
 def write(studies, t_ref, stage_s, t0) -> None:
     total = sum(s["kills"] for s in studies)
-    summary = {"studies": len(studies), "sigkills": total,
-               "resumed": sum(s["completed"] for s in studies), "identical": sum(s["identical"] for s in studies),
-               "error_exits": sum(s["error_exits"] for s in studies),
-               "duplicate_train_runs": sum(s["duplicate_train_runs"] for s in studies),
-               "train_runs_left_running": sum(s["running"] for s in studies),
-               "runs_left_running_any_kind": sum(s["running_any_kind"] for s in studies),
-               "leftover_temps": sum(len(s["leftover_temps"]) for s in studies),
-               "kills_by_stage": {st: sum(s["kill_stages"][st] for s in studies)
-                                  for st in STAGES},
-               "reference_s": round(t_ref, 1), "reference_stage_s": {k: round(v, 1) for k, v in stage_s.items()}, "total_s": round(time.time() - t0, 1),
-               "loadavg_end": os.getloadavg()}
+    summary = {
+        "studies": len(studies),
+        "sigkills": total,
+        "resumed": sum(s["completed"] for s in studies),
+        "identical": sum(s["identical"] for s in studies),
+        "error_exits": sum(s["error_exits"] for s in studies),
+        "duplicate_train_runs": sum(s["duplicate_train_runs"] for s in studies),
+        "train_runs_left_running": sum(s["running"] for s in studies),
+        "runs_left_running_any_kind": sum(s["running_any_kind"] for s in studies),
+        "leftover_temps": sum(len(s["leftover_temps"]) for s in studies),
+        "kills_by_stage": {st: sum(s["kill_stages"][st] for s in studies) for st in STAGES},
+        "reference_s": round(t_ref, 1),
+        "reference_stage_s": {k: round(v, 1) for k, v in stage_s.items()},
+        "total_s": round(time.time() - t0, 1),
+        "loadavg_end": os.getloadavg(),
+    }
     print(json.dumps(summary, indent=2))
     out = HERE / "results" / "kill_campaign.json"
     out.write_text(json.dumps({"summary": summary, "studies": studies}, indent=2) + "\n")

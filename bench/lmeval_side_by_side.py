@@ -109,7 +109,10 @@ def run_oodcorr(root: Path, env: dict) -> tuple[float, dict]:
     for f in (root / "runs" / "bench" / "eval" / "predictions").rglob("*.parquet"):
         step = int(f.parent.name.split("-")[1])
         for r in pd.read_parquet(f).itertuples():
-            preds[(step, f.stem, r.id)] = (int(r.prediction == "non_entailment"), [r.logp_entailment, r.logp_non_entailment])
+            preds[(step, f.stem, r.id)] = (
+                int(r.prediction == "non_entailment"),
+                [r.logp_entailment, r.logp_non_entailment],
+            )
     return wall, preds
 
 
@@ -147,7 +150,10 @@ class Bf16GemmInFloat32:
             def wrapped(*args, _fn=fn, **kw):
                 if any(isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16 for a in args):
                     up = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-                    kw = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in kw.items()}
+                    kw = {
+                        k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                        for k, v in kw.items()
+                    }
                     return _fn(*up, **kw).to(torch.bfloat16)
                 return _fn(*args, **kw)
 
@@ -257,19 +263,33 @@ def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_
     margins = np.abs(lp_new[:, 0] - lp_new[:, 1])
     flips = np.nonzero(pr_bf != pr_new)[0]
     return {
-        "examples": len(seqs), "real_tokens": sum(map(len, seqs)), "chunks": n_chunks, "reps": reps, "pairs": pairs,
-        "merged_over_unmerged_fp32": med([p["seconds"]["float32_unmerged"] / p["seconds"]["float32_merged"] for p in pairs]),
+        "examples": len(seqs),
+        "real_tokens": sum(map(len, seqs)),
+        "chunks": n_chunks,
+        "reps": reps,
+        "pairs": pairs,
+        "merged_over_unmerged_fp32": med(
+            [p["seconds"]["float32_unmerged"] / p["seconds"]["float32_merged"] for p in pairs]
+        ),
         "bf16_over_fp32_merged": med([p["seconds"]["float32_merged"] / p["seconds"]["bfloat16_merged"] for p in pairs]),
-        "fp32_merged_vs_unmerged": {"predictions_identical": bool((pr_old == pr_new).all()),
-                                    "max_abs_logp_diff": float(np.abs(lp_old - lp_new).max())},
-        "bf16_vs_fp32": {"agreement": float(1 - len(flips) / len(seqs)), "flips": int(len(flips)),
-                         "flip_fp32_margins": sorted(float(margins[i]) for i in flips),
-                         "max_abs_logp_diff": float(np.abs(lp_bf - lp_new).max()),
-                         "gemm": "native" if native_bf16 else "bf16 in/out, float32 accumulation (no bf16 GEMM on this CPU)"},
-        "gemm_gflop_s_at_model_shapes": {d: med([p["gemm_gflop_s"][d] for p in pairs]) for d in ("float32", "bfloat16")},
+        "fp32_merged_vs_unmerged": {
+            "predictions_identical": bool((pr_old == pr_new).all()),
+            "max_abs_logp_diff": float(np.abs(lp_old - lp_new).max()),
+        },
+        "bf16_vs_fp32": {
+            "agreement": float(1 - len(flips) / len(seqs)),
+            "flips": int(len(flips)),
+            "flip_fp32_margins": sorted(float(margins[i]) for i in flips),
+            "max_abs_logp_diff": float(np.abs(lp_bf - lp_new).max()),
+            "gemm": "native" if native_bf16 else "bf16 in/out, float32 accumulation (no bf16 GEMM on this CPU)",
+        },
+        "gemm_gflop_s_at_model_shapes": {
+            d: med([p["gemm_gflop_s"][d] for p in pairs]) for d in ("float32", "bfloat16")
+        },
         "fraction_of_gemm_rate": {
             d: med([p["gflop"] / p["seconds"][f"{d}_merged"] / p["gemm_gflop_s"][d] for p in pairs])
-            for d in ("float32", "bfloat16")},
+            for d in ("float32", "bfloat16")
+        },
     }
 
 
@@ -335,8 +355,11 @@ def main(argv=None):
             res["in_process"] = in_process(ck_one, one["mnli"], args.max_length, args.reps, bool(native))
             print(json.dumps(res["in_process"], indent=1), flush=True)
         if not args.skip_side_by_side:
-            res["lmeval_version"] = subprocess.run([args.lmeval_python, "-c", "import importlib.metadata as m; "
-                                                    "print(m.version('lm_eval'))"], capture_output=True, text=True).stdout.strip()
+            res["lmeval_version"] = subprocess.run(
+                [args.lmeval_python, "-c", "import importlib.metadata as m; print(m.version('lm_eval'))"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
             tasks = write_lmeval_tasks(tmp / "tasks", grid, prompter)
             tasks_one = write_lmeval_tasks(tmp / "tasks_one", one, prompter)
             mpath = model_path(SMOLLM2)
@@ -381,7 +404,10 @@ def main(argv=None):
                             if do_grid:
                                 w, ood_grid = run_oodcorr(roots["grid"], env)
                                 walls["oodcorr_grid"].append(w)
-                    print(f"{dtype} rep {rep}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in walls.items() if v), flush=True)
+                    print(
+                        f"{dtype} rep {rep}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in walls.items() if v),
+                        flush=True,
+                    )
                 med = {k: statistics.median(v) for k, v in walls.items()}
                 side["seconds"] = walls
                 side["median_s"] = med

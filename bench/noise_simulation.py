@@ -138,16 +138,19 @@ def coverage_table(studies, n_boot, seed=0, min_defined=200, max_studies=4000):
                "ms_per_study_two_level": round(1000 * float(f["t_old"].mean()), 2),
                "seconds": round(time.perf_counter() - t0, 1)}
         rows.append(row)
-        print(f"rho={rho:.1f} items={k:5d} n={n}: ci2 {row['coverage_new_ci']:.3f} ({row['studies_new_ci_defined']}/"
-              f"{row['studies_new_ci_total']} defined; any reliability {row['coverage_new_ci_any_reliability']:.3f}) | "
-              f"old two-level {row['coverage_two_level']:.3f} | checkpoint-only Fisher "
-              f"{row['coverage_checkpoint_fisher']:.3f} boot {row['coverage_checkpoint_bootstrap']:.3f} | rel "
-              f"{row['reliability_estimate_mean']:.3f} vs true {row['true_reliability_mean']:.3f} (bias "
-              f"{row['reliability_bias']:+.3f}, MAE {row['reliability_mae']:.3f}; alpha {row['alpha_reliability_bias']:+.3f}"
-              f" / {row['alpha_reliability_mae']:.3f}) | r {row['mean_r_observed']:+.3f} r_dis "
-              f"{row['disattenuated_mean'] if row['disattenuated_mean'] is None else round(row['disattenuated_mean'], 3)}"
-              f" | hw ci2 {row['median_half_width_new_ci']:.3f} old {row['median_half_width_two_level']:.3f} "
-              f"({row['seconds']}s)", flush=True)
+        print(
+            f"rho={rho:.1f} items={k:5d} n={n}: ci2 {row['coverage_new_ci']:.3f} ({row['studies_new_ci_defined']}/"
+            f"{row['studies_new_ci_total']} defined; any reliability {row['coverage_new_ci_any_reliability']:.3f}) | "
+            f"old two-level {row['coverage_two_level']:.3f} | checkpoint-only Fisher "
+            f"{row['coverage_checkpoint_fisher']:.3f} boot {row['coverage_checkpoint_bootstrap']:.3f} | rel "
+            f"{row['reliability_estimate_mean']:.3f} vs true {row['true_reliability_mean']:.3f} (bias "
+            f"{row['reliability_bias']:+.3f}, MAE {row['reliability_mae']:.3f}; alpha {row['alpha_reliability_bias']:+.3f}"
+            f" / {row['alpha_reliability_mae']:.3f}) | r {row['mean_r_observed']:+.3f} r_dis "
+            f"{row['disattenuated_mean'] if row['disattenuated_mean'] is None else round(row['disattenuated_mean'], 3)}"
+            f" | hw ci2 {row['median_half_width_new_ci']:.3f} old {row['median_half_width_two_level']:.3f} "
+            f"({row['seconds']}s)",
+            flush=True,
+        )
     return rows
 
 
@@ -176,13 +179,20 @@ def plan_check(studies, n_boot, seed=1):
     res = [one_study(0.0, k, n, n_boot, rng, old=False) for _ in range(studies)]
     hw = float(np.nanmedian([r["hw_new"] for r in res]))
     rel_true = float(np.mean([r["rel_true"] for r in res]))
-    out = {"pilot": {"runs": 10, "checkpoints": 30, "items": 200, "signal_var": S, "noise_var_item": v},
-           "design": {"items_per_testset": k, "checkpoints_per_run": n,
-                      "expected_half_width": design["expected_half_width"]},
-           "simulated_median_half_width": hw, "half_width_ratio_to_target": hw / 0.2,
-           "simulated_true_reliability_mean": rel_true, "simulated_coverage_new_ci": float(np.nanmean([r["cov_new"] for r in res])),
-           "simulated_share_new_ci_defined": float(np.mean([np.isfinite(r["cov_new"]) for r in res])),
-           "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2)}
+    out = {
+        "pilot": {"runs": 10, "checkpoints": 30, "items": 200, "signal_var": S, "noise_var_item": v},
+        "design": {
+            "items_per_testset": k,
+            "checkpoints_per_run": n,
+            "expected_half_width": design["expected_half_width"],
+        },
+        "simulated_median_half_width": hw,
+        "half_width_ratio_to_target": hw / 0.2,
+        "simulated_true_reliability_mean": rel_true,
+        "simulated_coverage_new_ci": float(np.nanmean([r["cov_new"] for r in res])),
+        "simulated_share_new_ci_defined": float(np.mean([np.isfinite(r["cov_new"]) for r in res])),
+        "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2),
+    }
     print(f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
           f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)", flush=True)
     return out

@@ -119,9 +119,19 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
     train_s = time.time() - t
     t = time.time()
     acc, n = score_mnli(params, model, scratch / "runs" / key / "checkpoints" / f"checkpoint-{o['max_steps']}")
-    rec = {"config": name, "model": model, **o, "batch_size": o.get("batch_size", BASE["batch_size"]), "acc0": base0["acc0"], "acc": acc,
-           "n": n, "train_s": round(train_s, 1), "s_per_step": round(train_s / o["max_steps"], 2),
-           "eval_s": round(time.time() - t, 1), "step0_eval_s": base0.get("eval_s")}
+    rec = {
+        "config": name,
+        "model": model,
+        **o,
+        "batch_size": o.get("batch_size", BASE["batch_size"]),
+        "acc0": base0["acc0"],
+        "acc": acc,
+        "n": n,
+        "train_s": round(train_s, 1),
+        "s_per_step": round(train_s / o["max_steps"], 2),
+        "eval_s": round(time.time() - t, 1),
+        "step0_eval_s": base0.get("eval_s"),
+    }
     with res_file.open("a") as f:
         f.write(json.dumps(rec) + "\n")
     print(json.dumps(rec), flush=True)
@@ -130,14 +140,19 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
 
 def report(scratch: Path) -> str:
     recs = [json.loads(x) for x in (scratch / "sweep.jsonl").read_text().splitlines() if x.strip()]
-    lines = ["| config | model | lr | warm-up | batch | steps | shots | loss | LoRA targets | step-0 acc | final acc | gain | "
-             "SE (final) | train s/step |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| config | model | lr | warm-up | batch | steps | shots | loss | LoRA targets | step-0 acc | final acc | gain | "
+        "SE (final) | train s/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in recs:
         se = math.sqrt(r["acc"] * (1 - r["acc"]) / r["n"])
-        lines.append(f"| {r['config']} | {r['model']} | {r['lr']:g} | {r.get('warmup_ratio', BASE['warmup_ratio']):g} | "
-                     f"{r.get('batch_size', BASE['batch_size'])} | {r['max_steps']} | {r['shots']} | {r['loss']} | "
-                     f"{'all linear' if r['targets'] == 'all' else 'attention (auto)'} | {r['acc0']:.3f} | {r['acc']:.3f} | "
-                     f"{100 * (r['acc'] - r['acc0']):+.1f} pts | {se:.3f} (N={r['n']}) | {r['s_per_step']} |")
+        lines.append(
+            f"| {r['config']} | {r['model']} | {r['lr']:g} | {r.get('warmup_ratio', BASE['warmup_ratio']):g} | "
+            f"{r.get('batch_size', BASE['batch_size'])} | {r['max_steps']} | {r['shots']} | {r['loss']} | "
+            f"{'all linear' if r['targets'] == 'all' else 'attention (auto)'} | {r['acc0']:.3f} | {r['acc']:.3f} | "
+            f"{100 * (r['acc'] - r['acc0']):+.1f} pts | {se:.3f} (N={r['n']}) | {r['s_per_step']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
