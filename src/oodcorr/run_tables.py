@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
+from oodcorr.metrics import METRICS
 from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
 from oodcorr.settings.project import Project
 
@@ -48,6 +49,7 @@ def load_metrics(files, slices: bool = False):
             if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
                 raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
             obj["_source"] = str(path)
+            obj["_absent"] = ",".join(m for m in METRICS if m not in obj)  # a field not written (vs NaN: undefined)
             rows.append(obj)
     if not rows:
         raise UserError("no metrics rows found" + (f" in {', '.join(map(str, files))}" if files else
