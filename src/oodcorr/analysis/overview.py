@@ -209,7 +209,9 @@ def why_no_r(partials, method: str, metric: str) -> str:
     """The most common first flag of `method`'s rows, in words (the report's flags say the rest)."""
     from oodcorr.stats.flags import describe
 
-    if partials is None or not len(partials) or "flag" not in partials:
+    if partials is not None and not len(partials):
+        return "no run has two OOD testsets with a score, so there is no pair to correlate"
+    if partials is None or "flag" not in partials:
         return "the report's flags say why"
     firsts = [str(f).split(";")[0] for f in partials.loc[partials["method"] == method, "flag"]
               if isinstance(f, str) and f]

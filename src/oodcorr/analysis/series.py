@@ -71,6 +71,12 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
         d["gold_share"] = _gold_share(g, names, mats)
         x = series[metric][names[0]]
         if not np.isfinite(x).any():
+            why = _why_undefined(g, names[0], metric)
+            if why != "one_class":
+                from oodcorr.stats.flags import describe
+
+                raise UserError(f"run {run!r}: {d['sources'][0]}: {describe(f'{why}:{names[0]}', metric)} "
+                                "(the ID testset)")
             raise UserError(f"run {run!r}: {metric} is undefined on the ID testset {names[0]!r} (one gold class); "
                             "set analyze.metric: accuracy")
         ood = [t for t in names[1:] if np.isfinite(series[metric][t]).any()]
@@ -83,9 +89,13 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
 
 
 def _why_undefined(g, testset: str, metric: str) -> str:
-    """Why `metric` has no value on `testset`: its rows were written without the field (no_metric), else it is
-    undefined there (one_class: a balanced metric on a testset with one gold class is NaN)."""
-    absent = g.loc[g["testset"] == testset, "_absent"] if "_absent" in g else ()
+    """Why `metric` has no value on `testset`: nothing was scored on it (no_score: accuracy NaN too), its rows were
+    written without the field (no_metric), else it is undefined there (one_class: a balanced metric on a testset
+    with one gold class is NaN)."""
+    rows = g[g["testset"] == testset]
+    if rows["accuracy"].isna().all():
+        return "no_score"
+    absent = rows["_absent"] if "_absent" in rows else ()
     return "no_metric" if any(metric in str(a).split(",") for a in absent) else "one_class"
 
 

@@ -3,7 +3,7 @@ report, the figures and the terminal: one table, so every place says the same th
 
 from __future__ import annotations
 
-from oodcorr.stats.partial import COLLINEAR
+from oodcorr.stats.residualise import COLLINEAR
 
 # code -> words; {x} is the flag's detail (a testset, a count, n=2<4), {metric} the analysed metric
 WORDS = {
@@ -16,6 +16,7 @@ WORDS = {
     "one_class": "{x} has one gold class: {metric} is undefined on it",
     "no_metric": "{x}'s rows in the metrics file lack {metric} (written without it): rescore with "
                  "`oodcorr evaluate`, or set analyze.metric: accuracy",
+    "no_score": "{x} has no score at any checkpoint (accuracy NaN: nothing was scored)",
     "no_valid_seed": "no seed has an r",
     "unreliable": "{x}'s residual trajectory is mostly testset noise",
     "ci2_undefined": "no noise-corrected interval ({x})",
