@@ -150,6 +150,9 @@ PARAMS: list[tuple] = [
      "accepted: study.threads 1000000000 (1e9 refused)"),
     ("tracking_uri-junk", edit_params(_set("study.tracking_uri", "not a uri ;rm -rf /")), r"study\.tracking_uri",
      [CHECK, T], "accepted: study.tracking_uri 'not a uri ;rm -rf /'"),
+    ("key-int-beside-named", edit_params(lambda p: p["runs"].update({123: dict(p["runs"]["a"])})),
+     r"runs: run key 123 is read as a number", [CHECK, T, A],
+     "run key 123 beside named ones: DVC failed sorting the keys ('<' between int and str) before the check ran"),
     ("key-int", edit_params(_rekey(123)), r"run key 123 is read as a number.*quote it", [CHECK, T],
      "run key 123: a cryptic DVC error, and study check's advice did not apply"),
     ("launch-time-forever", edit_params(_set("study.launch", {"time": "forever"})), r"study\.launch\.time",
@@ -165,6 +168,4 @@ def cases() -> list[Case]:
     out = [Case(f"params:{pid}:{args[0] if args[0] != 'study' else 'check'}", list(args), mutate, must=must,
                 item=item, fast=pid in FAST and args is commands[0])
            for pid, mutate, must, commands, item in PARAMS for args in commands]
-    return out + [
-        Case("env:threads-lots", T, lambda r: None, must=r"OODCORR_THREADS", wrap="env:OODCORR_THREADS=lots"),
-    ]
+    return out
