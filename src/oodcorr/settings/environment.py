@@ -1,4 +1,5 @@
-"""Every OODCORR_* environment variable a stage reads, each with its one parser: the stages read a value through
+"""Every OODCORR_* environment variable a stage reads (and the launcher's WORLD_SIZE, RANK, LOCAL_RANK that
+`accelerate launch` / torchrun set for train and evaluate), each with its one parser: the stages read a value through
 `read`, and `check` (run wherever params.yaml is loaded and validated: every stage and `oodcorr study check`)
 parses them all, so a bad value is one line naming the variable before any stage does work, never a refusal
 half-way through `dvc repro`."""
@@ -48,12 +49,28 @@ def _step(text: str) -> int:
         raise UserError(f"{KILL_ENV}: expected an integer step, got {text[:80]!r}") from None
 
 
+def _count(name: str, minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise UserError(f"{name}: expected an integer >= {minimum} (set by `accelerate launch` / torchrun), "
+                            f"got {text[:80]!r}")
+        return value
+    return parse
+
+
 # name -> parser of its text (raises UserError naming the variable); an unset or empty variable is not read
 PARSERS: dict[str, Callable[[str], object]] = {
     THREADS_ENV: _threads,
     BUSY_TIMEOUT_ENV: _seconds,
     CACHE_ENV: _folder,
     KILL_ENV: _step,
+    "WORLD_SIZE": _count("WORLD_SIZE", 1),
+    "RANK": _count("RANK", 0),
+    "LOCAL_RANK": _count("LOCAL_RANK", 0),
 }
 
 
