@@ -15,6 +15,8 @@ BAD_VARIABLES = {
     "OODCORR_THREADS": (("lots", T), ("0", E), ("2.5", T), ("2000", E)),
     "OODCORR_CACHE": (("params.yaml", T),),  # a file, where the converted models' folder goes
     "OODCORR_TEST_KILL_AT_STEP": (("four", T),),
+    "WORLD_SIZE": (("abc", T),),  # the launcher's (accelerate launch / torchrun), read by train and evaluate
+    "LOCAL_RANK": (("-1", E),),
 }
 FAST = {("OODCORR_STORE_BUSY_TIMEOUT_S", "abc")}
 
