@@ -85,3 +85,20 @@ def test_dvc_repro_names_a_numeric_run_key_beside_named_ones(tmp_path):
     assert res.returncode != 0 and "not supported between instances" not in out, out[-2000:]
     assert len(errors) == 1 and "runs: run key 123 is read as a number" in errors[0], out[-2000:]
     assert not (tmp_path / ".oodcorr" / "params.ok").exists()
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda p: p["analyze"].update(seed=-1), "analyze.seed: must be an integer in [0, 4294967295], got -1"),
+    (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=-1), ".seed: must be an integer in [0, 4294967295]"),
+    (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=2**32), ".seed: must be an integer in [0, 4294967295]"),
+    (lambda p: p["analyze"].update(bootstrap=10**9), "analyze.bootstrap: must be in [0, 100000]"),
+    (lambda p: p["analyze"].update(reliability_splits=10**7), "analyze.reliability_splits: must be in [1, 100000]"),
+])
+def test_seeds_and_resample_counts_numpy_refuses_are_refused_by_the_check(project, edit, said):
+    # a negative seed was numpy's ValueError in training (np.random.seed) or in the analysis (default_rng);
+    # 1e9 bootstrap resamples an array of 1e9 rows
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    edit(params)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    res = CliRunner().invoke(cli, ["study", "check"])
+    assert res.exit_code == 2 and res.output.startswith("error: ") and said in res.output, res.output
