@@ -31,32 +31,28 @@ def metrics_files(params: dict | None, project: Project) -> list[str]:
 
 NAMES = ("run", "model", "train_set", "testset")  # text fields (id_testset and slice: text or null)
 COUNTS = ("shots", "seed", "step")  # integers >= 0
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+METRIC_NAMES = frozenset(METRICS)
+NUMBER = (int, float)  # type(v) in NUMBER: a JSON number (a bool is neither)
 
 
 def row_problem(obj: dict) -> str | None:
     """What is wrong with one metrics row's fields (types and ranges), in words; None when nothing is. Checked
     here, once, so a hand-written or damaged row is one line naming file:line, never a wrong order of steps
     (steps as text sort '10' before '2') or a traceback deep in the analysis."""
-    import math
-
     for k in NAMES:
-        if not isinstance(obj[k], str) or not obj[k].strip():
+        if type(obj[k]) is not str or not obj[k].strip():
             return f"{k} must be a non-empty text, got {obj[k]!r}"
     for k in ("id_testset", "slice"):
-        if obj.get(k) is not None and not isinstance(obj[k], str):
+        if obj.get(k) is not None and type(obj[k]) is not str:
             return f"{k} must be a text or null, got {obj[k]!r}"
     for k in COUNTS:
-        if not isinstance(obj[k], int) or isinstance(obj[k], bool) or obj[k] < 0:
+        if type(obj[k]) is not int or obj[k] < 0:
             return f"{k} must be an integer >= 0, got {obj[k]!r}"
     acc = obj["accuracy"]
-    if not _number(acc) or not (math.isnan(acc) or 0 <= acc <= 1):
+    if type(acc) not in NUMBER or not (acc != acc or 0 <= acc <= 1):  # acc != acc: NaN
         return f"accuracy must be a number in [0, 1] (NaN: nothing scored), got {acc!r}"
-    for m in METRICS:
-        if obj.get(m) is not None and not _number(obj[m]):
+    for m in METRIC_NAMES & obj.keys():
+        if obj[m] is not None and type(obj[m]) not in NUMBER:
             return f"{m} must be a number, got {obj[m]!r}"
     return None
 
@@ -83,7 +79,8 @@ def load_metrics(files, slices: bool = False):
             if problem:
                 raise UserError(f"{path}:{lineno}: {problem}")
             obj["_source"] = str(path)
-            obj["_absent"] = ",".join(m for m in METRICS if m not in obj)  # a field not written (vs NaN: undefined)
+            absent = METRIC_NAMES - obj.keys()  # a field not written (vs NaN: undefined)
+            obj["_absent"] = ",".join(sorted(absent)) if absent else ""
             rows.append(obj)
         if len(rows) == before:
             empty.append(path)
