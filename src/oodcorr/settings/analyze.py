@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from oodcorr.choices import check_seed
 from oodcorr.errors import UserError, closest
 from oodcorr.metrics import DEFAULT_METRIC, check_metric
-from oodcorr.choices import check_seed
 from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, MAX_RESAMPLES, RELIABILITY_MIN, RELIABILITY_SPLITS
 from oodcorr.stats.partial import METHODS
 
