@@ -19,7 +19,8 @@ from study_helpers import REPO, sh, tiny_params
 
 # a value each variable's stage refuses
 BAD = {"OODCORR_STORE_BUSY_TIMEOUT_S": "abc", "OODCORR_THREADS": "0", "OODCORR_CACHE": "params.yaml",
-       "OODCORR_TEST_KILL_AT_STEP": "four", "WORLD_SIZE": "abc", "RANK": "-1", "LOCAL_RANK": "x"}
+       "OODCORR_TEST_KILL_AT_STEP": "four", "OODCORR_MEASURE_S": "0", "WORLD_SIZE": "abc", "RANK": "-1",
+       "LOCAL_RANK": "x"}
 WRITTEN_ONLY = {"OODCORR_LAUNCH"}  # set by the launcher for its jobs (a stamp); no stage reads it
 
 

@@ -18,6 +18,7 @@ BUSY_TIMEOUT_ENV = "OODCORR_STORE_BUSY_TIMEOUT_S"  # how long a store locked by 
 BUSY_TIMEOUT_DEFAULT_S = 30.0
 CACHE_ENV = "OODCORR_CACHE"  # the converted models' cache (default: $XDG_CACHE_HOME/oodcorr, ~/.cache/oodcorr)
 KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: training hard-exits after this step (simulates a kill)
+MEASURE_ENV = "OODCORR_MEASURE_S"  # `oodcorr plan`: seconds per rate measurement (a quick, rougher one)
 
 
 def _seconds(text: str) -> float:
@@ -40,6 +41,16 @@ def _folder(text: str) -> Path:
         raise UserError(f"{CACHE_ENV}: expected a folder for the converted models, got {text[:200]!r}"
                         + (" (a file)" if text.strip() else ""))
     return path
+
+
+def _measure_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{MEASURE_ENV}: expected seconds > 0, got {text[:80]!r}")
+    return value
 
 
 def _step(text: str) -> int:
@@ -68,6 +79,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     BUSY_TIMEOUT_ENV: _seconds,
     CACHE_ENV: _folder,
     KILL_ENV: _step,
+    MEASURE_ENV: _measure_seconds,
     "WORLD_SIZE": _count("WORLD_SIZE", 1),
     "RANK": _count("RANK", 0),
     "LOCAL_RANK": _count("LOCAL_RANK", 0),
