@@ -19,9 +19,10 @@ fast, the rest marked slow).
 The cases live one module per concern, each with `cases() -> list[Case]`: bad_inputs_params.py (params.yaml
 values, keys and files: a PARAMS row), bad_inputs_cli.py (command-line options, --out and the results folder),
 bad_inputs_data.py (prepared and local data files), bad_inputs_runs.py (runs, checkpoints, the evaluation
-cache, a second process, disk full / read-only), bad_inputs_tracking.py (the MLflow store), bad_inputs_saved.py
-(saved studies: save, reanalyze, verify; the prediction files the analysis reads), bad_inputs_planner.py
-(`oodcorr plan`'s inputs). A new case is one
+cache, a second process), bad_inputs_env.py (OODCORR_* variables, disk full / read-only),
+bad_inputs_analysis.py (what the analysis correlates: degenerate series, damaged metrics rows),
+bad_inputs_tracking.py (the MLflow store), bad_inputs_saved.py (saved studies: save, reanalyze, verify; the
+prediction files the analysis reads), bad_inputs_planner.py (`oodcorr plan`'s inputs). A new case is one
 Case (or PARAMS row) in its concern's module; bad_inputs_runner.py is the shared runner (base project, Case,
 params mutations, classification, the results file).
 """
@@ -33,8 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the concern modules, also when loaded by a test
 
+import bad_inputs_analysis  # noqa: E402
 import bad_inputs_cli  # noqa: E402
 import bad_inputs_data  # noqa: E402
+import bad_inputs_env  # noqa: E402
 import bad_inputs_params  # noqa: E402
 import bad_inputs_planner  # noqa: E402
 import bad_inputs_runs  # noqa: E402
@@ -45,8 +48,8 @@ from bad_inputs_runner import main as run_cases  # noqa: E402
 
 # one module per concern, each with cases() -> list[Case]; a new case goes into its concern's module, a new
 # concern is one module here
-CONCERNS = (bad_inputs_params, bad_inputs_cli, bad_inputs_data, bad_inputs_runs, bad_inputs_tracking, bad_inputs_saved,
-            bad_inputs_planner)
+CONCERNS = (bad_inputs_params, bad_inputs_cli, bad_inputs_data, bad_inputs_runs, bad_inputs_env, bad_inputs_analysis,
+            bad_inputs_tracking, bad_inputs_saved, bad_inputs_planner)
 CASES = [case for concern in CONCERNS for case in concern.cases()]
 
 

@@ -68,7 +68,8 @@ PARAMS: list[tuple] = [
     ("train-key-typo", edit_params(_set("train.learning_rate", 0.1)), r"learning_rate", [CHECK, T], ""),
     ("threads-lots", edit_params(_set("study.threads", "lots")), r"study\.threads", [CHECK, T, E, A],
      "accepted: threads lots"),
-    ("threads-negative", edit_params(_set("study.threads", -3)), r"study\.threads", [CHECK, T, E], "accepted: threads -3"),
+    ("threads-negative", edit_params(_set("study.threads", -3)), r"study\.threads", [CHECK, T, E],
+     "accepted: threads -3"),
     ("threads-zero", edit_params(_set("study.threads", 0)), r"study\.threads", [CHECK, T], ""),
     ("lora-dropout-1.5", edit_params(_set("train.lora.dropout", 1.5)), r"lora\.dropout", [CHECK, T],
      "traceback: lora.dropout 1.5"),
@@ -114,6 +115,16 @@ PARAMS: list[tuple] = [
     ("methods-pearson", edit_params(_set("analyze.methods", ["pearson"])), r"analyze\.methods", [CHECK, A],
      "outputs deleted before params rejected"),
     ("bootstrap-negative", edit_params(_set("analyze.bootstrap", -1)), r"analyze\.bootstrap", [CHECK, A], ""),
+    ("bootstrap-1e9", edit_params(_set("analyze.bootstrap", 10**9)), r"analyze\.bootstrap: must be in \[0, 100000\]",
+     [CHECK, A], "accepted: analyze.bootstrap 1e9 (arrays of 1e9 rows: memory)"),
+    ("reliability-splits-1e7", edit_params(_set("analyze.reliability_splits", 10**7)),
+     r"analyze\.reliability_splits: must be in \[1, 100000\]", [CHECK, A], "accepted: reliability_splits 1e7"),
+    ("analyze-seed-negative", edit_params(_set("analyze.seed", -1)), r"analyze\.seed: must be an integer in \[0, ",
+     [CHECK, A], "analyze.seed -1: numpy's ValueError at analysis time"),
+    ("run-seed-negative", edit_params(_set("runs.a.seed", -1)), r"runs\.a\.seed: must be an integer in \[0, ",
+     [CHECK, T], "run seed -1: np.random.seed's ValueError in training"),
+    ("run-seed-2e32", edit_params(_set("runs.a.seed", 2**32)), r"runs\.a\.seed: must be an integer in \[0, ",
+     [CHECK, T], ""),
     ("alpha-1.5", edit_params(_set("analyze.alpha", 1.5)), r"analyze\.alpha", [CHECK, A], ""),
     ("metric-f1", edit_params(_set("analyze.metric", "f1")), r"analyze\.metric", [CHECK, A], ""),
     ("noise-maybe", edit_params(_set("analyze.noise", "maybe")), r"analyze\.noise", [CHECK, A], ""),
@@ -150,6 +161,9 @@ PARAMS: list[tuple] = [
      "accepted: study.threads 1000000000 (1e9 refused)"),
     ("tracking_uri-junk", edit_params(_set("study.tracking_uri", "not a uri ;rm -rf /")), r"study\.tracking_uri",
      [CHECK, T], "accepted: study.tracking_uri 'not a uri ;rm -rf /'"),
+    ("key-int-beside-named", edit_params(lambda p: p["runs"].update({123: dict(p["runs"]["a"])})),
+     r"runs: run key 123 is read as a number", [CHECK, T, A],
+     "run key 123 beside named ones: DVC failed sorting the keys ('<' between int and str) before the check ran"),
     ("key-int", edit_params(_rekey(123)), r"run key 123 is read as a number.*quote it", [CHECK, T],
      "run key 123: a cryptic DVC error, and study check's advice did not apply"),
     ("launch-time-forever", edit_params(_set("study.launch", {"time": "forever"})), r"study\.launch\.time",
@@ -157,14 +171,12 @@ PARAMS: list[tuple] = [
 ]
 # one per finding of the fault campaign: also in the fast test run (with its first command)
 FAST = {"lr-1e30", "key-shell", "methods-pearson", "dup-run-key", "threads-lots", "lora-dropout-1.5",
-        "runs-empty", "top-level-typo", "pattern-huge", "eval-testsets-empty", "testset-name-dotdot", "eval-dtype-float8",
-        "params-nested-5000", "threads-1e9-int", "key-int"}
+        "runs-empty", "top-level-typo", "pattern-huge", "eval-testsets-empty", "testset-name-dotdot",
+        "eval-dtype-float8", "params-nested-5000", "threads-1e9-int", "key-int"}
 
 
 def cases() -> list[Case]:
     out = [Case(f"params:{pid}:{args[0] if args[0] != 'study' else 'check'}", list(args), mutate, must=must,
                 item=item, fast=pid in FAST and args is commands[0])
            for pid, mutate, must, commands, item in PARAMS for args in commands]
-    return out + [
-        Case("env:threads-lots", T, lambda r: None, must=r"OODCORR_THREADS", wrap="env:OODCORR_THREADS=lots"),
-    ]
+    return out

@@ -67,6 +67,15 @@ def check_pattern(pattern: str, where: str = "params: pattern") -> None:
         raise UserError(f"{where}: {shown} is not a valid format string ({e})") from None
 
 
+MAX_SEED = 2**32 - 1  # numpy's seeds (np.random.seed, default_rng) are integers in [0, 2**32): a run's seed and
+# analyze.seed are refused outside them, never a ValueError deep in a stage
+
+
+def check_seed(value, where: str) -> None:
+    if not 0 <= value <= MAX_SEED:
+        raise UserError(f"{where}: must be an integer in [0, {MAX_SEED}], got {value}")
+
+
 THREADS_ENV = "OODCORR_THREADS"
 MAX_THREADS = 1024  # more is never a CPU's core count, and torch's thread pool aborts on absurd counts
 

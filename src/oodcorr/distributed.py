@@ -3,12 +3,12 @@ read rank and world size from the environment; gloo on CPU, nccl on CUDA."""
 
 from __future__ import annotations
 
-import os
+from oodcorr.settings import environment
 
 
 def init() -> tuple[int, int]:
     """(rank, world size); joins the process group that the launcher described in the environment."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = environment.read("WORLD_SIZE", 1)
     if world <= 1:
         return 0, 1
     import torch
@@ -23,8 +23,8 @@ def device_for_rank() -> str | None:
     """cuda:<local rank> when several processes share a machine's GPUs; None = the default device."""
     import torch
 
-    if torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    if torch.cuda.is_available() and environment.read("WORLD_SIZE", 1) > 1:
+        return f"cuda:{environment.read('LOCAL_RANK', 0)}"
     return None
 
 

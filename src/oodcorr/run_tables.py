@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from oodcorr.errors import UserError, closest
+from oodcorr.metrics import METRICS
 from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
 from oodcorr.settings.project import Project
 
@@ -28,6 +29,34 @@ def metrics_files(params: dict | None, project: Project) -> list[str]:
     return sorted(str(p) for p in where.glob("*/" + str(metrics_file(Path()))))
 
 
+NAMES = ("run", "model", "train_set", "testset")  # text fields (id_testset and slice: text or null)
+COUNTS = ("shots", "seed", "step")  # integers >= 0
+METRIC_NAMES = frozenset(METRICS)
+NUMBER = (int, float)  # type(v) in NUMBER: a JSON number (a bool is neither)
+
+
+def row_problem(obj: dict) -> str | None:
+    """What is wrong with one metrics row's fields (types and ranges), in words; None when nothing is. Checked
+    here, once, so a hand-written or damaged row is one line naming file:line, never a wrong order of steps
+    (steps as text sort '10' before '2') or a traceback deep in the analysis."""
+    for k in NAMES:
+        if type(obj[k]) is not str or not obj[k].strip():
+            return f"{k} must be a non-empty text, got {obj[k]!r}"
+    for k in ("id_testset", "slice"):
+        if obj.get(k) is not None and type(obj[k]) is not str:
+            return f"{k} must be a text or null, got {obj[k]!r}"
+    for k in COUNTS:
+        if type(obj[k]) is not int or obj[k] < 0:
+            return f"{k} must be an integer >= 0, got {obj[k]!r}"
+    acc = obj["accuracy"]
+    if type(acc) not in NUMBER or not (acc != acc or 0 <= acc <= 1):  # acc != acc: NaN
+        return f"accuracy must be a number in [0, 1] (NaN: nothing scored), got {acc!r}"
+    for m in METRIC_NAMES & obj.keys():
+        if obj[m] is not None and type(obj[m]) not in NUMBER:
+            return f"{m} must be a number, got {obj[m]!r}"
+    return None
+
+
 def load_metrics(files, slices: bool = False):
     """Read metrics.jsonl files into one DataFrame; bad lines raise UserError naming file:line.
 
@@ -37,18 +66,27 @@ def load_metrics(files, slices: bool = False):
 
     from oodcorr.io import iter_json_objects
 
-    rows = []
+    rows, empty = [], []
     for path in map(Path, files):
         if not path.exists():
             raise UserError(f"metrics file not found: {path}")
+        before = len(rows)
         for lineno, obj in iter_json_objects(path):
             missing = [k for k in REQUIRED if k not in obj]
             if missing:
                 raise UserError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-            if not isinstance(obj["accuracy"], (int, float)) or isinstance(obj["accuracy"], bool):
-                raise UserError(f"{path}:{lineno}: accuracy must be a number, got {obj['accuracy']!r}")
+            problem = row_problem(obj)
+            if problem:
+                raise UserError(f"{path}:{lineno}: {problem}")
             obj["_source"] = str(path)
+            absent = METRIC_NAMES - obj.keys()  # a field not written (vs NaN: undefined)
+            obj["_absent"] = ",".join(sorted(absent)) if absent else ""
             rows.append(obj)
+        if len(rows) == before:
+            empty.append(path)
+    if rows and empty:  # one run's file empty: the study is never analysed without that run
+        raise UserError(f"{empty[0]}: no metrics rows (an evaluation that wrote nothing); run `oodcorr evaluate` "
+                        "for that run again")
     if not rows:
         raise UserError("no metrics rows found" + (f" in {', '.join(map(str, files))}" if files else
                                                    " (no metrics files; run `oodcorr evaluate` first)"))

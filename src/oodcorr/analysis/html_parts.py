@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from oodcorr.analysis.plots import reliability_label
+from oodcorr.stats.flags import first as first_flag
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
@@ -47,11 +48,10 @@ def _details(label: str, inner: str, rows: int) -> str:
     return f"<details><summary>{html.escape(label)} ({rows} rows)</summary>{inner}</details>"
 
 
-def _reason(row) -> str:
-    """Why a value is empty, from the row's flag (its first entry), for a '—' cell."""
-    flag = str(row.get("flag", "") or "")
-    first = next((f for f in flag.split(";") if f and f != "nan"), "")
-    return f" ({html.escape(first)})" if first else ""
+def _reason(row, column: str = "flag") -> str:
+    """Why a value is empty, from the row's flag (its first entry) in words, for a '—' cell."""
+    words = first_flag(row.get(column, ""), "the analysed metric")
+    return f" ({html.escape(words)})" if words else ""
 
 
 def _cell(row, col: str) -> str:
@@ -60,7 +60,8 @@ def _cell(row, col: str) -> str:
     if col in ("CI", "ci2", "ci2 even", "CI acc"):
         lo, hi = (row.get(c) for c in COMBINED[col])
         if lo is None or hi is None or lo != lo or hi != hi:
-            return f'<td class="l">—{_reason(row) if col != "ci2 even" else ""}</td>'
+            why = "" if col == "ci2 even" else _reason(row, "flag_accuracy" if col == "CI acc" else "flag")
+            return f'<td class="l">—{why}</td>'
         return f"<td>[{lo:+.2f}, {hi:+.2f}]</td>"
     if col == "rel a / b":
         return f"<td>{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}</td>"

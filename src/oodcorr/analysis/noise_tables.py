@@ -121,7 +121,7 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     from oodcorr.stats.pair_ci2 import interval
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
-    joint = partials["method"].map(lambda m: METHODS[m].interval == "seeds_likelihood")
+    joint = partials["method"].map(lambda m: METHODS[m].interval == "seeds_likelihood").astype(bool)
     rows = partials[joint & np.isfinite(partials["r"].astype(float))]
     out = {}
     keys = ["model"] * by_model + ["train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
@@ -147,7 +147,8 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     out = {}
-    rows = partials[partials["method"].map(lambda m: METHODS[m].noise) & np.isfinite(partials["r"].astype(float))]
+    rows = partials[partials["method"].map(lambda m: METHODS[m].noise).astype(bool)
+                    & np.isfinite(partials["r"].astype(float))]
     for run, g in rows.groupby("run"):
         if run not in inputs:
             continue
@@ -261,7 +262,8 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
             "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
             if fin["r_disattenuated"].notna().any() else None,
         }
-    ols = reliability["method"].map(lambda m: METHODS[m].operator == "ols")  # the summary's `_linear_` key
+    # the summary's `_linear_` key (astype: an empty mask would select columns, not rows)
+    ols = reliability["method"].map(lambda m: METHODS[m].operator == "ols").astype(bool)
     by_metric = reliability[ols].groupby("metric")["reliability"].median()
     out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
                                                  for k, v in by_metric.items()}

@@ -180,7 +180,7 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
             + "</table></div>", legend]
 
 
-def terminal_summary(summary: dict, consistency, report) -> list[str]:
+def terminal_summary(summary: dict, consistency, report, partials=None) -> list[str]:
     """The few lines `oodcorr analyze` ends with: the verdicts' counts (analysed metric, accuracy beside it),
     how much is distinguishable from noise, and where the report is."""
     method = primary_method(summary)
@@ -190,7 +190,7 @@ def terminal_summary(summary: dict, consistency, report) -> list[str]:
     n = int((consistency["method"] == method).sum()) if consistency is not None and len(consistency) else 0
     lines = [f"verdicts across models ({method}, {n} pairs): {metric}: {counts_line(counts(consistency, method))}"]
     if ((summary.get("methods") or {}).get(method) or {}).get("mean_abs_r") is None:
-        lines.append("  no pair has a partial r (the report's flags say why)")
+        lines.append(f"  no pair has a partial r: {why_no_r(partials, method, metric)}")
     if metric != BASELINE_METRIC and consistency is not None and "verdict_accuracy" in consistency:
         lines.append(f"  {BASELINE_METRIC} beside it: "
                      f"{counts_line(counts(consistency, method, 'verdict_accuracy'))}")
@@ -203,3 +203,18 @@ def terminal_summary(summary: dict, consistency, report) -> list[str]:
                      f"{reliability_label(noise.get('median_reliability'))}")
     lines.append(f"report: {report}")
     return lines
+
+
+def why_no_r(partials, method: str, metric: str) -> str:
+    """The most common first flag of `method`'s rows, in words (the report's flags say the rest)."""
+    from oodcorr.stats.flags import describe
+
+    if partials is not None and not len(partials):
+        return "no run has two OOD testsets with a score, so there is no pair to correlate"
+    if partials is None or "flag" not in partials:
+        return "the report's flags say why"
+    firsts = [str(f).split(";")[0] for f in partials.loc[partials["method"] == method, "flag"]
+              if isinstance(f, str) and f]
+    if not firsts:
+        return "the report's flags say why"
+    return describe(max(sorted(set(firsts)), key=firsts.count), metric)

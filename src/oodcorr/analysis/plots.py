@@ -183,12 +183,9 @@ def _why_empty(rows) -> str:
     shared = [f for f in per_row[0] if all(f in fl for fl in per_row)]
     flags = [f for fl in per_row for f in fl]
     top = shared[0] if shared else max(set(flags), key=flags.count)
-    hint = {"constant": " (that series never changed)", "too_few_checkpoints": " (too few checkpoints for this method)",
-            "one_change": " (that series changed at one checkpoint only)",
-            "one_class": " (one gold class only)"}.get(top.split(":")[0], "")
-    if top == "constant:id":
-        hint = " (the ID series never changed: there is no ID progress to regress out)"
-    return f"no pair has a partial r: {top}{hint}"
+    from oodcorr.stats.flags import describe
+
+    return f"no pair has a partial r: {describe(top)}"
 
 
 def _why_no_r(runs: dict, metric: str) -> str:

@@ -12,6 +12,7 @@ from oodcorr.analysis.plots import reliability_label
 from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats import consistency as _consistency
+from oodcorr.stats import flags as _flagwords
 from oodcorr.stats import partial as _partial
 
 
@@ -178,9 +179,10 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
              + ("" if summary.get("metric") in (None, "accuracy") else
                 "; accuracy, the paper's metric, is shown beside it in every table (<code>*_accuracy</code> "
                 "columns) and figure")
-             + ". " + "".join(f"<code>{html.escape(f)}</code> " for f in summary.get("flags", []))
-             + ("(undefined on a testset with one gold class: its pairs are listed with no r)"
-                if summary.get("flags") else "") + "</p>"]
+             + ". " + " ".join(f"<code>{html.escape(f)}</code>: "
+                               + html.escape(_flagwords.describe(f, str(summary.get("metric")))) + "."
+                               for f in summary.get("flags", []))
+             + (" Their pairs are listed with no r." if summary.get("flags") else "") + "</p>"]
     if "curves_testsets.png" in figures:
         parts.append("<h2>Accuracy per testset, every run</h2>"
                      + fig("curves_testsets.png").replace("<figure>", "<figure class='first'>", 1))
@@ -258,11 +260,9 @@ def write_report(path: Path, summary: dict, runs: dict, partials, pooled, consis
     parts.append("<h2>How to read this</h2><details><summary>Methods, pooling and verdict criteria, flags</summary>"
                  "<h3>Methods</h3><pre>" + html.escape(_partial.__doc__.split("Methods", 1)[-1].strip()) + "</pre>")
     parts.append("<h3>Pooling and verdict criteria</h3><pre>" + html.escape(_consistency.__doc__.strip()) + "</pre>")
-    parts.append("<p>Flags: <code>constant:X</code> (zero variance: r undefined), <code>collinear_with_id:X</code> "
-                 f"(|corr(ID, X)| &gt; {_partial.COLLINEAR}: the residual is mostly noise), "
-                 "<code>one_change:X</code> (X moves at one checkpoint only: r would be that one point), "
-                 "<code>residual_constant:X</code>, <code>too_few_checkpoints</code> (n ≤ k + 2, or n &lt; "
-                 f"{_partial.GAM_MIN_N} for gam), <code>missing_checkpoints:N</code> (pair used complete cases). "
+    parts.append("<p>Flags (the <code>flag</code> column of the CSVs; a '—' cell gives the first in words): "
+                 + "; ".join(f"<code>{html.escape(code)}</code>: {html.escape(_flagwords.describe(code + ':X'))}"
+                             for code in _flagwords.WORDS) + ". "
                  "Flagged entries with NaN r are excluded from pooling.</p></details>")
     parts.append("<p>Files: partial_correlations.csv, pooled_seeds.csv, consistency.csv, summary.json, "
                  "plots/accuracy_vs_step.csv.</p></body></html>")

@@ -71,16 +71,32 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
         d["gold_share"] = _gold_share(g, names, mats)
         x = series[metric][names[0]]
         if not np.isfinite(x).any():
+            why = _why_undefined(g, names[0], metric)
+            if why != "one_class":
+                from oodcorr.stats.flags import describe
+
+                raise UserError(f"run {run!r}: {d['sources'][0]}: {describe(f'{why}:{names[0]}', metric)} "
+                                "(the ID testset)")
             raise UserError(f"run {run!r}: {metric} is undefined on the ID testset {names[0]!r} (one gold class); "
                             "set analyze.metric: accuracy")
         ood = [t for t in names[1:] if np.isfinite(series[metric][t]).any()]
-        for t in names[1:]:
-            if t not in ood:
-                flags.append(f"one_class:{t}")
-        d["one_class"] = [t for t in names[1:] if t not in ood]
+        d["undefined"] = {t: f"{_why_undefined(g, t, metric)}:{t}" for t in names[1:] if t not in ood}
+        flags += d["undefined"].values()
+        d["one_class"] = list(d["undefined"])
         d["x"] = x
         d["Y"] = pd.DataFrame({t: series[metric][t] for t in ood}, index=d["Y"].index)
     return sorted(set(flags))
+
+
+def _why_undefined(g, testset: str, metric: str) -> str:
+    """Why `metric` has no value on `testset`: nothing was scored on it (no_score: accuracy NaN too), its rows were
+    written without the field (no_metric), else it is undefined there (one_class: a balanced metric on a testset
+    with one gold class is NaN)."""
+    rows = g[g["testset"] == testset]
+    if rows["accuracy"].isna().all():
+        return "no_score"
+    absent = rows["_absent"] if "_absent" in rows else ()
+    return "no_metric" if any(metric in str(a).split(",") for a in absent) else "one_class"
 
 
 def _gold_share(g, names, mats) -> dict:
@@ -129,11 +145,12 @@ def one_class_rows(runs: dict, methods) -> list[dict]:
                                      "n": len(d["x"]), "k": 1.0, "df": math.nan, "p": math.nan,
                                      "p_holm": math.nan, "p_bh": math.nan, "ci_low": math.nan,
                                      "ci_high": math.nan,
-                                     "flag": ";".join(f"one_class:{t}" for t in (a, b) if t in bad)})
+                                     "flag": ";".join((d.get("undefined") or {}).get(t, f"one_class:{t}")
+                                                      for t in (a, b) if t in bad)})
     return rows
 
 
-SIDE = ("r", "ci_low", "ci_high", "r_disattenuated", "ci2_low", "ci2_high", "distinguishable")
+SIDE = ("r", "ci_low", "ci_high", "r_disattenuated", "ci2_low", "ci2_high", "distinguishable", "flag")
 
 
 def beside(table, other, keys: list[str], suffix: str, columns=SIDE):

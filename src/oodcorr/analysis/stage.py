@@ -67,7 +67,8 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     report = out_dir / "report.html"
     if report.resolve().is_relative_to(Path.cwd().resolve()):
         report = report.resolve().relative_to(Path.cwd().resolve())
-    for line in terminal_summary(summary, _read_csv(out_dir / "consistency.csv"), report):
+    for line in terminal_summary(summary, _read_csv(out_dir / "consistency.csv"), report,
+                                 _read_csv(out_dir / "partial_correlations.csv")):
         click.echo(line)
 
 

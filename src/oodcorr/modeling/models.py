@@ -14,7 +14,9 @@ from oodcorr.hub import offline
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("OODCORR_CACHE") or os.path.join(
+    from oodcorr.settings import environment
+
+    root = environment.read(environment.CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "oodcorr")
     return Path(root) / "models"
 

@@ -58,7 +58,7 @@ def resolve(project: Project | dict | None, kept: int | None = None) -> tuple[in
     """(threads, where the choice came from). `kept`: the count a run was trained with; `auto` keeps it when the
     run resumes or rebuilds a checkpoint, since sums over another thread count differ in the last bits and the
     rebuilt checkpoint would no longer match dvc.lock."""
-    value, source = os.environ.get(ENV), ENV
+    value, source = os.environ.get(ENV) or None, ENV  # settings.environment: an empty variable is unset
     if value is None:
         value, source = Project.of(project).threads, "study.threads"
     n = parse(value, ENV if source == ENV else "params: study.threads")

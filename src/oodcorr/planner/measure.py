@@ -9,15 +9,13 @@ device the stages would use, with the model loaded exactly as they load it (mode
 
 from __future__ import annotations
 
-import math
-import os
 import time
 
-from oodcorr.errors import UserError
+from oodcorr.settings import environment
 
 SCORING_S = 45.0
 TRAINING_S = 30.0
-SECONDS_ENV = "OODCORR_MEASURE_S"  # seconds per measurement instead (a quick, rougher one)
+SECONDS_ENV = environment.MEASURE_ENV  # seconds per measurement instead (a quick, rougher one)
 MEASURE_TOKENS = 54  # real tokens per NLI prompt, the median of the bench's 648 (bench/eval_throughput.py)
 BATCH_TOKENS = 1024  # tokens per scoring batch on CPU, as the evaluate stage batches them
 WORDS = ("the a man woman dog child is are was on in at with playing running sitting near a park street field "
@@ -25,16 +23,7 @@ WORDS = ("the a man woman dog child is are was on in at with playing running sit
 
 
 def _seconds(default: float) -> float:
-    text = os.environ.get(SECONDS_ENV)
-    if not text:
-        return default
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise UserError(f"{SECONDS_ENV}={text!r}: expected seconds > 0")
-    return v
+    return environment.read(SECONDS_ENV, default)  # parsed where `study check` parses it too
 
 
 def _prompts(n: int, seed: int = 0) -> list[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from oodcorr.choices import check_seed
 from oodcorr.errors import UserError, closest
 from oodcorr.metrics import DEFAULT_METRIC, check_metric
-from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN, RELIABILITY_SPLITS
+from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, MAX_RESAMPLES, RELIABILITY_MIN, RELIABILITY_SPLITS
 from oodcorr.stats.partial import METHODS
 
 NOISE_CHOICES = (True, False, "auto", "true", "false", "on", "off")
@@ -39,14 +40,16 @@ class AnalyzeSettings:
             if m not in METHODS:
                 raise UserError(f"analyze.methods: unknown method {m!r}{closest(m, METHODS)}; "
                                 f"known: {', '.join(METHODS)}")
-        if self.bootstrap < 0:
-            raise UserError(f"analyze.bootstrap: must be >= 0, got {self.bootstrap}")
+        if not 0 <= self.bootstrap <= MAX_RESAMPLES:
+            raise UserError(f"analyze.bootstrap: must be in [0, {MAX_RESAMPLES}], got {self.bootstrap}")
+        check_seed(self.seed, "analyze.seed")
         if not 0 < self.alpha < 1:
             raise UserError(f"analyze.alpha: must be in (0, 1), got {self.alpha}")
         if not 0 <= self.reliability_min <= 1:
             raise UserError(f"analyze.reliability_min: must be in [0, 1], got {self.reliability_min}")
-        if self.reliability_splits < 1:
-            raise UserError(f"analyze.reliability_splits: must be >= 1, got {self.reliability_splits}")
+        if not 1 <= self.reliability_splits <= MAX_RESAMPLES:
+            raise UserError(f"analyze.reliability_splits: must be in [1, {MAX_RESAMPLES}], "
+                            f"got {self.reliability_splits}")
         if isinstance(self.equivalence, bool) or not isinstance(self.equivalence, (int, float)) \
                 or not 0 < self.equivalence < 1:
             raise UserError(f"analyze.equivalence: must be a number in (0, 1), got {self.equivalence!r}")

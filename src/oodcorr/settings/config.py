@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from oodcorr.errors import UserError, closest
+from oodcorr.settings import environment
 from oodcorr.settings.names import HUB_ID_RE, check_name, check_run_key
 
 PARAMS_FILE = "params.yaml"
@@ -285,6 +286,7 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
     if validate_schema:
         check_values(tree)
         check_references(tree)
+        environment.check()  # the OODCORR_* variables the stages read: here, so `study check` sees them too
     tree["_path"] = str(path.resolve())
     tree["_root"] = str(path.resolve().parent)
     return tree

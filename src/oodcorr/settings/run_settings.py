@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern
+from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern, check_seed
 from oodcorr.errors import UserError, closest
 from oodcorr.settings.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, deep_merge, typename
 from oodcorr.settings.names import check_run_key
@@ -131,6 +131,7 @@ class RunSettings:
         for key, allowed in CHOICES.items():
             if getattr(self, key) not in allowed:
                 raise UserError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        check_seed(self.seed, f"{where}.seed")
         for key in ("shots", "batch_size", "grad_accum"):
             if getattr(self, key) < 1:
                 raise UserError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")

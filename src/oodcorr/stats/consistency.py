@@ -239,7 +239,9 @@ def _flags(g) -> list[str]:
 
 def _first_flag(flag: str) -> str:
     """The reason a model's r or interval is empty, for the per-model summary strings."""
-    return next((f for f in flag.split(";") if f), "no r")
+    from oodcorr.stats.flags import first
+
+    return first(flag) or "no r"
 
 
 def cross_model(pooled: pd.DataFrame, alpha: float = ALPHA,

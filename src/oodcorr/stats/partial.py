@@ -130,13 +130,15 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
     spec = METHODS[method]
     k_col = np.ones(T) if spec.controls else np.zeros(T)
     flag_all, R = [], None
-    if spec.controls and (n < 2 or x.std() <= 1e-12):
+    need = max(spec.min_n, 4 if spec.controls else 3)  # df = n - 2 - k > 0 (k = 1 with ID as the control)
+    if n < need:  # first: with so few points every series looks constant or moved once
+        flag_all.append(f"too_few_checkpoints:n={n}<{need}")
+    elif spec.controls and x.std() <= 1e-12:
         flag_all.append("constant:id")
-    elif n < spec.min_n:
-        flag_all.append(f"too_few_checkpoints:n={n}<{spec.min_n}")
     else:
         R, k_col = spec.residualise(x, Y)
-    col_flags, bad = _column_flags(x, Y, names, spec.controls, R)
+    col_flags, bad = _column_flags(x, Y, names, spec.controls, R) if n >= need else ([[] for _ in names],
+                                                                                      np.zeros(T, bool))
     C = _corr_cols(R) if R is not None else np.full((T, T), np.nan)
     boot = _bootstrap(method, x, Y, R, n_boot, rng) if (n_boot and R is not None and n >= 3) else None
     rows = []
@@ -152,8 +154,8 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
                 r = math.nan
             row = {"testset_a": names[a], "testset_b": names[b], "r": float(r), "n": int(n),
                    "k": round(k, 4), "df": round(df, 4), "flag": ";".join(flags)}
-            if boot is not None:
-                col = boot[:, a, b]
+            if n_boot:  # the same columns on every path: NaN where no resample could be drawn
+                col = boot[:, a, b] if boot is not None else np.empty(0)
                 ok = np.isfinite(col)
                 if np.isfinite(r) and ok.sum() >= 10:
                     row["boot_ci_low"], row["boot_ci_high"] = (float(v) for v in

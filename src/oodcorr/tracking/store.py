@@ -9,6 +9,7 @@ import math
 import os
 from pathlib import Path
 
+from oodcorr.settings import environment
 from oodcorr.settings.project import Project
 
 MAX_PARAM_LEN = 6000  # MLflow 3 limit for a param value is 6000 chars
@@ -48,7 +49,7 @@ def sqlite_file(uri: str) -> Path | None:
 
 
 # how long a store locked by another process is waited for before it is an error
-BUSY_ENV = "OODCORR_STORE_BUSY_TIMEOUT_S"
+BUSY_ENV = environment.BUSY_TIMEOUT_ENV
 BUSY_TIMEOUT_S: float | None = None  # None: $OODCORR_STORE_BUSY_TIMEOUT_S, else 30 s (busy_timeout_s)
 # sqlite's full integrity check (every index against its table; ~0.1 s per MB on a busy CPU) runs when a stage
 # opens a store up to this size, and always at `oodcorr sync`; a larger store gets the page check (quick_check)
@@ -57,19 +58,11 @@ FULL_CHECK_MAX_BYTES = 16 << 20
 
 def busy_timeout_s() -> float:
     """BUSY_TIMEOUT_S, else $OODCORR_STORE_BUSY_TIMEOUT_S (seconds >= 0), else 30; read when a store is opened,
-    so a bad value is one line naming the variable, not an error at import."""
-    from oodcorr.errors import UserError
-
+    so a bad value is one line naming the variable, not an error at import (settings.environment parses it,
+    as `oodcorr study check` does)."""
     if BUSY_TIMEOUT_S is not None:
         return BUSY_TIMEOUT_S
-    text = os.environ.get(BUSY_ENV) or "30"
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise UserError(f"{BUSY_ENV}: expected a number of seconds >= 0, got {text[:80]!r}")
-    return value
+    return environment.read(BUSY_ENV, environment.BUSY_TIMEOUT_DEFAULT_S)
 
 
 class StoreState:

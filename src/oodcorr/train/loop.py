@@ -8,13 +8,14 @@ import math
 import os
 
 from oodcorr.rundir import checkpoint_dirs
+from oodcorr.settings import environment
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, load_state, load_weights, save_checkpoint
 from oodcorr.train.mlflow_log import MetricLog
 from oodcorr.train.plan import rng_state, set_rng_state
 
-KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: hard-exit after this step (simulates a kill)
+KILL_ENV = environment.KILL_ENV  # tests: hard-exit after this step (simulates a kill)
 
 
 def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_vocab"):
@@ -99,7 +100,7 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
     autocast = autocast_for(info["device"])
     metrics = MetricLog(project, run.run) if rank == 0 else None
     since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
-    kill_at = int(os.environ.get(KILL_ENV, "-1"))
+    kill_at = environment.read(KILL_ENV, -1)
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {run.run}", unit="step")
     model.train()
     for step in range(start + 1, (total if stop_at is None else stop_at) + 1):
