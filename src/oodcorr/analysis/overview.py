@@ -14,6 +14,7 @@ import math
 
 from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.stats.methods import METHODS, primary
+from oodcorr.stats.gate import gate_words
 
 # verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {
@@ -113,14 +114,20 @@ def _nowrap(label: str) -> str:
 NARROW = "<style>@media (max-width:1000px){body{margin:1em auto;padding:0 .4em}table.verdicts{font-size:11px}}</style>"
 
 
-def _why(keyed: dict, row, models) -> str:
-    """Each family's words for a wide interval (pooled_seeds.csv ci2_why), as a small line under the outcome."""
+def _why(keyed: dict, row, models, rmin: float | None = None) -> str:
+    """Each family's words for a wide interval (pooled_seeds.csv ci2_why), as a small line under the outcome, and
+    for a family the reliability gate (rmin, where testset noise is assessed) silenced, how far below it fell and
+    what would lift it (stats.gate)."""
     parts = []
     for m in models:
         p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
         why = p.get("ci2_why") if p is not None else None
-        if isinstance(why, str) and why:
-            parts.append(f"{_name(m)}: {_code(why)}")
+        words = [why] if isinstance(why, str) and why else []
+        if p is not None and rmin is not None and math.isfinite(_num(p.get("r"))):
+            gate = gate_words({row["testset_a"]: _num(p.get("rel_a")), row["testset_b"]: _num(p.get("rel_b"))}, rmin)
+            words += [gate] if gate else []
+        if words:
+            parts.append(f"{_name(m)}: {_code('; '.join(words))}")
     return ("<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
             if parts else "")
 
@@ -135,6 +142,8 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
     noise = bool((summary.get("noise") or {}).get("enabled"))
     alpha = float(summary.get("alpha") or 0.05)
     delta = summary.get("equivalence", 0.3)
+    rmin = _num((summary.get("noise") or {}).get("reliability_min")) if noise else math.nan
+    rmin = rmin if math.isfinite(rmin) else None
     metrics = [(metric, "", "verdict")]
     if metric != BASELINE_METRIC and "verdict_accuracy" in consistency:
         metrics.append((BASELINE_METRIC, "_accuracy", "verdict_accuracy"))
@@ -162,7 +171,7 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
             cells += [_family_cell(p, suffix, noise, alpha) for _, suffix, _ in metrics]
         for _, suffix, column in metrics:
             o, words = outcome(row.get(column))
-            why = "" if o != "unsettled" or suffix else _why(keyed, row, models)
+            why = "" if o != "unsettled" or suffix else _why(keyed, row, models, rmin)
             cells.append(f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
                          f"{html.escape(words.format(delta=delta))}{why}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

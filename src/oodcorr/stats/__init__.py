@@ -8,6 +8,7 @@
   interval.py     item-noise covariances, the AR(1) effective sample size, partial_interval
   gp_model.py     the Gaussian-process trajectory model (kernels, likelihood, score)
   gp_interval.py  the likelihood interval that decides verdicts; gp_even.py the even-checkpoint variant
+  gate.py         how far a family fell below the reliability gate, and the items that would lift it
   gp_design.py    the interval's expected statistic and power for a design (the planner's engine)
   pair_ci2.py     the likelihood interval for a pair of testsets over a model's seeds, and its words
   consistency.py  Fisher-z pooling over seeds, cross-model heterogeneity and verdicts
