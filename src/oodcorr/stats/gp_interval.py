@@ -10,7 +10,10 @@ white in the residual space: it carries a systematic part along the true ID curv
 residuals (on simulated smooth curves: a mean r of +0.29 at a true 0 with a 128-item ID testset). So the
 control is the ID series smoothed by its own Gaussian process (smooth_id: trend linear in t, kernel fitted by
 restricted likelihood, the item noise Vx known), and what leaks is that smoother's error, with its posterior
-covariance P: a + b slopes on the smoothed series, leak covariance beta_a beta_b P.
+covariance P: a + b slopes on the smoothed series, leak covariance beta_a beta_b P. The smoother's kernel
+(id_kernel) is the squared exponential; "auto" (chosen by restricted likelihood among ID_KERNEL_CHOICE) and
+"se+exp" (a smooth plus a rough component) are there to be measured (bench/id_smoother.py): on rough ID series
+every choice still leaves part of the leak unaccounted for (docs/statistics.md).
 
 Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, smoothed x], m = n - 2 columns):
 
@@ -48,14 +51,21 @@ ROOT_TOL = 0.1  # on the deviance
 ELL_MIN_SPACING = 0.25  # shortest length-scale searched, in checkpoint spacings
 ELL_MAX = 3.0  # longest, in units of the training span
 ITERS = 30
+ID_KERNEL = "se"  # the ID smoother's kernel (smooth_id); "auto": chosen by restricted likelihood among
+ID_KERNEL_CHOICE = ("se", "matern32", "exp")
+BMA = "bma"  # the posterior averaged over ID_KERNEL_CHOICE and the (s2, ell) grid, weights by restricted likelihood
+BMA_DROP, BMA_POINTS = 7.0, 120  # grid points within BMA_DROP log-likelihood units of the best, at most BMA_POINTS
+SUM_KERNEL = "se+exp"  # a smooth curve plus a rough wiggle, both by restricted likelihood (_fit_sum)
 
 
 # ----------------------------------------------------------------------------- per-seed data
 
-def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = "se"):
+def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = ID_KERNEL, fit: dict | None = None):
     """The ID control's latent trajectory: x = trend + GP(s2, ell) + noise (covariance Vx, known), the trend linear
     in t. Returns (posterior mean of the noise-free series, its posterior covariance), s2 and ell by restricted
-    maximum likelihood on a small grid of ell (coarse is enough: only the smoother's error is carried on)."""
+    maximum likelihood on a small grid of ell (coarse is enough: only the smoother's error is carried on).
+    kernel: one of KERNELS, or "auto": the one of ID_KERNEL_CHOICE with the highest restricted likelihood.
+    fit: a dict that receives the chosen kernel, ell, s2 and the restricted log-likelihood (for checks)."""
     n = len(x)
     if not np.trace(Vx) > 0:  # an exact control: nothing to smooth, nothing leaks
         return x.astype(float), np.zeros((n, n))
@@ -67,31 +77,84 @@ def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = "se"):
     wx = np.linalg.solve(L, W.T @ x)  # whitened by the noise: S = L (s2 B + I) L'
     s2s = np.geomspace(1e-3, 1e4, 71) * np.trace(WVW) / len(WVW)  # signal variance, from noise-sized up
     best = None
-    for ell in np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16):
-        Li_R = np.linalg.solve(L, W.T @ KERNELS[kernel](d, ell)[0] @ W)
-        lam, U = np.linalg.eigh(np.linalg.solve(L, Li_R.T))  # L^-1 WRW L^-T
-        lam = np.clip(lam, 0, None)
-        q = (U.T @ wx) ** 2
-        ll = -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
-        i = int(np.argmax(ll))
-        if best is None or ll[i] > best[0]:
-            best = (float(ll[i]), float(s2s[i]), float(ell))
-    _, s2, ell = best
-    K = s2 * KERNELS[kernel](d, ell)[0]
-    # GP posterior with a flat prior on the trend coefficients (universal kriging)
-    Sy = K + Vx + 1e-12 * np.eye(n)
-    Si = np.linalg.inv(Sy)
-    A = F.T @ Si @ F
-    coef = np.linalg.solve(A, F.T @ Si @ x)
-    resid = x - F @ coef
-    mean = F @ coef + K @ Si @ resid
-    # posterior covariance of the noise-free series (trend uncertainty included)
-    Rm = F.T - F.T @ Si @ K  # (2, n)
-    P = K - K @ Si @ K + Rm.T @ np.linalg.solve(A, Rm)
+    single = ("se", "exp") if kernel == SUM_KERNEL else ID_KERNEL_CHOICE if kernel in ("auto", BMA) else (kernel,)
+    per_kernel, points = {}, []
+    for kern in single:
+        for ell in np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16):
+            Li_R = np.linalg.solve(L, W.T @ KERNELS[kern](d, ell)[0] @ W)
+            lam, U = np.linalg.eigh(np.linalg.solve(L, Li_R.T))  # L^-1 WRW L^-T
+            lam = np.clip(lam, 0, None)
+            q = (U.T @ wx) ** 2
+            ll = -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
+            i = int(np.argmax(ll))
+            if kernel == BMA:
+                points += [(float(v), float(s2), float(ell), kern) for v, s2 in zip(ll[::3], s2s[::3])]
+            if kern not in per_kernel or ll[i] > per_kernel[kern][0]:
+                per_kernel[kern] = (float(ll[i]), float(s2s[i]), float(ell))
+            if best is None or ll[i] > best[0]:
+                best = (float(ll[i]), float(s2s[i]), float(ell), kern)
+    if kernel == BMA:  # average over kernels and hyper-parameters, weighted by restricted likelihood
+        top = max(p[0] for p in points)
+        kept = sorted((p for p in points if p[0] > top - BMA_DROP), reverse=True)[:BMA_POINTS]
+        w = np.exp(np.array([p[0] for p in kept]) - top)
+        w /= w.sum()
+        post = [_posterior(v * KERNELS[k](d, e)[0], Vx, F, x) for _, v, e, k in kept]
+        mean = sum(wi * m for wi, (m, _) in zip(w, post))
+        P = sum(wi * (Pk + np.outer(m - mean, m - mean)) for wi, (m, Pk) in zip(w, post))
+        if fit is not None:
+            fit.update(kernel=BMA, points=len(kept), loglik=top)
+        return mean, 0.5 * (P + P.T)
+    if kernel == SUM_KERNEL:
+        llmax, parts = _fit_sum(L, W, wx, d, t, per_kernel, s2s)
+        kernel, ell, s2 = SUM_KERNEL, parts, None
+        K = sum(v * KERNELS[k](d, e)[0] for k, (v, e) in parts.items())
+    else:
+        llmax, s2, ell, kernel = best
+        K = s2 * KERNELS[kernel](d, ell)[0]
+    if fit is not None:  # the restricted log-likelihood up to the terms that do not depend on s2, ell or the kernel
+        fit.update(kernel=kernel, ell=ell, s2=s2, loglik=llmax)
+    mean, P = _posterior(K, Vx, F, x)
     return mean, 0.5 * (P + P.T)
 
 
-def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
+def _posterior(K, Vx, F, x):
+    """GP posterior mean and covariance of the noise-free series, with a flat prior on the trend coefficients
+    (universal kriging; the trend's uncertainty included)."""
+    Sy = K + Vx + 1e-12 * np.eye(len(x))
+    Si = np.linalg.inv(Sy)
+    A = F.T @ Si @ F
+    coef = np.linalg.solve(A, F.T @ Si @ x)
+    mean = F @ coef + K @ Si @ (x - F @ coef)
+    Rm = F.T - F.T @ Si @ K  # (2, n)
+    return mean, K - K @ Si @ K + Rm.T @ np.linalg.solve(A, Rm)
+
+
+def _fit_sum(L, W, wx, d, t, per_kernel: dict, s2s) -> tuple[float, dict]:
+    """Restricted likelihood of the sum kernel s_se SE(l_se) + s_exp exp(l_exp) (smooth curve plus rough
+    wiggle), maximised over the four log parameters by L-BFGS-B from the two single-kernel fits."""
+    from scipy.optimize import minimize
+
+    lo_l = math.log(0.5 * float(np.median(np.diff(t))))
+    bounds = [(math.log(s2s[0]), math.log(s2s[-1])), (lo_l, math.log(2.0))] * 2
+
+    def nll(p):
+        R = math.exp(p[0]) * KERNELS["se"](d, math.exp(p[1]))[0] + math.exp(p[2]) * KERNELS["exp"](d, math.exp(p[3]))[0]
+        B = np.linalg.solve(L, np.linalg.solve(L, W.T @ R @ W).T)  # L^-1 W'RW L^-T
+        lam, U = np.linalg.eigh(0.5 * (B + B.T))
+        lam = np.clip(lam, 0, None)
+        return 0.5 * (np.log1p(lam).sum() + ((U.T @ wx) ** 2 / (1 + lam)).sum())
+
+    (_, v_se, l_se), (_, v_ex, l_ex) = per_kernel["se"][0:3], per_kernel["exp"][0:3]
+    starts = [[math.log(v_se), math.log(l_se), math.log(v_se * 1e-2), math.log(l_ex)],
+              [math.log(v_ex * 1e-2), math.log(l_se), math.log(v_ex), math.log(l_ex)],
+              [math.log(v_se / 2), math.log(l_se), math.log(v_ex / 2), math.log(l_ex)]]
+    fits = [minimize(nll, np.clip(s0, [b[0] for b in bounds], [b[1] for b in bounds]), method="L-BFGS-B",
+                     bounds=bounds) for s0 in starts]
+    p = min(fits, key=lambda f: f.fun).x
+    return float(-nll(p)), {"se": (math.exp(p[0]), math.exp(p[1])), "exp": (math.exp(p[2]), math.exp(p[3]))}
+
+
+def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERNEL) -> dict:
     x, ya, yb = (np.asarray(seed[k], float) for k in ("x", "ya", "yb"))
     Vx, Va, Vb = (np.asarray(seed[k], float) for k in ("Vx", "Va", "Vb"))
     n = len(x)
@@ -101,7 +164,7 @@ def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
     sxx0 = float(xc0 @ xc0)
     rel_id = (sxx0 - float(np.trace(J @ Vx))) / sxx0 if sxx0 > 0 else math.nan
     if id_control == "latent":  # regress on the smoothed ID series; its error is what leaks into the residuals
-        xs, P = smooth_id(x, Vx, t)
+        xs, P = smooth_id(x, Vx, t, id_kernel)
     else:  # the observed ID series, its item noise as the leak
         xs, P = x, Vx
     Q = null_space(np.column_stack([np.ones(n), xs]).T)  # (n, n-2) when xs is not constant
@@ -114,7 +177,13 @@ def _seed_terms(seed: dict, id_control: str = "latent") -> dict:
             "spacing": float(np.median(np.diff(np.sort(t)))) if n > 1 else 1.0,
             "z": np.concatenate([Q.T @ ya, Q.T @ yb]),
             "Na": Q.T @ Va @ Q + ba * ba * QPQ, "Nb": Q.T @ Vb @ Q + bb * bb * QPQ, "C": ba * bb * QPQ,
-            "rel_id": rel_id, "beta_a": ba, "beta_b": bb}
+            "rel_id": rel_id, "beta_a": ba, "beta_b": bb, "QPQ": QPQ}
+
+
+def _scale_leak(terms: list[dict], g: float) -> list[dict]:
+    """The seeds' terms with the ID smoother's leak (beta beta' Q'PQ) scaled by g."""
+    return [{**s, "Na": s["Na"] + (g - 1) * s["beta_a"] ** 2 * s["QPQ"],
+             "Nb": s["Nb"] + (g - 1) * s["beta_b"] ** 2 * s["QPQ"], "C": g * s["C"]} for s in terms]
 
 
 def _fit(seeds, theta0, rho, bounds, kernel, iters=ITERS):
@@ -189,7 +258,8 @@ def n_eff_of(s: dict, ell: float, kernel: str) -> float:
     return float(np.trace(K) ** 2 / np.sum(K * K)) + 2.0
 
 
-def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id_control: str = "latent") -> dict:
+def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id_control: str = "latent",
+                id_kernel: str = ID_KERNEL, leak_grid: tuple = (1.0,)) -> dict:
     """Profile-likelihood interval for rho shared by `seeds` (module notes). seeds: dicts with x, ya, yb (n,), Vx,
     Va, Vb (n, n) and optionally t (n,) in [0, 1]. Returns floats r_hat, ci_low, ci_high, rel_a, rel_b, rel_id,
     n_eff (summed over seeds), ell, n_seeds, and reason ("" where the interval is defined)."""
@@ -203,7 +273,7 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
             continue
         if not all(np.isfinite(np.asarray(seed[k], float)).all() for k in ("ya", "yb", "Va", "Vb", "Vx")):
             continue
-        terms.append(_seed_terms(seed, id_control))
+        terms.append(_seed_terms(seed, id_control, id_kernel))
     if not terms:
         out["reason"] = "few_checkpoints"
         return out
@@ -229,6 +299,10 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
     # the joint maximum, from rho = 0 and from either side (the profile can have a second, lower mode)
     start = np.array([np.append(fits[kernel][1], z0) for z0 in (-1.0, 0.0, 1.0)])
+    if len(leak_grid) > 1:  # the leak's size by likelihood: the scale on the smoother's P that fits best
+        lls = [float(_fit(_scale_leak(terms, g), start, None, bounds, kernel)[1].max()) for g in leak_grid]
+        terms = _scale_leak(terms, leak_grid[int(np.argmax(lls))])
+        out["leak_scale"] = leak_grid[int(np.argmax(lls))]
     theta_all, ll_all, info_all = _fit(terms, start, None, bounds, kernel)
     best = int(np.argmax(ll_all))
     theta_hat, ll_max = theta_all[best], float(ll_all[best])
