@@ -31,7 +31,7 @@ OUT = Path(__file__).resolve().parent / "results" / "id_smoother.jsonl"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
 MARKERS = ("<!-- id_smoother:start -->\n", "<!-- id_smoother:end -->")
 # "<kernel>/leak": that smoother with the scale on its leak chosen by the interval's likelihood over LEAK_GRID
-KERNELS = ("se", "matern32", "exp", "auto", "se+exp", "bma", "se/leak", "bma/leak")
+KERNELS = ("se", "matern32", "exp", "auto", "se+exp", "bma", "rough_test", "se/leak", "bma/leak")
 LEAK_GRID = (1.0, 1.5, 2.0, 3.0)
 
 

@@ -33,5 +33,7 @@ def test_the_squared_exponential_holds_on_smooth_id_and_runs_high_on_rough_id():
     assert abs(smooth["bias"]) <= 0.02 and smooth["excludes_0"] <= 0.05 + 2 * smooth["excludes_0_se"]
     rough = {k: r for (key, k), r in rows.items() if key == "rough_id|ar0.8|id128|S5|n40|rho0.0"}
     assert rough["se"]["bias"] > 0.08 and rough["se"]["excludes_0"] > 0.15
-    # every other smoother cuts the bias, none to within 0.02
-    assert all(0.02 < r["bias"] < rough["se"]["bias"] for k, r in rough.items() if k != "se")
+    # every other smoother cuts the bias; the rough kernel, right here, runs low on smooth ID curves
+    assert all(r["bias"] < rough["se"]["bias"] for k, r in rough.items() if k != "se")
+    assert abs(rough["exp"]["bias"]) <= 0.02 and rough["exp"]["excludes_0"] <= 0.05 + 2 * rough["exp"]["excludes_0_se"]
+    assert rows[("base|ar0.8|id128|S5|n40|rho0.0", "exp")]["bias"] < -0.03
