@@ -34,6 +34,9 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
   (the estimator under test, not part of the generator; the new interval gets it with shrink=True, the
   cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population value of balanced_margin is
   E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the item model.
+- Rough-ID variant ("rough_id"): the ID ability gets a rough component of its own per seed, theta_x + sd L1 w0
+  (w0 ~ N(0, I_n): the same correlation K and signal SD as (u, v)), so the ID series is as rough as the OOD
+  residuals; the OOD abilities carry beta times it, and rho is unchanged (u, v do not involve w0).
 - Answer-bias variant ("answer_bias"): b_k a per-checkpoint shift shared by all testsets of a seed, SD 1 logit
   (half its variance a squared-exponential GP with l = 0.2, half independent per checkpoint), and the OOD testsets
   label-imbalanced (30 % and 40 % gold Yes; ID balanced). balanced_margin is immune to b_k by construction; the
@@ -43,7 +46,8 @@ Grid
 ----
 dependence (5) x ID items (128, 512) x seeds (1, 3) x checkpoints (9, 20, 40) x rho (0, 0.5, 0.8) = 180 cells,
 plus the answer-bias variant for gp0.2 with 128 ID items (18 cells), plus 5 seeds for gp0.2 at 40 checkpoints
-(6 cells): 204 cells. Per cell `--reps` replicates (default 200); every replicate gets the new interval
+(6 cells), 5 seeds for ar0.5 and ar0.8 at 40 checkpoints (12 cells) and the rough-ID variant for ar0.8 with 128 ID
+items, 3 and 5 seeds at 40 checkpoints (6 cells): 222 cells. Per cell `--reps` replicates (default 200); every replicate gets the new interval
 (oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
 seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r, the interval divided by the
 weighted mean attenuation, as consistency._pool_noise does). Per cell and interval: coverage of rho among the
@@ -112,6 +116,7 @@ BETA = (0.5, 1.0)
 SIGNAL_SD = {"gp0.1": 0.28, "gp0.2": 0.46, "ar0.5": 0.25, "ar0.8": 0.31, "iid": 0.20}
 ANSWER_BIAS = {"sd": 1.0, "smooth_share": 0.5, "length_scale": 0.2, "gold_yes": (0.5, 0.3, 0.4)}
 RELIABILITY_MIN = 0.5
+VARIANT_NAMES = {"answer_bias": "answer bias", "rough_id": "rough ID"}  # variants beside "base", as tables name them
 ALPHA = 0.05
 TARGET = (0.93, 0.97)
 QUICK = dict(cells=["base|gp0.2|id128|S1|n20|rho0.0", "base|gp0.2|id128|S3|n9|rho0.5",
@@ -150,6 +155,13 @@ def all_cells() -> list[dict]:
     for idi in ID_ITEMS:  # 5 seeds: gp0.2 at 40 checkpoints
         for rho in RHOS:
             cells.append(dict(variant="base", dependence="gp0.2", id_items=idi, seeds=5, checkpoints=40, rho=rho))
+    for dep in ("ar0.5", "ar0.8"):  # 5 seeds of rough (AR(1)) trajectories at 40 checkpoints
+        for idi in ID_ITEMS:
+            for rho in RHOS:
+                cells.append(dict(variant="base", dependence=dep, id_items=idi, seeds=5, checkpoints=40, rho=rho))
+    for s in (3, 5):  # rough ID: the ID ability AR(1) 0.8 as well, 128 ID items, 40 checkpoints
+        for rho in RHOS:
+            cells.append(dict(variant="rough_id", dependence="ar0.8", id_items=128, seeds=s, checkpoints=40, rho=rho))
     return cells
 
 
@@ -219,6 +231,8 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
     w1, w2 = rng.standard_normal((2, reps, S, n))
     u = sd * (w1 @ L1.T)
     v = sd * ((rho * w1 + math.sqrt(1 - rho**2) * w2) @ L1.T)
+    if cell["variant"] == "rough_id":  # the ID ability as rough as the OOD residuals (module notes)
+        theta_x = theta_x + sd * (rng.standard_normal((reps, S, n)) @ L1.T)
     truth = {"x": theta_x, "a": beta[0] * theta_x + u, "b": beta[1] * theta_x + v}
     bias = np.zeros((reps, S, n))
     gold = (0.5, 0.5, 0.5)
@@ -357,7 +371,7 @@ def source_hash(method: str) -> str:
     """sha1 (12 hex) of the modules implementing an interval: which version of them a row was computed with."""
     import hashlib
 
-    import oodcorr.analysis as pkg
+    import oodcorr.stats as pkg
 
     paths = [Path(pkg.__file__).parent / name for name in SOURCES[method]]
     if not all(path.exists() for path in paths):
@@ -540,7 +554,7 @@ def markdown(jsonl: Path = OUT) -> str:
             fd = [x["false_distinguishable"] for x in got if x["false_distinguishable"] is not None]
             cells += [f"{min(cov):.3f}–{max(cov):.3f}", f"{sum(bool(x['in_target']) for x in got)} / {len(got)}",
                       _f(max(fd)) if fd else "–"]
-        name = dep if variant == "base" else f"{dep}, answer bias"
+        name = dep if variant == "base" else f"{dep}, {VARIANT_NAMES[variant]}"
         lines.append(f"| {name} | {len(g)} | " + " | ".join(cells) + " |")
     lines += ["", "| scenario | ID items | seeds | checkpoints | coverage ρ=0 / 0.5 / 0.8 | false distinguishable "
               "| power ρ=0.5 / 0.8 | defined | median width (ρ=0) | median n_eff (ρ=0) "
@@ -563,7 +577,7 @@ def markdown(jsonl: Path = OUT) -> str:
                 return "–"
             return f"{min(sh):.2f}" + (f" ({min(rl):.2f})" if rl else "")
 
-        name = dep if variant == "base" else f"{dep}, answer bias"
+        name = dep if variant == "base" else f"{dep}, {VARIANT_NAMES[variant]}"
         cov = " / ".join(_f(get("new", rho, "coverage")) for rho in RHOS)
         pw = " / ".join(_f(get("new", rho, "power")) for rho in RHOS[1:])
         old = " / ".join(_f(get("earlier", rho, "coverage")) for rho in RHOS)
@@ -631,7 +645,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="*", type=int)
     ap.add_argument("--checkpoints", nargs="*", type=int)
     ap.add_argument("--rho", nargs="*", type=float)
-    ap.add_argument("--variant", nargs="*", choices=("base", "answer_bias"))
+    ap.add_argument("--variant", nargs="*", choices=("base", *VARIANT_NAMES))
     ap.add_argument("--cells", nargs="*", help="glob patterns on cell keys, e.g. 'base|gp0.2|id128|S1|n40|*'")
     ap.add_argument("--methods", default=None,
                     help="comma-separated intervals: new,earlier,even (default: new and earlier; earlier only when "

@@ -50,6 +50,19 @@ def test_generator_rho_is_the_partial_correlation_of_the_noise_free_trajectories
             assert abs(r.mean() - rho) < 4 * se + 0.01, (dependence, rho, r.mean(), se)
 
 
+def test_rough_id_keeps_rho_and_makes_the_id_series_rough(grid):
+    """The rough-ID variant: the noise-free ID ability carries an AR(1) part (its checkpoint-to-checkpoint
+    steps several times the smooth base curve's), and rho is still the partial correlation."""
+    cell = dict(variant="rough_id", dependence="ar0.8", id_items=16, seeds=5, checkpoints=40, rho=0.5)
+    d = grid.simulate(cell, 400, np.random.default_rng(7), items=False)
+    base = grid.simulate({**cell, "variant": "base"}, 400, np.random.default_rng(7), items=False)
+    rough = [np.diff(v["x"], axis=-1).std(-1).mean() for v in (d["truth"], base["truth"])]
+    assert rough[0] > 3 * rough[1]
+    ea, eb = (_resid(d["truth"]["x"], d["truth"][j]) for j in "ab")
+    ratio = (ea * eb).sum() / np.sqrt((ea**2).sum() * (eb**2).sum())
+    assert abs(ratio - 0.5) < 0.03
+
+
 def test_balanced_margin_removes_the_answer_bias_exactly(grid):
     """tau = 0: every testset's balanced margin is a positive multiple of its ability plus a constant, whatever the
     shared answer bias and label imbalance, so its partial r equals the noise-free one."""
@@ -68,7 +81,7 @@ def test_cell_draws_are_fixed_by_the_cell_key(grid):
     first = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 2 * k)]
     again = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 3 * k)]
     np.testing.assert_array_equal(np.concatenate(first), np.concatenate(again)[:2 * k])
-    assert len(grid.all_cells()) == 204 and len({grid.cell_key(c) for c in grid.all_cells()}) == 204
+    assert len(grid.all_cells()) == 222 and len({grid.cell_key(c) for c in grid.all_cells()}) == 222
 
 
 def test_quick_runs_and_writes_its_files(grid, tmp_path):
