@@ -44,18 +44,18 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
 
 Grid
 ----
-dependence (5) x ID items (128, 512) x seeds (1, 3) x checkpoints (9, 20, 40) x rho (0, 0.5, 0.8) = 180 cells,
-plus the answer-bias variant for gp0.2 with 128 ID items (18 cells), plus 5 seeds for gp0.2 at 40 checkpoints
-(6 cells), 5 seeds for ar0.5 and ar0.8 at 40 checkpoints (12 cells) and the rough-ID variant for ar0.8 with 128 ID
-items, 3 and 5 seeds at 40 checkpoints (6 cells): 222 cells. Per cell `--reps` replicates (default 200); every
-replicate gets the new interval (oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one
-(interval.partial_interval per seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r,
-the interval divided by the weighted mean attenuation, as consistency._pool_noise does). Per cell and interval: coverage of rho among the
-replicates where the interval is defined (and its Monte Carlo SE), the share excluding 0 among the defined
-(at rho = 0: the false-"distinguishable" rate) and among all replicates (at rho > 0: the power; an undefined
-interval detects nothing), the defined share overall and among the replicates whose estimated reliabilities
-(the method's rel_a, rel_b; for the earlier interval with several seeds their mean over seeds) are both >= 0.5,
-median width and median n_eff (defined replicates), reasons for undefined intervals, runtime.
+dependence (5) x ID items (128, 512) x seeds (1, 3) x checkpoints (9, 20, 40) x rho (0, 0.5, 0.8) = 180 cells, plus
+the answer-bias variant for gp0.2 with 128 ID items (18 cells), plus 5 seeds for gp0.2 at 40 checkpoints (6 cells), 5
+seeds for ar0.5 and ar0.8 at 40 checkpoints (12 cells) and the rough-ID variant for ar0.8 with 128 ID items, 3 and 5
+seeds at 40 checkpoints (6 cells): 222 cells. Per cell `--reps` replicates (default 200); every replicate gets the new
+interval (oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
+seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r, the interval divided by the weighted
+mean attenuation, as consistency._pool_noise does). Per cell and interval: coverage of rho among the replicates where
+the interval is defined (and its Monte Carlo SE), the share excluding 0 among the defined (at rho = 0: the
+false-"distinguishable" rate) and among all replicates (at rho > 0: the power; an undefined interval detects nothing),
+the defined share overall and among the replicates whose estimated reliabilities (the method's rel_a, rel_b; for the
+earlier interval with several seeds their mean over seeds) are both >= 0.5, median width and median n_eff (defined
+replicates), reasons for undefined intervals, runtime.
 
 Seeding: a cell's key (e.g. "base|gp0.2|id128|S1|n40|rho0.5") -> crc32 -> numpy SeedSequence([BASE_SEED, crc32,
 chunk]) for each chunk of CHUNK replicates, so a cell's draws do not depend on the order cells run in, on
