@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interval_grid import ALPHA, cell_rngs, parse_key, simulate, source_hash  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "id_smoother.jsonl"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
 MARKERS = ("<!-- id_smoother:start -->\n", "<!-- id_smoother:end -->")
 # "<kernel>/leak": that smoother with the scale on its leak chosen by the interval's likelihood over LEAK_GRID
 # "exact": no smoother, the noise-free ID series itself as the control (what any smoother can at best reach)

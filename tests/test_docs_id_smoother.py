@@ -1,5 +1,5 @@
-"""docs/statistics.md's ID-smoother table is the one bench/id_smoother.py prints from its committed results, and
-those results say what the docs claim of them."""
+"""docs/statistics-reference.md's ID-smoother table is the one bench/id_smoother.py prints from its committed
+results, and those results say what the docs claim of them."""
 
 import json
 import sys
@@ -22,7 +22,7 @@ def _rows():
 
 
 def test_docs_table_is_the_results_file():
-    text = (REPO / "docs" / "statistics.md").read_text()
+    text = (REPO / "docs" / "statistics-reference.md").read_text()
     inside = text.split(id_smoother.MARKERS[0], 1)[1].split(id_smoother.MARKERS[1], 1)[0]
     assert inside == id_smoother.table()
 

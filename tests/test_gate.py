@@ -82,7 +82,7 @@ def test_docs_gate_table_is_the_results_file():
     from study_helpers import REPO, load_script
 
     bench = load_script(REPO / "bench" / "gate_rule.py")
-    text = (REPO / "docs" / "statistics.md").read_text()
+    text = (REPO / "docs" / "statistics-reference.md").read_text()
     inside = text.split("<!-- gate_rule:start -->\n", 1)[1].split("<!-- gate_rule:end -->", 1)[0]
     assert inside == bench.table()
     # what the docs say of it: below the gate, at rho = 0, no bin from 0.3 to 0.5 excludes 0 in more than 5 %

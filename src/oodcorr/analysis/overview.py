@@ -13,8 +13,8 @@ import html
 import math
 
 from oodcorr.metrics import BASELINE_METRIC
-from oodcorr.stats.methods import METHODS, primary
 from oodcorr.stats.gate import gate_words
+from oodcorr.stats.methods import METHODS, primary
 
 # verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {
