@@ -59,7 +59,8 @@ def _template_store() -> Path:
         if not STORE:
             db = BASE[0].parent / "store" / "mlflow.db"
             db.parent.mkdir(exist_ok=True)
-            code = (f"import mlflow; from oodcorr.tracking import store as tracking; uri = 'sqlite:///{db}'; tracking.ensure_store(uri); "
+            code = (f"import mlflow; from oodcorr.tracking import store as tracking; uri = 'sqlite:///{db}'; "
+                    "tracking.ensure_store(uri); "
                     "c = mlflow.MlflowClient(uri); r = c.create_run(c.create_experiment('oodcorr/bench')).info.run_id; "
                     "c.log_batch(r, metrics=[mlflow.entities.Metric('loss', float(j), 0, j) for j in range(300)])")
             subprocess.run([sys.executable, "-c", code], env=env(), check=True, capture_output=True)

@@ -58,7 +58,8 @@ def main():
         x = pooled[pooled.method == meth]
         out[f"pooled/r/{meth}"] = spread(x["r_bf16"] - x["r_fp32"])
     cons = pd.read_csv(fp / "results/consistency.csv").merge(
-        pd.read_csv(bf / "results/consistency.csv"), on=["method", "testset_a", "testset_b"], suffixes=("_fp32", "_bf16"))
+        pd.read_csv(bf / "results/consistency.csv"), on=["method", "testset_a", "testset_b"],
+        suffixes=("_fp32", "_bf16"))
     for col in ("verdict", "verdict_accuracy"):
         out[f"consistency/{col}_changed"] = int((cons[f"{col}_fp32"] != cons[f"{col}_bf16"]).sum())
     study_runs = yaml.safe_load((fp / "params.yaml").read_text())["runs"]

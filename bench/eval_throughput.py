@@ -182,7 +182,8 @@ def main(argv=None):
         "--dtype",
         default="fastest",
         help="fastest (the dtype with the higher measured matmul rate), "
-        "auto (oodcorr's scoring default: bfloat16 on CUDA and on CPUs with native bf16, else float32), float32, bfloat16",
+        "auto (oodcorr's scoring default: bfloat16 on CUDA and on CPUs with native bf16, else float32), "
+        "float32, bfloat16",
     )
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
@@ -278,17 +279,22 @@ def main(argv=None):
     runs[dtype] = res
     io.write_json(args.out, {**res, "runs": runs})
     print(
-        f"dtype {dtype}, {device}, {args.threads} threads; {n_ex} examples ({args.checkpoints} ckpts x {len(sets)} testsets x {args.n}), "
+        f"dtype {dtype}, {device}, {args.threads} threads; {n_ex} examples "
+        f"({args.checkpoints} ckpts x {len(sets)} testsets x {args.n}), "
         f"{real_tokens[0]} real tokens"
     )
     print(f"matmul: float32 {rates['float32']:.0f} GFLOP/s, bfloat16 {rates['bfloat16']:.0f} GFLOP/s")
     print(
-        f"fast:     {res['fast']['examples_per_s']:.1f} ex/s end-to-end, {res['fast']['examples_per_s_scoring']:.1f} ex/s scoring; "
-        f"{res['fast']['gflop_s_conventional']:.0f} GFLOP/s (2*params*tokens) = {res['fast']['fraction_of_matmul_conventional']:.0%} "
-        f"of {dtype} matmul; executed {res['fast']['gflop_s_executed']:.0f} GFLOP/s = {res['fast']['fraction_of_matmul_executed']:.0%}"
+        f"fast:     {res['fast']['examples_per_s']:.1f} ex/s end-to-end, "
+        f"{res['fast']['examples_per_s_scoring']:.1f} ex/s scoring; "
+        f"{res['fast']['gflop_s_conventional']:.0f} GFLOP/s (2*params*tokens) = "
+        f"{res['fast']['fraction_of_matmul_conventional']:.0%} "
+        f"of {dtype} matmul; executed {res['fast']['gflop_s_executed']:.0f} GFLOP/s = "
+        f"{res['fast']['fraction_of_matmul_executed']:.0%}"
     )
     print(
-        f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, {res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads"
+        f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, "
+        f"{res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads"
     )
     print(f"ratio: {res['ratio_end_to_end']:.1f}x end-to-end, {res['ratio_scoring_only']:.1f}x scoring only; "
           f"agreement {agree:.2%} ({len(flip_margins)} flips, baseline margins {[round(m, 3) for m in flip_margins]}), "

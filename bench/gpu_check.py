@@ -468,7 +468,8 @@ def print_table(res: dict) -> None:
             f"{f(tr['dry_run_rel_error'], '+6.1%')} {tr['seconds_per_step']:7.3f} | "
             f"{f(m.get('examples_per_s'), '11.1f')} {f(m.get('matmul_fraction_conventional'), '5.0%')} "
             f"{ev['unmerged_nf4']['examples_per_s']:9.1f} {ev['baseline_hf_padded']['examples_per_s']:9.1f} "
-            f"{ev['speedup_vs_baseline']:6.2f} | {('ok, ' + str(oom['oom_retries']) + ' halvings') if oom['works'] else 'FAILED':>14s}"
+            f"{ev['speedup_vs_baseline']:6.2f} | "
+            f"{('ok, ' + str(oom['oom_retries']) + ' halvings') if oom['works'] else 'FAILED':>14s}"
         )
     for name, v in res["targets_met"].items():
         print(f"  {name}: " + ", ".join(f"{k}={'-' if x is None else ('yes' if x else 'NO')}" for k, x in v.items()))

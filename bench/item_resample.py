@@ -191,7 +191,8 @@ def main():
     out = {"study": args.study, "pair": args.pair, "sizes": sizes, "draws": args.draws, "seed": args.seed,
            "seconds": round(time.time() - t0, 1), "summary": summary,
            "reference_per_seed": ref["per_seed"], "per_seed_median_r": {
-               k: float(np.median([d["per_seed"][k][0] for d in draws if k in d["per_seed"]])) for k in ref["per_seed"]},
+               k: float(np.median([d["per_seed"][k][0] for d in draws if k in d["per_seed"]]))
+               for k in ref["per_seed"]},
            "per_draw": draws}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -96,7 +96,8 @@ def run_cell(key: str, reps: int, seed: int, modes=MODES) -> dict:
             o = gp_interval(seeds)
             res[mode].append((o["r_hat"], o["ci_low"], o["ci_high"]))
     rho = cell["rho"]
-    out = {"cell": key, "rho": rho, "reps": reps, "seed": seed, "mean_cv_shrinkage": float(np.mean(deltas)) if deltas else None}
+    out = {"cell": key, "rho": rho, "reps": reps, "seed": seed,
+           "mean_cv_shrinkage": float(np.mean(deltas)) if deltas else None}
     for mode, rows in res.items():
         a = np.array(rows, float)
         out[mode] = {"median_r": float(np.nanmedian(a[:, 0])), "mean_r": float(np.nanmean(a[:, 0])),

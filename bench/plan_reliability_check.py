@@ -102,7 +102,8 @@ def markdown(result: dict) -> str:
              "|---|---|---|---|---|"]
     for c in result["cases"]:
         for r in c["rows"]:
-            lines.append(f"| {c['pilot']} → {c['target']} ({c['target_runs']}) | {NAMES.get(r['testset'], r['testset'])}"
+            lines.append(f"| {c['pilot']} → {c['target']} ({c['target_runs']}) | "
+                         f"{NAMES.get(r['testset'], r['testset'])}"
                          f" ({r['items']}; {r['id_items']}) | {r['planned_raw']:.2f} | {r['planned']:.2f} | "
                          f"{r['fitted']:.2f} |")
     return "\n".join(lines)

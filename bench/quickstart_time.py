@@ -4,7 +4,8 @@ fresh copy of the project (tracked files + data/raw; the model cache is warm, as
 Prints each time (wall and the CPU time of `dvc repro` and everything it started) and the median; writes
 bench/results/quickstart_time.json. With --keep, the last run's
 committed outputs (dvc.lock, results/metrics.json + summary.json, runs/*/eval/{summary.json,accuracy.csv}, and
-the README's accuracy-curve figure, docs/quickstart_curves.png) replace the repository's, so the timed run is the one shown.
+the README's accuracy-curve figure, docs/quickstart_curves.png) replace the repository's, so the timed run is
+the one shown.
 
     PATH=.venv/bin:$PATH python bench/quickstart_time.py [--repeat 3] [--keep]
 """

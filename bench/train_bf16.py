@@ -112,7 +112,8 @@ def main():
         f0, f1 = runs[f"float32_s{seeds[0]}"], runs[f"float32_s{seeds[1]}"]
         out["float32_seed_spread"] = {
             "final_id_accuracy_diff": final_acc(f1) - final_acc(f0),
-            "loss_last_quarter_mean_diff": statistics.mean(f1["loss"][-window:]) - statistics.mean(f0["loss"][-window:])}
+            "loss_last_quarter_mean_diff": (statistics.mean(f1["loss"][-window:])
+                                            - statistics.mean(f0["loss"][-window:]))}
     out["runs"] = runs
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}, indent=1))
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -152,16 +152,22 @@ SUBSETS = {
 }
 # Origin commits (from <src>/SOURCES.md), repeated here so SOURCES.md in the output is self-contained.
 ORIGIN = {
-    "mnli_real": "tommccoy1/hans@7299f6f657089ce06a0f98e7e81f8d0f5b7741ce berts_of_a_feather/mnli_development_set_number_of_correct_responses.txt",
+    "mnli_real": ("tommccoy1/hans@7299f6f657089ce06a0f98e7e81f8d0f5b7741ce "
+                  "berts_of_a_feather/mnli_development_set_number_of_correct_responses.txt"),
     "snli_real": "OanaMariaCamburu/e-SNLI@7b585a3f077fdea899780eb0473940522ae44a2e dataset/eSNLI/{s1,s2,labels}.test",
-    "scitail_real": "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 nli_datasets/scitail/dev.csv (= SciTail test)",
+    "scitail_real": ("felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 "
+                     "nli_datasets/scitail/dev.csv (= SciTail test)"),
     "rte_real": "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 nli_datasets/rte/dev.csv",
-    "hans_real": "nikotang/RD-UU-MPLT@fa1dfcc482579e8823dfc35f7b2ec384a4e14688 hans.zip (validation+test = the HANS evaluation set)",
-    "anli_r1_real": "facebookresearch/anli@b5ce27af54a53bd495af7260fdc485000eed15f8 anlizinganli/anli_annot_v0.2/ANLI_analysis_r1_dev.csv",
+    "hans_real": ("nikotang/RD-UU-MPLT@fa1dfcc482579e8823dfc35f7b2ec384a4e14688 "
+                  "hans.zip (validation+test = the HANS evaluation set)"),
+    "anli_r1_real": ("facebookresearch/anli@b5ce27af54a53bd495af7260fdc485000eed15f8 "
+                     "anlizinganli/anli_annot_v0.2/ANLI_analysis_r1_dev.csv"),
     "wnli_real": "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 nli_datasets/wnli/train.csv",
     "paws_qqp_real": "uds-lsv/llmft@3acc3894fa4111d9155190a98a147e3e664ff3da data/paws_qqp/dev_and_test.tsv",
-    "mnli_real_train": "ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 data/glue_pretrain/MNLI/{train,dev}.json",
-    "snli_real_train": "ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 data/glue_pretrain/SNLI/{train,dev}.json",
+    "mnli_real_train": ("ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
+                        "data/glue_pretrain/MNLI/{train,dev}.json"),
+    "snli_real_train": ("ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
+                        "data/glue_pretrain/SNLI/{train,dev}.json"),
 }
 
 
@@ -236,7 +242,8 @@ def sources_md(summary: dict, max_rows: int, seed: int) -> str:
     lines = [
         "# Real NLI subsets (data/raw/real): origin and licence",
         "",
-        f"Built by `python scripts/make_real_subsets.py --max-rows {max_rows} --seed {seed}` from the read-only copies in",
+        f"Built by `python scripts/make_real_subsets.py --max-rows {max_rows} --seed {seed}` "
+        "from the read-only copies in",
         "`../shared/data/nli` (see its SOURCES.md), which were taken from the public GitHub repositories and commits",
         "named below. Files with more rows than the cap are subsampled stratified by label (HANS: heuristic x label),",
         "proportional allocation, seeded; rows keep their source order. `label` keeps the source's spelling; the",

@@ -141,7 +141,8 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
 def report(scratch: Path) -> str:
     recs = [json.loads(x) for x in (scratch / "sweep.jsonl").read_text().splitlines() if x.strip()]
     lines = [
-        "| config | model | lr | warm-up | batch | steps | shots | loss | LoRA targets | step-0 acc | final acc | gain | "
+        "| config | model | lr | warm-up | batch | steps | shots | loss | LoRA targets | step-0 acc | final acc | "
+        "gain | "
         "SE (final) | train s/step |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]

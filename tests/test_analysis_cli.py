@@ -101,7 +101,8 @@ def test_help_is_fast_and_lazy():
 
     code = ("import sys; from click.testing import CliRunner; from oodcorr.cli import cli;"
             "r = CliRunner().invoke(cli, ['analyze', '--help']); assert r.exit_code == 0, r.output;"
-            "heavy = [m for m in ('pandas', 'scipy', 'statsmodels', 'matplotlib', 'mlflow', 'torch') if m in sys.modules];"
+            "heavy = [m for m in ('pandas', 'scipy', 'statsmodels', 'matplotlib', 'mlflow', 'torch') "
+            "if m in sys.modules];"
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
 

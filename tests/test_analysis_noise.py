@@ -182,10 +182,13 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     assert set(summary["noise"]["median_reliability_linear_by_metric"]) == set(METRICS)
     assert "Signal or noise?" in (out / "report.html").read_text()
     head = json.loads((out / "metrics.json").read_text())  # the few numbers `dvc metrics show` prints
-    assert head["distinguishable"] == pytest.approx(summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)
-    assert head["reliability"] == pytest.approx(max(summary["noise"]["methods"]["linear"]["median_reliability"], 0), abs=1e-4)
+    assert head["distinguishable"] == pytest.approx(
+        summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)
+    assert head["reliability"] == pytest.approx(
+        max(summary["noise"]["methods"]["linear"]["median_reliability"], 0), abs=1e-4)
     assert head["consistent_null"] == summary["methods"]["linear"]["verdicts"]["consistent_null"]
-    assert "equivalent" in pd.read_csv(out / "pooled_seeds.csv") and "consistent_null" in (out / "report.html").read_text()
+    assert ("equivalent" in pd.read_csv(out / "pooled_seeds.csv")
+            and "consistent_null" in (out / "report.html").read_text())
     run_analysis(files[:1], tmp_path / "one", methods=("linear",), bootstrap=50, plots=True, metric="mean_margin")
     html = (tmp_path / "one" / "report.html").read_text()
     assert "distinguishable" in html and "reliability_mean_margin_linear.png" in html
@@ -199,7 +202,8 @@ def test_metric_mean_margin_analyses_the_margin_trajectories(tmp_path):
     import pyarrow.parquet as pq
 
     def margin(name, step):
-        t = pq.read_table(tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / f"step-{step}" / f"{name}.parquet").to_pandas()
+        t = pq.read_table(tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / f"step-{step}"
+                          / f"{name}.parquet").to_pandas()
         d = t["logp_entailment"] - t["logp_non_entailment"]
         return float(np.where(t["label"] == "entailment", d, -d).mean())
 
@@ -314,6 +318,7 @@ def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
                             "accuracy": {"mnli": np.array([0.5, 0.75])}}}}
     text_bm = " ".join(bottom_line(none, bm, rel_df))
     assert "0.500 → 0.750 (+25.0 points, +7.1 SE)" in text_bm and "-0.160" not in text_bm
-    some = {"noise": {"enabled": True, "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
+    some = {"noise": {"enabled": True,
+                      "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
     text = " ".join(bottom_line(some, runs, rel_df))
     assert "not a finding" not in text and "≈ 400 items per testset" in text

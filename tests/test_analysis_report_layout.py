@@ -24,7 +24,8 @@ def analysed(tmp_path_factory):
     for i, (model, rho) in enumerate({"m1": 0.7, "m2": 0.6}.items()):
         for seed in (0, 1):
             run = f"{model}-s{seed}"
-            write_jsonl(root / "runs" / run / "eval" / "metrics.jsonl", metrics_rows(model, seed, 20, rho, OOD, run=run))
+            write_jsonl(root / "runs" / run / "eval" / "metrics.jsonl",
+                        metrics_rows(model, seed, 20, rho, OOD, run=run))
             write_json(root / "runs" / run / "run.json", {"run": run, "mlflow_run_id": f"train{i}{seed}"})
     (root / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear, rank], "
                                       "bootstrap: 0, mlflow: false}\n")
@@ -73,7 +74,8 @@ def test_analyze_ends_with_the_verdicts_and_the_report(analysed):
     lines = output.strip().splitlines()
     assert lines[-1] == "report: results/report.html", lines  # relative to where it ran
     verdicts = next(line for line in lines if line.startswith("verdicts across models"))
-    assert re.search(r"\(linear, 10 pairs\): balanced_margin: settled \d+( \([^)]*\))?, null \d+, unsettled \d+", verdicts), verdicts
+    assert re.search(r"\(linear, 10 pairs\): balanced_margin: settled \d+( \([^)]*\))?, "
+                     r"null \d+, unsettled \d+", verdicts), verdicts
     assert len(lines) <= 8, output
 
 

@@ -30,7 +30,8 @@ def test_coverage_summary_matches_the_results_file():
 def test_interval_variants_table_matches_its_results_file():
     res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
     text = DOC.read_text().split("Counts over the same 240 cells:")[1]
-    rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| (\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
+    rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| "
+                      r"(\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
     assert len(rows) == 3
     for name, row in zip(("current", "pivot_variant", "plugin_variant"), rows):
         j = res[name]

@@ -38,8 +38,8 @@ def write_testset(root: Path, name: str, rows: list[dict]) -> None:
     io.write_jsonl(out / f"{name}.jsonl", rows)
     mpath = out / "manifest.json"
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {"testsets": {}}
-    manifest["testsets"][name] = {"rows": len(rows), "label_counts": {}, "sha256": io.sha256_file(out / f"{name}.jsonl"),
-                                  "source": "test"}
+    manifest["testsets"][name] = {"rows": len(rows), "label_counts": {},
+                                  "sha256": io.sha256_file(out / f"{name}.jsonl"), "source": "test"}
     io.write_json(mpath, manifest)
 
 
@@ -59,7 +59,8 @@ def make_checkpoint(root: Path, run: str, step: int, model="tiny-olmo2") -> Path
     path = root / "runs" / run / "checkpoints" / f"checkpoint-{step}"
     peft_model.save_pretrained(path)
     io.write_json(path / "oodcorr_checkpoint.json", {"run": run, "model": model, "model_path": info["path"],
-                                                    "revision": None, "step": step, "base_model_type": info["model_type"]})
+                                                    "revision": None, "step": step,
+                                                    "base_model_type": info["model_type"]})
     return path
 
 
@@ -153,7 +154,8 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
 
     pfile = make_project(tmp_path, steps=(0, 5, 9))
     # training still running: scheduled steps beyond the newest checkpoint are not "missing"
-    io.write_json(tmp_path / "runs" / "r1" / "run.json", {"run": "r1", "checkpoint_steps": [0, 5, 9, 100], "finished": False})
+    io.write_json(tmp_path / "runs" / "r1" / "run.json",
+                  {"run": "r1", "checkpoint_steps": [0, 5, 9, 100], "finished": False})
     res = evaluate_run(_params(pfile), "r1", quiet=True)
     assert len(res["scored"]) == 6 and res["cached"] == 0 and not res["failed"]
     ev = tmp_path / "runs" / "r1" / "eval"

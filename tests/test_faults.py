@@ -45,7 +45,8 @@ def _metrics_project(root):
     for model, rho in {"m1": 0.7, "m2": 0.6}.items():
         write_jsonl(root / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
                     metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"))
-    (root / "params.yaml").write_text("study: {name: demo}\nanalyze: {methods: [linear], bootstrap: 0, mlflow: false}\n")
+    (root / "params.yaml").write_text("study: {name: demo}\n"
+                                      "analyze: {methods: [linear], bootstrap: 0, mlflow: false}\n")
 
 
 def test_out_keeps_user_files_in_names_oodcorr_uses(tmp_path, monkeypatch):

@@ -95,7 +95,8 @@ def test_the_tree_map_lists_every_package_folder():
     section = doc.split("## Map of the tree", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^- `src/oodcorr/([A-Za-z0-9_]+)/`", section, re.M))
     folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")}
-    assert listed == folders, f"map lists {sorted(listed - folders)} (no such folder), misses {sorted(folders - listed)}"
+    assert listed == folders, (f"map lists {sorted(listed - folders)} (no such folder), "
+                               f"misses {sorted(folders - listed)}")
 
 
 def test_every_stage_package_has_a_stage_entry():
@@ -212,9 +213,10 @@ def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
         test_no_import_circles()
 
 
-@pytest.mark.parametrize("edge", [("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
-                                  ("oodcorr.rundir", "oodcorr.analysis.pipeline"),  # core -> stage
-                                  ("oodcorr.tracking.store", "oodcorr.study")])  # core -> entry point
+@pytest.mark.parametrize("edge", [
+    ("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
+    ("oodcorr.rundir", "oodcorr.analysis.pipeline"),  # core -> stage
+    ("oodcorr.tracking.store", "oodcorr.study")])  # core -> entry point
 def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
     _add_edges(monkeypatch, edge)
     with pytest.raises(AssertionError, match="core modules must not import"):

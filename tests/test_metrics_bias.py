@@ -105,7 +105,8 @@ def test_answer_bias_flag_fires_on_a_shared_bias_with_uncorrelated_abilities(bia
     bm, bm_series = _partials(st, "balanced_margin")
     _, yes = _partials(st, "yes_rate")
     names = ["id", "a", "b"]
-    series = {"r": {"id_testset": "id", "accuracy": dict(zip(names, acc_series)), "balanced_margin": dict(zip(names, bm_series)),
+    series = {"r": {"id_testset": "id", "accuracy": dict(zip(names, acc_series)),
+                    "balanced_margin": dict(zip(names, bm_series)),
                     "yes_rate": dict(zip(names, yes)),
                     "yes_share_gold": {n: float(g.mean()) for n, g in zip(names, st["gold"])}}}
     diag = diagnose(series, {"r": {"model": "m", "seed": 0}}, "balanced_margin")

@@ -156,11 +156,13 @@ def test_study_use_keeps_the_users_comments_beside_their_keys(tmp_path):
     params = tmp_path / "params.yaml"
     text = quickstart_text().replace("study:\n", "# lab study, ask Ana before changing the seeds\nstudy:\n", 1)
     text = text.replace("  seed: 0\n", "  seed: 0                     # fixed with Ana\n", 1)
-    text = text.replace("  methods: [linear, rank, gam]", "  # the three the paper reports\n  methods: [linear, rank, gam]")
+    text = text.replace("  methods: [linear, rank, gam]",
+                        "  # the three the paper reports\n  methods: [linear, rank, gam]")
     text = text.replace("  bootstrap: 200", "  bootstrap: 200             # enough for a CI")
     text = text.replace("  prepare: []", "  testsets:\n    my_set:                     # from the lab\n"
                         "      path: data/raw/my_set.csv # tsv | csv | jsonl\n      premise: s1\n      hypothesis: s2\n"
-                        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n  prepare: []")
+                        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n"
+                        "  prepare: []")
     params.write_text(text)
     mine = ["# lab study, ask Ana before changing the seeds", "  seed: 0                     # fixed with Ana",
             "  # the three the paper reports", "    my_set:                     # from the lab",

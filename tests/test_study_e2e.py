@@ -145,7 +145,8 @@ def test_temp_experiment_logs_to_the_project_store(study):
     new = {r.info.run_id for r in after} - {r.info.run_id for r in before}
     kinds = sorted(r.data.tags.get("oodcorr.kind") for r in after if r.info.run_id in new)
     assert kinds == ["analysis", "train", "train"], kinds
-    lrs = {r.data.params.get("lr") for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"}
+    lrs = {r.data.params.get("lr") for r in after
+           if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"}
     assert lrs == {"0.002"}
     # the experiment's runs carry its name and changed params; the baseline's runs stay beside them (not superseded)
     for r in (r for r in after if r.info.run_id in new):

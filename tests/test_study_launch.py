@@ -300,7 +300,8 @@ if kind == "prepare":
 elif kind == "train":
     out = pathlib.Path("out", key)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ckpt.txt").write_text(pathlib.Path("prepared/data.txt").read_text() + pathlib.Path("src/code.txt").read_text())
+    (out / "ckpt.txt").write_text(pathlib.Path("prepared/data.txt").read_text() \
++ pathlib.Path("src/code.txt").read_text())
 else:
     ckpt = pathlib.Path("out", key, "ckpt.txt")
     pathlib.Path("out", key, "metrics.txt").write_text(f"{len(ckpt.read_bytes())} {ckpt}" + chr(10))

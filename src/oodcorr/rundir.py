@@ -4,7 +4,8 @@
   runs/<run>/checkpoints/checkpoint-<step>/         adapter (or full weights) + oodcorr_checkpoint.json;
                                                     the newest also holds the training state for a resume
   runs/<run>/eval/{metrics.jsonl,predictions/,...}  written by evaluate
-  runs/<run>/tracking/                              local tracking records replayed into MLflow (oodcorr.tracking.mirror)
+  runs/<run>/tracking/                              local tracking records replayed into MLflow
+                                                    (oodcorr.tracking.mirror)
 Every stage builds these paths with the functions below, never by hand.
 """
 

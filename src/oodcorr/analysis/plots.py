@@ -210,7 +210,8 @@ def curves_by_testset(runs: dict, path) -> bool:
         id_name = d["meta"]["id_testset"]
         acc = (d.get("series") or {}).get(BASELINE_METRIC)  # accuracy, whatever metric the analysis used
         if acc:
-            cols = [(f"{id_name} (ID)" if n == id_name else n, d["steps"], np.asarray(v, float)) for n, v in acc.items()]
+            cols = [(f"{id_name} (ID)" if n == id_name else n, d["steps"], np.asarray(v, float))
+                    for n, v in acc.items()]
         else:
             cols = [(f"{id_name} (ID)", d["steps"], d["x"])] + [(n, s.index.to_numpy(), s.to_numpy(float))
                                                                 for n, s in d["Y"].items()]
@@ -275,7 +276,8 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
             figs[name] = f"{title}: partial r of {metric}" + (" (left) and accuracy (right)"
                                                               if metric != BASELINE_METRIC else "")
     if len(runs) and curves_by_testset(runs, out / "curves_testsets.png"):
-        figs["curves_testsets.png"] = "accuracy vs step, one panel per testset, every run (colour = model), shared y-axis"
+        figs["curves_testsets.png"] = ("accuracy vs step, one panel per testset, every run (colour = model), "
+                                       "shared y-axis")
     if pair:
         name = f"scatter_{safe(pair[0])}_{safe(pair[1])}.png"
         if scatter_grid(runs, pair, out / name, drawn_smooth(methods), metric):

@@ -35,7 +35,8 @@ def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
 
 
 def cache_key(ck_sha: str, testset_sha: str, settings: dict) -> str:
-    blob = {"checkpoint": ck_sha, "testset": testset_sha, **{k: v for k, v in settings.items() if not k.startswith("_")}}
+    blob = {"checkpoint": ck_sha, "testset": testset_sha,
+            **{k: v for k, v in settings.items() if not k.startswith("_")}}
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:32]
 
 

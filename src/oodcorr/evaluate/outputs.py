@@ -100,7 +100,8 @@ def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[
     from oodcorr.tracking import mirror, run_records
 
     train = io.read_jsonl_tolerant(mirror.record_dir(project, run) / "train.jsonl")
-    records = run_records.eval_records(rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))
+    records = run_records.eval_records(
+        rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))
     records.append(run_records.predictions_artifact(eval_dir))
     mirror.write_eval(project, run, records)
     m = mirror.mirror(project, run)

@@ -123,7 +123,8 @@ def score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) ->
         try:
             scorer.activate(ck)
         except Exception as e:
-            failures.append(f"{ck.name} (could not load the adapter: {type(e).__name__}: {str(e).splitlines()[0][:100]})")
+            failures.append(f"{ck.name} (could not load the adapter: "
+                            f"{type(e).__name__}: {str(e).splitlines()[0][:100]})")
             bar.update(sum(len(rows_of(t)) for t, _ in pairs))
             continue
         # one stream per (checkpoint, testset) pair, cached as soon as it is scored: a kill loses at most

@@ -1,4 +1,5 @@
-"""Evaluate stage entry (dvc.yaml `evaluate@<run>`): every checkpoint of a run x every testset -> metrics.jsonl, predictions, MLflow.
+"""Evaluate stage entry (dvc.yaml `evaluate@<run>`): every checkpoint of a run x every testset -> metrics.jsonl,
+predictions, MLflow.
 
 Why it is built this way: a study has tens of checkpoints x ~10 testsets per run, so the base model is
 loaded once and LoRA adapters are swapped per checkpoint, each testset is tokenized once, and results are
@@ -88,7 +89,8 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
                         "evaluate.testsets")
     rdir = run_dir(project, run)
     if not checkpoints_dir(rdir).is_dir():
-        raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first")
+        raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; "
+                        f"run `oodcorr train --run {run}` first")
     run_json = read_run_json(rdir)
     settings = resolve_settings(ev, trained)
     checkpoints = list_checkpoints(rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"),
@@ -130,7 +132,8 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
     try:
         if rank == 0:
             bad_steps = {f.split(" ", 1)[0] for f in fails}
-            done = [p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
+            done = [p for p in pairs
+                    if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
             result.update(write_outputs(project, trained, run_json, done, cache_dir, eval_dir))
     finally:
         if world > 1:
@@ -146,7 +149,8 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
 @click.command("evaluate")
 @click.option("--run", "run_key", required=True, help="Run key from params.yaml `runs`.")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None, help="params.yaml to use.")
-@click.option("--testsets", default=None, help="Comma-separated testsets (default: evaluate.testsets); the run's ID testset is always included.")
+@click.option("--testsets", default=None,
+              help="Comma-separated testsets (default: evaluate.testsets); the run's ID testset is always included.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary.")
 def evaluate_cmd(run_key, params_file, testsets, quiet):
     """Score every checkpoint of a run on every testset (cached; shard with `accelerate launch`)."""

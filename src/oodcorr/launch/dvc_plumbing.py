@@ -126,7 +126,8 @@ def changed_deps(root: Path, names: list[str], recorded: dict[str, dict]) -> lis
 def stage_gitignores(root: Path, outs: list[str]) -> None:
     """The .gitignore files DVC writes next to the committed outputs: `git add` them when the project sets
     core.autostage (as `dvc repro` does), else say so."""
-    files = sorted({str(Path(o).parent / ".gitignore") for o in outs if (root / Path(o).parent / ".gitignore").is_file()})
+    files = sorted({str(Path(o).parent / ".gitignore") for o in outs
+                    if (root / Path(o).parent / ".gitignore").is_file()})
     if not (root / ".git").exists():
         return
     from dvc.repo import Repo

@@ -32,7 +32,8 @@ def private_folder(folder: Path, create: bool = False) -> Path:
         os.chmod(folder, 0o700)  # mkdir's mode is cut by the umask, never widened
     st = folder.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        who = f"owned by uid {st.st_uid}" if st.st_uid != os.getuid() else f"writable by others (mode {st.st_mode & 0o777:o})"
+        who = (f"owned by uid {st.st_uid}" if st.st_uid != os.getuid()
+               else f"writable by others (mode {st.st_mode & 0o777:o})")
         raise UserError(f"{folder}: the launch folder is {who}; only you may write there (`chmod 700 {folder}`, or "
                         "set study.launch.folder to a folder of your own)")
     return folder
@@ -88,8 +89,9 @@ SETTLED = ("committed", "stale", "superseded", "dropped")  # record states colle
 def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
     """{run key: {"state", "detail"}} where state is COMMITTED, STALE (not committed: deps changed since
     launch), SUPERSEDED (relaunched), DROPPED (failed or lost, and since removed from params.yaml runs), DONE
-    (finished, not collected), FAILED, LOST (ended without a result), or the scheduler's state (PENDING, RUNNING, ...). A job still in the queue is judged by the queue, not by
-    a result file: a requeued (preempted) job leaves its interrupted attempt's result behind."""
+    (finished, not collected), FAILED, LOST (ended without a result), or the scheduler's state (PENDING, RUNNING,
+    ...). A job still in the queue is judged by the queue, not by a result file: a requeued (preempted) job leaves
+    its interrupted attempt's result behind."""
     out = {}
     ex = executor(record["executor"])
     if queue is None:

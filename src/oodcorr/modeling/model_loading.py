@@ -167,8 +167,10 @@ def lora_targets(model, target_modules="auto") -> list[str]:
     targets = [target_modules] if isinstance(target_modules, str) else list(target_modules)
     unknown = [t for t in targets if t not in names]
     if unknown:
-        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if m.__class__.__name__.startswith("Linear")})
-        raise UserError(f"params: lora.target_modules: {unknown} not in model {model_type!r} (modules: {', '.join(linear)})")
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                         if m.__class__.__name__.startswith("Linear")})
+        raise UserError(f"params: lora.target_modules: {unknown} not in model {model_type!r} "
+                        f"(modules: {', '.join(linear)})")
     return targets
 
 

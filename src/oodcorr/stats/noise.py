@@ -109,7 +109,8 @@ def split_masks(n_items: int, n_splits: int, rng) -> tuple[np.ndarray, np.ndarra
 
 
 def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = SPLITS, rng=None,
-                operator: np.ndarray | None = None, masks=None, gold=None, aggregate: str = "mean") -> tuple[float, str]:
+                operator: np.ndarray | None = None, masks=None, gold=None,
+                aggregate: str = "mean") -> tuple[float, str]:
     """Split-half (Spearman-Brown) reliability of the residual trajectory of one testset.
 
     items: (checkpoints, items) per-item scores; x: the ID series the residual is taken against (the full

@@ -158,8 +158,8 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
                 col = boot[:, a, b] if boot is not None else np.empty(0)
                 ok = np.isfinite(col)
                 if np.isfinite(r) and ok.sum() >= 10:
-                    row["boot_ci_low"], row["boot_ci_high"] = (float(v) for v in
-                                                               np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)]))
+                    row["boot_ci_low"], row["boot_ci_high"] = (
+                        float(v) for v in np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)]))
                 else:
                     row["boot_ci_low"] = row["boot_ci_high"] = math.nan
             rows.append(row)

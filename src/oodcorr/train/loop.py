@@ -66,8 +66,8 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
-def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, project: Project, quiet,
-               rank: int = 0, world: int = 1, stop_at: int | None = None) -> None:
+def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, project: Project,
+               quiet, rank: int = 0, world: int = 1, stop_at: int | None = None) -> None:
     """The optimisation loop, from the newest checkpoint with a training state (else step 0) to `stop_at`
     (default: the last step). With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""

@@ -54,7 +54,8 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
     Rule: weights (nf4 0.55 B/param for Linear layers, fp32 4 B for the rest under QLoRA; bf16 2 B for LoRA;
     full FT 16 B/param) + LoRA params x 16 B (10 B with 8-bit AdamW) + activations batch x seq x hidden x
     layers x 34 B (2 B with gradient checkpointing, plus one layer's full activations) + last-position
-    logits (+ for QLoRA a bf16 copy of the output layer and of the largest 4-bit weight) + 1 GiB overhead. gradient_checkpointing "auto" sizes the GPU run, where it is on. `config` is a
+    logits (+ for QLoRA a bf16 copy of the output layer and of the largest 4-bit weight) + 1 GiB overhead.
+    gradient_checkpointing "auto" sizes the GPU run, where it is on. `config` is a
     transformers config (or any object with hidden_size, num_hidden_layers, vocab_size). Parameter counts
     default to a dense-transformer formula."""
     hidden = config.hidden_size
