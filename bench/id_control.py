@@ -97,8 +97,9 @@ def table(rows: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         items = r["cell"].split("|")[2][2:]
-        lines.append(f"| {r.get('generator', 'grid')} | {r['id_control']} | {items} | {r['rho']:.1f} | {r['mean_r_hat']:+.3f} | "
-                     f"{r['coverage']:.3f} ± {r['coverage_mc_se']:.3f} | {r['excludes_0']:.3f} | {r['median_width']:.2f} |")
+        lines.append(f"| {r.get('generator', 'grid')} | {r['id_control']} | {items} | {r['rho']:.1f} | "
+                     f"{r['mean_r_hat']:+.3f} | {r['coverage']:.3f} ± {r['coverage_mc_se']:.3f} | "
+                     f"{r['excludes_0']:.3f} | {r['median_width']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -32,8 +32,9 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
   1/2 [mean m over y = +1 - mean m over y = -1], from the items; its item-noise covariance over checkpoints is
   oodcorr.stats.interval.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
   (the estimator under test, not part of the generator; the new interval gets it with shrink=True, the
-  cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population value of balanced_margin is
-  E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the item model.
+  cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population
+  value of balanced_margin is E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the
+  item model.
 - Rough-ID variant ("rough_id"): the ID ability gets a rough component of its own per seed, theta_x + sd L1 w0
   (w0 ~ N(0, I_n): the same correlation K and signal SD as (u, v)), so the ID series is as rough as the OOD
   residuals; the OOD abilities carry beta times it, and rho is unchanged (u, v do not involve w0).
@@ -218,8 +219,9 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
     """One chunk of a cell: `reps` replicates x cell['seeds'] seeds x n checkpoints.
 
     Returns t (n,), truth {"x", "a", "b"} (reps, S, n) noise-free abilities, series {"x", "a", "b"} (reps, S, n)
-    balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates (Vs: shrunk), labels, and with
-    keep_scores the per-item scores (reps, S, n, I); items=False: the noise-free part only (t, truth, bias)."""
+    balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates (Vs: shrunk), labels,
+    and with keep_scores the per-item scores (reps, S, n, I); items=False: the noise-free part only (t, truth,
+    bias)."""
     from oodcorr.stats.interval import noise_cov
 
     S, n, rho = cell["seeds"], cell["checkpoints"], float(cell["rho"])

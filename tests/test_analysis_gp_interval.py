@@ -57,7 +57,8 @@ def test_score_matches_finite_differences():
         up, dn = theta.copy(), theta.copy()
         up[0, p] += h
         dn[0, p] -= h
-        fd = (GM._loglik_and_score([s], up, rho, "se", False)[0] - GM._loglik_and_score([s], dn, rho, "se", False)[0]) / (2 * h)
+        ll_up = GM._loglik_and_score([s], up, rho, "se", False)[0]
+        fd = (ll_up - GM._loglik_and_score([s], dn, rho, "se", False)[0]) / (2 * h)
         assert g[0, p] == pytest.approx(fd[0], rel=1e-4, abs=1e-6)
     assert np.all(np.linalg.eigvalsh(info[0]) > 0)
 
