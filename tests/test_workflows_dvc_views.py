@@ -78,8 +78,8 @@ def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path)
 def test_headline_reliability_is_missing_where_the_report_says_none(median, shown):
     """results/metrics.json's reliability is the median reliability where there is signal, and null (DVC prints
     "-") where the report says none (at or below 0) or it is undefined; never a 0.0 that reads as measured."""
+    from oodcorr.analysis.figure_parts import reliability_label
     from oodcorr.analysis.headline import headline
-    from oodcorr.analysis.plots import reliability_label
 
     summary = {"n_runs": 2, "noise": {"methods": {"linear": {"share_distinguishable": 0.0,
                                                              "median_reliability": median}}}}

@@ -12,6 +12,7 @@ and predictions; the statistics it computes with are in oodcorr.stats.
   report.py       self-contained report.html
   html_parts.py   its CSS, number formats, tables and inline figures
   plots.py        heatmaps, residual scatter grid, accuracy curves
+  figure_parts.py the figures' shared pieces: names, labels, stars, titles, matplotlib (Agg)
   mlflow_log.py   the analysis' one MLflow run (log_to_mlflow)
 
 Nothing heavy is imported here, so `oodcorr --help` stays fast.

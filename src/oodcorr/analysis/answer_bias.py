@@ -120,7 +120,7 @@ def pair_flags(keys: pd.DataFrame, accuracy: pd.DataFrame, bias_free: pd.DataFra
 def yes_rate_figures(fig_dir, series: dict, steps: dict) -> dict[str, str]:
     """yes_rate_<run>.png: the share of "Yes" answers per checkpoint for every testset, with each testset's
     gold "Yes" share dashed in the same colour. Returns {file name: caption}."""
-    from oodcorr.analysis.plots import _plt, safe
+    from oodcorr.analysis.figure_parts import _plt, safe
 
     plt = _plt()
     figs = {}

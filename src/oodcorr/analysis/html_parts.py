@@ -8,7 +8,7 @@ import html
 import math
 from pathlib import Path
 
-from oodcorr.analysis.plots import reliability_label
+from oodcorr.analysis.figure_parts import reliability_label
 from oodcorr.stats.flags import first as first_flag
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}\n"

@@ -206,7 +206,7 @@ def terminal_summary(summary: dict, consistency, report, partials=None) -> list[
     noise = ((summary.get("noise") or {}).get("methods") or {}).get(method) or {}
     share = noise.get("share_distinguishable")
     if share is not None:
-        from oodcorr.analysis.plots import reliability_label
+        from oodcorr.analysis.figure_parts import reliability_label
 
         lines.append(f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median reliability "
                      f"{reliability_label(noise.get('median_reliability'))}")

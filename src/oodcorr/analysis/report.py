@@ -7,8 +7,8 @@ import html
 import math
 from pathlib import Path
 
+from oodcorr.analysis.figure_parts import reliability_label
 from oodcorr.analysis.html_parts import CSS, _breakable, _cell, _details, _fmt, _img, table
-from oodcorr.analysis.plots import reliability_label
 from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats import consistency as _consistency
