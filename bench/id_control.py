@@ -52,7 +52,7 @@ def run(cell: dict, reps: int, id_control: str) -> dict:
 def curve_seed(rng, n: int, rho: float, id_items: int, ell: float = 0.2, sig: float = 0.3, tau: float = 1.5,
                items: int = 128) -> dict:
     """One seed of the `curve` generator (module notes)."""
-    from oodcorr.stats.interval import noise_cov
+    from oodcorr.stats.item_cov import noise_cov
 
     t = np.linspace(0, 1, n)
     L = np.linalg.cholesky(np.exp(-0.5 * (np.subtract.outer(t, t) / ell) ** 2) + 1e-8 * np.eye(n))

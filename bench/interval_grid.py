@@ -30,7 +30,7 @@ Generator (one replicate = one study of one model; S seeds = S training runs of 
   log p(No)) m_ik = b_k + y_i (s_i theta(t_k) - c_i) + e_ik, e_ik ~ N(0, TAU^2) iid over items, checkpoints
   and seeds; b_k the answer bias (0 by default). The testset's series is balanced_margin,
   1/2 [mean m over y = +1 - mean m over y = -1], from the items; its item-noise covariance over checkpoints is
-  oodcorr.stats.interval.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
+  oodcorr.stats.item_cov.noise_cov of the per-item scores y_i m_ik with labels y and coef {+1: 1/2, -1: 1/2}
   (the estimator under test, not part of the generator; the new interval gets it with shrink=True, the
   cross-validated pull towards a scaled identity the analysis uses, the earlier one without). The population
   value of balanced_margin is E[s] theta - E[c] = theta + const (b_k cancels), so the estimand is unchanged by the
@@ -51,7 +51,7 @@ seeds for ar0.5 and ar0.8 at 40 checkpoints (12 cells) and the rough-ID variant 
 seeds at 40 checkpoints (6 cells): 222 cells. Per cell `--reps` replicates (default 200); every replicate gets the new
 interval (oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
 seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r, the interval divided by the weighted
-mean attenuation, as consistency._pool_noise does). Per cell and interval: coverage of rho among the replicates where
+mean attenuation, as noise_pooling._pool_noise does). Per cell and interval: coverage of rho among the replicates where
 the interval is defined (and its Monte Carlo SE), the share excluding 0 among the defined (at rho = 0: the
 false-"distinguishable" rate) and among all replicates (at rho > 0: the power; an undefined interval detects nothing),
 the defined share overall and among the replicates whose estimated reliabilities (the method's rel_a, rel_b; for the
@@ -222,7 +222,7 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
     balanced margins from the items, V {"x", "a", "b"} (reps, S, n, n) their noise_cov estimates (Vs: shrunk), labels,
     and with keep_scores the per-item scores (reps, S, n, I); items=False: the noise-free part only (t, truth,
     bias)."""
-    from oodcorr.stats.interval import noise_cov
+    from oodcorr.stats.item_cov import noise_cov
 
     S, n, rho = cell["seeds"], cell["checkpoints"], float(cell["rho"])
     sd = SIGNAL_SD[cell["dependence"]] if signal_sd is None else signal_sd
@@ -332,7 +332,7 @@ def run_new(d: dict, even: bool = False) -> dict:
 
 def run_earlier(d: dict) -> dict:
     """interval.partial_interval per seed; several seeds pooled by inverse variance on Fisher's z of the
-    attenuated r, divided by the weighted mean attenuation (consistency._pool_noise) -> arrays (reps,)."""
+    attenuated r, divided by the weighted mean attenuation (noise_pooling._pool_noise) -> arrays (reps,)."""
     from oodcorr.stats.interval import disattenuated_bounds, partial_interval
 
     s, V = d["series"], d["V"]

@@ -1,18 +1,18 @@
 """Why the likelihood interval's estimate runs low at r = 0.8 with many checkpoints, and what mends it.
 
-The interval takes each testset's item-noise covariance over checkpoints as known: interval.noise_cov, the
+The interval takes each testset's item-noise covariance over checkpoints as known: item_cov.noise_cov, the
 sample covariance of the per-item scores (n x n from I items). With n checkpoints close to I / 3 its sampling
 error is large (eigenvalues spread, Marchenko-Pastur): where it falls short, noise that is independent between
 the two testsets is read as signal, and the correlation shrinks towards 0. Compared on cells of the interval grid
 (bench/interval_grid.py's generator, same seeds for every mode):
 
-- hat:  the estimate the interval uses today (interval.noise_cov);
+- hat:  the estimate the interval uses today (item_cov.noise_cov);
 - true: the generator's own noise covariance (white margin noise tau^2 / I, discrimination spread s_sd^2 theta
         theta' / I, difficulty spread 1 / I): what a perfect estimate would give;
 - lw / oas: per gold class, the part of the sample covariance orthogonal to the constant shrunk towards a scaled
         identity by Ledoit-Wolf / OAS (sklearn.covariance); the constant direction (item difficulty) is kept,
         since the interval's residual space never sees it;
-- cv: the same with the pull that best predicts held-out items (interval.cv_shrinkage, 5-fold cross-validated
+- cv: the same with the pull that best predicts held-out items (item_cov.cv_shrinkage, 5-fold cross-validated
         Gaussian log-likelihood): what the analysis uses (noise_cov(..., shrink=True)).
 
 On real predictions the question is which estimate predicts items it has not seen: `--real` splits each
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import interval_grid as G  # noqa: E402
 from oodcorr.planner.budget import one_thread  # noqa: E402
 from oodcorr.stats.gp_interval import gp_interval  # noqa: E402
-from oodcorr.stats.interval import cv_shrinkage, shrunk_cov  # noqa: E402
+from oodcorr.stats.item_cov import cv_shrinkage, shrunk_cov  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "noise_shrinkage.json"
 CELLS = ["base|iid|id128|S3|n40|rho0.8", "base|gp0.2|id128|S3|n40|rho0.8", "answer_bias|gp0.2|id128|S3|n40|rho0.0"]
@@ -51,7 +51,7 @@ MODES = ("hat", "true", "lw", "oas", "cv")
 
 def shrunk(items: np.ndarray, labels: np.ndarray, coef: dict, how: str) -> tuple[np.ndarray, list]:
     """items (n, I) -> (V (n, n), shrinkage per class): the class-stratified noise_cov with each class's
-    covariance, orthogonal to the constant, shrunk towards a scaled identity (interval.shrunk_cov) by the pull
+    covariance, orthogonal to the constant, shrunk towards a scaled identity (item_cov.shrunk_cov) by the pull
     of `how`."""
     from sklearn.covariance import ledoit_wolf_shrinkage, oas
 

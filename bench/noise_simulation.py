@@ -290,7 +290,7 @@ def cell_seed(scenario: str, n: int, k: int, rho: float, seed: int = 20) -> int:
 def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150):
     """A grid cell's simulated runs, `chunk` replicates at a time: yields (series [ID, A, B] (c, n), their
     item-noise covariances (c, n, n)); the same seed and chunk give the same draws."""
-    from oodcorr.stats.interval import noise_cov
+    from oodcorr.stats.item_cov import noise_cov
     from oodcorr.stats.simulate import design_runs
 
     kw = dict(SCENARIOS[scenario])
@@ -407,7 +407,8 @@ def grid_markdown(grid: dict) -> str:
 def plan_power_check(reps: int, seed: int = 7) -> list[dict]:
     """power.power (the analytic prediction `oodcorr plan --detect-r` uses) vs the simulated share of runs whose
     interval excludes 0, one seed per run."""
-    from oodcorr.stats.interval import noise_cov, partial_interval
+    from oodcorr.stats.interval import partial_interval
+    from oodcorr.stats.item_cov import noise_cov
     from oodcorr.stats.simulate import design_runs
     from superseded import power
 

@@ -2,7 +2,7 @@
 
 1. The item-noise covariance, checked on the study's predictions: random halves of each testset (stratified by
    gold label), the difference of the two halves' series has, over many splits, the covariance the full
-   testset's item noise has (interval.noise_cov). Ratio of traces, empirical / estimated, centred and in the
+   testset's item noise has (item_cov.noise_cov). Ratio of traces, empirical / estimated, centred and in the
    rough directions (second differences), per run and testset.
 2. The same correlation at different time scales: the residual series (OLS on the smoothed ID series, as the
    interval has them) projected on the slowest modes of the fitted kernel and on the rest, the noise-corrected
@@ -135,7 +135,7 @@ def main():
     args = ap.parse_args()
     import pandas as pd
 
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     study = ROOT / "studies" / args.study
     params = read_yaml((study / "params.yaml").read_text())

@@ -7,8 +7,9 @@ import pytest
 from oodcorr.analysis.pipeline import compute_partials, run_analysis
 from oodcorr.io import write_jsonl
 from oodcorr.run_tables import build_runs, load_metrics
-from oodcorr.stats.consistency import cross_model, fisher_pool, pool_seeds, verdict
+from oodcorr.stats.consistency import cross_model, fisher_pool, pool_seeds
 from oodcorr.stats.simulate import metrics_rows
+from oodcorr.stats.verdicts import verdict
 
 
 def test_fisher_pool_matches_hand_computation():

@@ -13,6 +13,7 @@ from scipy.stats import multivariate_normal
 from oodcorr.stats import gp_design as D
 from oodcorr.stats import gp_interval as G
 from oodcorr.stats import gp_model as GM
+from oodcorr.stats import gp_smooth as GS
 
 
 def _seed(rng, n=20, rho=0.5, ell=0.2, noise=0.01, id_noise=0.01, sig=0.3):
@@ -90,13 +91,13 @@ def test_the_id_smoother_recovers_the_noise_free_curve_and_leaves_an_exact_contr
     errs_raw, errs_smooth = [], []
     for _ in range(20):
         seed, x_true = _seed(rng, n=30, id_noise=0.02)
-        xs, P = G.smooth_id(seed["x"], seed["Vx"], seed["t"])
+        xs, P = GS.smooth_id(seed["x"], seed["Vx"], seed["t"])
         errs_raw.append(np.mean((seed["x"] - x_true) ** 2))
         errs_smooth.append(np.mean((xs - x_true) ** 2))
         assert np.all(np.linalg.eigvalsh(P) > -1e-10)
     assert np.mean(errs_smooth) < 0.5 * np.mean(errs_raw)
     x = np.linspace(0, 1, 10) ** 2
-    xs, P = G.smooth_id(x, np.zeros((10, 10)), np.linspace(0, 1, 10))
+    xs, P = GS.smooth_id(x, np.zeros((10, 10)), np.linspace(0, 1, 10))
     assert np.array_equal(xs, x) and not P.any()
 
 

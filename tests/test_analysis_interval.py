@@ -13,17 +13,18 @@ from click.testing import CliRunner
 from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
 from oodcorr.simulated_runs import write_predictions
-from oodcorr.stats.consistency import _pool_noise, equivalent, noise_verdict, verdict
 from oodcorr.stats.interval import (
     ar1_corr,
     disattenuated_bounds,
     fit_ar1,
-    noise_cov,
     partial_interval,
     residual_maker,
     z_dof,
 )
+from oodcorr.stats.item_cov import noise_cov
+from oodcorr.stats.noise_pooling import _pool_noise
 from oodcorr.stats.simulate import design_runs, irt_metrics_rows, irt_study
+from oodcorr.stats.verdicts import equivalent, noise_verdict, verdict
 from study_helpers import REPO, load_script
 
 _superseded = load_script(REPO / "bench" / "superseded.py")  # the earlier engines, kept for comparison
@@ -53,7 +54,7 @@ def test_shrunk_noise_cov_takes_the_pull_that_best_predicts_held_out_items():
     from scipy.linalg import null_space
     from scipy.stats import multivariate_normal
 
-    from oodcorr.stats.interval import SHRINK_FOLDS, SHRINK_GRID, cv_shrinkage
+    from oodcorr.stats.item_cov import SHRINK_FOLDS, SHRINK_GRID, cv_shrinkage
 
     rng = np.random.default_rng(3)
     n = 12

@@ -16,7 +16,6 @@ from oodcorr.errors import UserError
 from oodcorr.io import write_jsonl
 from oodcorr.metrics import METRICS
 from oodcorr.simulated_runs import write_predictions
-from oodcorr.stats.consistency import noise_verdict
 from oodcorr.stats.noise import (
     basic_ci,
     item_weights,
@@ -27,6 +26,7 @@ from oodcorr.stats.noise import (
 )
 from oodcorr.stats.partial import _corr_cols, fisher_ci, pingouin_partial, residualise_linear
 from oodcorr.stats.simulate import irt_metrics_rows, irt_study, true_reliability
+from oodcorr.stats.verdicts import noise_verdict
 from study_helpers import REPO, load_script
 
 # the earlier noise-corrected interval, kept in bench/ for comparison
@@ -286,7 +286,7 @@ def test_analyze_cli_missing_predictions_is_one_line_exit_2(tmp_path, monkeypatc
 
 
 def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
-    from oodcorr.analysis.report import bottom_line, items_for
+    from oodcorr.analysis.bottom_line import bottom_line, items_for
 
     # Spearman-Brown: reliability k*rho/(1+(k-1)*rho) at k times the items; items_for inverts it
     rel, n = 0.3, 64

@@ -1,4 +1,4 @@
-"""The ID smoother's kernel chosen by restricted likelihood (gp_interval.smooth_id, kernel="auto") against a direct
+"""The ID smoother's kernel chosen by restricted likelihood (gp_smooth.smooth_id, kernel="auto") against a direct
 evaluation: scipy's multivariate normal of the trend-free contrasts W'x with covariance W'(s2 R(ell) + Vx)W,
 maximised per kernel by scipy.optimize."""
 
@@ -12,7 +12,7 @@ from scipy.linalg import null_space
 from scipy.optimize import minimize
 from scipy.stats import multivariate_normal
 
-from oodcorr.stats import gp_interval as G
+from oodcorr.stats import gp_smooth as G
 from oodcorr.stats.gp_model import KERNELS
 
 

@@ -212,7 +212,7 @@ def test_outputs_without_log_probs_name_the_evaluate_command(tmp_path):
 
 
 def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves():
-    from oodcorr.analysis.noise_tables import analyse_run_noise
+    from oodcorr.analysis.reliability import analyse_run_noise
 
     st = answer_bias_study(12, 60, (0.3,), 1.0, n_id_items=60, rng=np.random.default_rng(2))
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]

@@ -229,7 +229,8 @@ def test_the_package_ships_its_rates_and_never_reads_the_bench_folder():
 
 
 def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
-    from oodcorr.settings.config import check_references, deep_merge, read_yaml, validate
+    from oodcorr.settings.config import check_references, deep_merge, validate
+    from oodcorr.settings.yaml_dialect import read_yaml
     from oodcorr.study import check_study, load_preset
 
     out = tmp_path / "plan.yaml"
@@ -287,7 +288,7 @@ def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypat
                 "--train-hours", "0.1", "--max-items", "120", "--write-params", out)
     assert res.exit_code == 0, res.output
     assert "pilot: 2 runs, 3 testset pairs" in res.output and "left out: snli" in res.output
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     frag = read_yaml(out.read_text())
     assert frag["evaluate"]["testsets"] == ["mnli", "anli", "hans"]
@@ -425,7 +426,7 @@ def test_target_r_and_checkpoint_counts_steer_the_design(tmp_path, monkeypatch):
 def test_fragment_keeps_the_pilot_families_own_training_settings(tmp_path, monkeypatch):
     """Two pilot families trained with different learning rates: each family's planned runs carry its own."""
     from oodcorr.io import write_jsonl
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     _pilot(tmp_path)
     runs = sorted((tmp_path / "runs").iterdir())

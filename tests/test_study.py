@@ -243,7 +243,7 @@ def test_paper_dry_run_sizes_the_hub_models_offline(tmp_path):
 def test_params_read_yes_and_no_as_strings_like_dvc():
     """YAML 1.2 booleans (DVC's): a label_map key `yes` stays the string 'yes' even when DVC rewrites params.yaml
     without quotes (`dvc exp run -S`); true/false are still booleans."""
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     assert read_yaml("label_map: {yes: entailment, no: non_entailment}\nslices: true\nm: on\n") == \
         {"label_map": {"yes": "entailment", "no": "non_entailment"}, "slices": True, "m": "on"}

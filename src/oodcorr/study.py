@@ -12,8 +12,9 @@ from pathlib import Path
 import click
 
 from oodcorr.errors import UserError, closest
-from oodcorr.settings.config import check_references, load_params, read_yaml, validate
+from oodcorr.settings.config import check_references, load_params, validate
 from oodcorr.settings.names import check_name, inside
+from oodcorr.settings.yaml_dialect import read_yaml
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 

@@ -1,9 +1,10 @@
 """The noise pass of the analysis: whether it runs, the per-item score matrices it reads from the stored
-predictions, the noise columns and reliability table it adds (the statistics are in noise.py), and the
-summary's "noise" block."""
+predictions, the noise columns and reliability table it adds (the statistics are in noise.py; one run's
+reliability rows in reliability.py, the summary's "noise" block in noise_summary.py)."""
 
 from __future__ import annotations
 
+from oodcorr.analysis.reliability import analyse_run_noise
 from oodcorr.errors import UserError
 from oodcorr.metrics import METRICS
 from oodcorr.predictions import predictions_dir
@@ -188,9 +189,9 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
 
     import numpy as np
 
-    from oodcorr.stats.consistency import equivalent, unreliable_flags
     from oodcorr.stats.noise import basic_ci
     from oodcorr.stats.pair_ci2 import CI2_EXTRA
+    from oodcorr.stats.verdicts import equivalent, unreliable_flags
 
     reliability_min, alpha = settings.reliability_min, settings.alpha
     boots = boots or {}
@@ -234,84 +235,3 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         out.iat[i, out.columns.get_loc("equivalent")] = bool(reliable and equivalent(lo, hi, settings.equivalence))
     out["flag"] = flags
     return out
-
-
-def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliability) -> dict:
-    """summary.json "noise" block: plain numbers a reader (and MLflow) can compare between analyses."""
-    import numpy as np
-
-    metric, reliability_min = settings.metric, settings.reliability_min
-    if not use_noise:
-        return {"enabled": False, "metric": metric,
-                "note": "no per-example predictions: reliability and noise-corrected CIs skipped"}
-    out = {"enabled": True, "metric": metric, "reliability_min": reliability_min,
-           "ci2": "linear: gp_interval (profile likelihood of a coregionalised Gaussian-process model of the residual "
-                  "trajectories, seeds pooled in one likelihood); rank/gam: interval.partial_interval",
-           "equivalence": settings.equivalence, "methods": {}}
-    for m, g in partials.groupby("method"):
-        if not METHODS[m].noise or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
-            continue
-        rel = reliability[(reliability["method"] == m) & (reliability["metric"] == metric)]["reliability"]
-        fin = g[np.isfinite(g["r"])]
-        out["methods"][m] = {
-            "median_reliability": float(rel.median()) if rel.notna().any() else None,
-            "share_reliable": float((rel >= reliability_min).mean()) if len(rel) else None,
-            "share_distinguishable": float(fin["distinguishable"].mean()) if len(fin) else None,
-            "share_equivalent": float(fin["equivalent"].mean()) if len(fin) else None,
-            "mean_abs_r": float(fin["r"].abs().mean()) if len(fin) else None,
-            "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
-            if fin["r_disattenuated"].notna().any() else None,
-        }
-    # the summary's `_linear_` key (astype: an empty mask would select columns, not rows)
-    ols = reliability["method"].map(lambda m: METHODS[m].operator == "ols").astype(bool)
-    by_metric = reliability[ols].groupby("metric")["reliability"].median()
-    out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
-                                                 for k, v in by_metric.items()}
-    return out
-
-
-def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict, gold: dict | None = None,
-                      id_name: str | None = None):
-    """Reliability rows of one run (metric, method, testset, n_items, n, reliability, flag).
-
-    x, Y: the analysed series (n,), (n, T); rel_items: {metric: {testset: (n, I)}} item matrices.
-    gold: {testset: (I,) bool gold-entailment}: halves stratified by gold label and each metric aggregated
-    as its table entry says (oodcorr.metrics.METRICS) within each half; id_name: the ID testset, whose
-    matrices in rel_items give each metric its own ID series to residualise on (else `x` for all).
-    r_disattenuated, ci2_low/high and `distinguishable` are added by noise_columns."""
-    import numpy as np
-
-    from oodcorr.aggregate import stratified_halves, values
-    from oodcorr.stats.noise import MIN_ITEMS, gam_operators, linear_operator, reliabilities, split_masks
-
-    x, Y = np.asarray(x, float), np.asarray(Y, float)
-    T = len(names)
-    rel_rows = []
-    complete = np.isfinite(x) & np.isfinite(Y).all(axis=1) if Y.size else np.isfinite(x)
-    masks = {}  # the same random halves for every metric and method of a testset
-    for metric, mats in rel_items.items():
-        kind = METRICS[metric].aggregate if metric in METRICS else "mean"
-
-        def series(name):
-            g = gold[name] if gold is not None else np.ones(mats[name].shape[1], bool)
-            return values(kind, mats[name], g)
-
-        xm = series(id_name) if id_name is not None and id_name in mats else x
-        ok = complete & np.isfinite(xm)
-        xc = xm[ok]
-        lin = linear_operator(xc) if ok.sum() >= 2 else None
-        ood = np.column_stack([series(nm)[ok] for nm in names]) if T else np.zeros((int(ok.sum()), 0))
-        smooth = any(METHODS[m].operator == "smooth" for m in methods)
-        gam = gam_operators(xc, ood) if smooth and T and np.isfinite(ood).all() else [None] * T
-        for j, name in enumerate(names):
-            items = mats[name][ok]
-            g = gold.get(name) if gold is not None else None
-            if items.shape[1] >= MIN_ITEMS and name not in masks:
-                masks[name] = stratified_halves(g, n_splits, rng) if g is not None else \
-                    split_masks(items.shape[1], n_splits, rng)
-            ops = {m: {"smooth": gam[j], "ols": lin}.get(METHODS[m].operator) for m in methods}
-            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g,
-                                                     kind).items():
-                rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
-                                 "n": int(items.shape[0]), "reliability": rel, "flag": flag})
-    return rel_rows

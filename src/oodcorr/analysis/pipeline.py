@@ -26,7 +26,8 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     `settings` (default AnalyzeSettings()) with `overrides` (its field names) on top. Its methods may include
     "raw" (the unpartialled r); it is always computed for the report/summary even when not listed, because it
     shows how much shared ID progress drives each correlation."""
-    from oodcorr.analysis.noise_tables import compute_noise, noise_enabled, noise_summary, pooled_intervals, seed_inputs
+    from oodcorr.analysis.noise_summary import noise_summary
+    from oodcorr.analysis.noise_tables import compute_noise, noise_enabled, pooled_intervals, seed_inputs
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
     from oodcorr.predictions import load_items
     from oodcorr.run_tables import build_runs, load_metrics

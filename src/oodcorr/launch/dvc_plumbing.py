@@ -86,7 +86,7 @@ def stage_specs(root: Path, names: list[str], prepare_outputs: bool) -> dict[str
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     specs = {}
     with Repo(str(root)) as repo, (repo.lock if prepare_outputs else contextlib.nullcontext()):

@@ -58,7 +58,7 @@ def study_dir(root: Path, name: str) -> Path:
 
 def saved_runs(sdir: Path) -> list[str]:
     """Run keys saved in a study (studies/<name>/runs/<run>.dvc), in the order of its params' runs."""
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     have = {p.name[: -len(".dvc")] for p in (sdir / "runs").glob("*.dvc")}
     order = list((read_yaml((sdir / "params.yaml").read_text()) or {}).get("runs") or {})
@@ -90,7 +90,7 @@ def finished_runs(source: Path, params: dict) -> dict[str, str]:
     """{run: why not} for every run of `source`; '' when its evaluation is finished and recorded: metrics.jsonl
     and predictions present and, where the project has a dvc.lock, the lock's evaluate@<run> names that
     metrics.jsonl (so a half-scored run or one scored under older params is not saved)."""
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     lock = source / "dvc.lock"
     stages = (read_yaml(lock.read_text()) or {}).get("stages") or {} if lock.exists() else None
@@ -118,7 +118,7 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> l
     import yaml
 
     from oodcorr.io import write_text
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     ensure_remote(root)
     rel = [str(r.relative_to(root)) for r in runs]

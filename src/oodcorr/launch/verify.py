@@ -76,7 +76,7 @@ def folder_md5(entries: dict[str, str]) -> str:
 def lock_outputs(lock: Path, key: str, saved: tuple[str, ...]) -> dict[str, tuple[str, str]] | None:
     """{relpath in the run: (stage, md5)} that `lock` recorded for the run's `saved` files (train@<key>'s and
     evaluate@<key>'s outs); None without a lock."""
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     if not lock.is_file():
         return None
@@ -123,7 +123,7 @@ def object_path(odb, oid: str) -> Path:
 
 def read_pointer(dvc_file: Path, key: str) -> tuple[str | None, str]:
     """(the folder's md5 a runs/<key>.dvc names, '') or (None, why it is not a saved run's pointer)."""
-    from oodcorr.settings.config import read_yaml
+    from oodcorr.settings.yaml_dialect import read_yaml
 
     try:
         outs = (read_yaml(dvc_file.read_text()) or {}).get("outs")

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from oodcorr.errors import UserError
-from oodcorr.settings.config import read_yaml
+from oodcorr.settings.yaml_dialect import read_yaml
 
 
 def backup_path(target: Path) -> Path:

@@ -43,7 +43,9 @@ import numpy as np
 import pandas as pd
 
 from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN
+from oodcorr.stats.noise_pooling import _from_likelihood, _pool_noise
 from oodcorr.stats.partial import adjust_pvalues
+from oodcorr.stats.verdicts import equivalent, noise_verdict, unreliable_flags, verdict
 
 VERDICTS = ("consistent_positive", "consistent_negative", "consistent_null", "model_dependent", "insufficient_evidence",
             "unreliable")
@@ -124,50 +126,6 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = ALPHA,
     return pooled
 
 
-def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
-    """Seed pooling of the noise columns: over the seeds where the noise-corrected CI is defined, the attenuated
-    r (r_disattenuated * attenuation) pooled on Fisher z by inverse variance (ci2_se: its z-scale standard error),
-    the interval divided by the same-weighted mean attenuation (interval.disattenuated_bounds); mean
-    reliabilities; disattenuated r: the interval's own centre, tanh(pooled z) / mean attenuation clipped to
-    [-1, 1], so it lies inside the interval (where no seed's interval is defined: the Fisher-z mean of the seeds'
-    disattenuated r)."""
-    from oodcorr.stats.interval import disattenuated_bounds
-
-    out = {"ci2_low": math.nan, "ci2_high": math.nan, "ci2_se": math.nan, "n_eff": math.nan, "attenuation": math.nan}
-    cols = ("ci2_low", "ci2_high", "ci2_se", "attenuation", "r_disattenuated")
-    lo, hi, se, att, d = (valid[c].to_numpy(float) if c in valid else np.full(len(valid), np.nan) for c in cols)
-    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(se) & (se > 0) & np.isfinite(d) & np.isfinite(att)
-    if ok.any():
-        w = 1 / se[ok] ** 2
-        z = float((w * np.arctanh(np.clip(d[ok] * att[ok], -0.995, 0.995))).sum() / w.sum())
-        a = float((w * att[ok]).sum() / w.sum())
-        s = float(1 / math.sqrt(w.sum()))
-        low, high = disattenuated_bounds(math.tanh(z), a, s, alpha)
-        out.update(ci2_low=float(low), ci2_high=float(high), ci2_se=s, attenuation=a,
-                   r_disattenuated=float(np.clip(math.tanh(z) / a, -1, 1)),
-                   n_eff=float(valid["n_eff"].to_numpy(float)[ok].sum()) if "n_eff" in valid else math.nan)
-    else:
-        d = d[np.isfinite(d)]
-        out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
-            else math.nan
-    out["rel_a"] = float(valid["rel_a"].mean()) if valid["rel_a"].notna().any() else math.nan
-    out["rel_b"] = float(valid["rel_b"].mean()) if valid["rel_b"].notna().any() else math.nan
-    return out
-
-
-def _from_likelihood(iv: dict) -> dict:
-    """The pooled row's noise columns from the seeds' joint likelihood interval (pair_ci2.interval)."""
-    from oodcorr.stats.pair_ci2 import CI2_EXTRA
-
-    ok = not iv["reason"]
-    nan = math.nan
-    return {**{col: iv.get(k, "" if col == "ci2_why" else nan) for col, k in CI2_EXTRA.items()},
-            "ci2_low": iv["ci_low"] if ok else nan, "ci2_high": iv["ci_high"] if ok else nan,
-            "ci2_se": iv["se_z"] if ok else nan, "n_eff": iv["n_eff"], "attenuation": iv["A"],
-            "r_disattenuated": float(np.clip(iv["r_hat"], -1, 1)) if ok else nan, "rel_a": iv["rel_a"],
-            "rel_b": iv["rel_b"]}
-
-
 def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
     """consistency.csv with one shared estimate per pair over every model's runs (analyze.pool_models):
     r_shared, ci2_shared_low/high and shared_why; NaN / "" where the pair has none."""
@@ -177,60 +135,6 @@ def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
         out[col] = [(shared.get(tuple(k)) or {}).get(src, "" if col == "shared_why" else math.nan)
                     for k in out[[*SETUP, *PAIR]].itertuples(index=False)]
     return out
-
-
-def unreliable_flags(a: str, b: str, rel_a: float, rel_b: float,
-                     reliability_min: float = RELIABILITY_MIN) -> list[str]:
-    """`unreliable:<testset>` for each of a pair's testsets whose reliability is missing or below the threshold."""
-    return [f"unreliable:{t}" for t, v in ((a, rel_a), (b, rel_b)) if not (np.isfinite(v) and v >= reliability_min)]
-
-
-def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):
-    """TOST on an interval: True where [ci_low, ci_high] lies inside (-delta, +delta) (NaN ends: False)."""
-    lo, hi = np.asarray(ci_low, float), np.asarray(ci_high, float)
-    with np.errstate(invalid="ignore"):
-        return np.isfinite(lo) & np.isfinite(hi) & (lo > -delta) & (hi < delta)
-
-
-def verdict(r, p_adj, alpha: float = ALPHA, ci_low=None, ci_high=None,
-            equivalence: float = EQUIVALENCE) -> str:
-    """Verdict from per-model pooled r and adjusted p (criteria in the module docstring); with the models'
-    CIs, consistent_null when every model with a finite r (>= 2) has its CI inside +/- equivalence."""
-    r, p_adj = np.asarray(r, float), np.asarray(p_adj, float)
-    ok = np.isfinite(r)
-    sig = ok & np.isfinite(p_adj) & (p_adj < alpha)
-    pos, neg = int((sig & (r > 0)).sum()), int((sig & (r < 0)).sum())
-    if pos and neg:
-        return "model_dependent"
-    if ok.sum() >= 2 and pos >= 2:
-        return "consistent_positive"
-    if ok.sum() >= 2 and neg >= 2:
-        return "consistent_negative"
-    if ci_low is not None and ok.sum() >= 2 and equivalent(np.asarray(ci_low, float)[ok],
-                                                          np.asarray(ci_high, float)[ok], equivalence).all():
-        return "consistent_null"
-    return "insufficient_evidence"
-
-
-def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN,
-                  equivalence: float = EQUIVALENCE) -> str:
-    """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
-    r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
-    fin = np.isfinite(r)
-    reliable = fin & np.isfinite(ra) & np.isfinite(rb) & (ra >= reliability_min) & (rb >= reliability_min)
-    if fin.sum() >= 2 and reliable.sum() < 2:
-        return "unreliable"
-    sig = reliable & np.isfinite(lo) & np.isfinite(hi) & ((lo > 0) | (hi < 0))
-    pos, neg = int((sig & (r > 0)).sum()), int((sig & (r < 0)).sum())
-    if pos and neg:
-        return "model_dependent"
-    if pos >= 2:
-        return "consistent_positive"
-    if neg >= 2:
-        return "consistent_negative"
-    if reliable.sum() >= 2 and equivalent(lo[reliable], hi[reliable], equivalence).all():
-        return "consistent_null"
-    return "insufficient_evidence"
 
 
 def _flags(g) -> list[str]:

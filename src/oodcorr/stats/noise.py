@@ -228,13 +228,13 @@ def basic_ci(r, boot, alpha: float = ALPHA, n: int | None = None, k: float = 1.0
 
 def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dict, dict]:
     """({testset: series (n,)}, {testset: item-noise covariance (n, n)}) of one run's analysed metric:
-    interval.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
+    item_cov.noise_cov stratified by gold label for the plain and the class-balanced mean (coefficients I_c/I and
     1/2 per class), each class's covariance shrunk by the pull that best predicts held-out items; split halves
-    within each gold class for AUC (interval.noise_cov_from_halves)."""
+    within each gold class for AUC (item_cov.noise_cov_from_halves)."""
     import numpy as np
 
     from oodcorr.aggregate import stratified_halves, values
-    from oodcorr.stats.interval import noise_cov, noise_cov_from_halves
+    from oodcorr.stats.item_cov import noise_cov, noise_cov_from_halves
 
     series, V = {}, {}
     for name, m in mats.items():
