@@ -45,9 +45,10 @@ test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
 		$(VENV)/bin/pytest -q
 
-# ruff (pyproject.toml [tool.ruff]): lint; .ci/run and the pre-commit hook run the same
+# ruff (pyproject.toml [tool.ruff]): lint and format check; .ci/run and the pre-commit hooks run the same
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 
 test-fast: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/pytest -q -m "not slow"

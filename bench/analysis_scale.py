@@ -33,8 +33,9 @@ def simulate(folder: Path) -> list[Path]:
         rho = 0.5 if m < 7 else -0.5  # three models flip the sign of the (hans, anli) residual correlation
         for seed in range(SEEDS):
             path = folder / f"m{m}-s{seed}" / "eval" / "metrics.jsonl"
-            write_jsonl(path, metrics_rows(f"model{m}", seed, STEPS, rho, OOD,
-                                           rng=np.random.default_rng(1000 * m + seed)))
+            write_jsonl(
+                path, metrics_rows(f"model{m}", seed, STEPS, rho, OOD, rng=np.random.default_rng(1000 * m + seed))
+            )
             files.append(path)
     return files
 
@@ -61,15 +62,28 @@ def main():
         files = simulate(tmp / "runs")
         run_analysis(files[:2], tmp / "warm", methods=("linear", "gam"), bootstrap=10, plots=False)  # imports
         baseline = timed(lambda: run_analysis(files, tmp / "base", methods=("linear",), bootstrap=0, plots=False), 3)
-        full = timed(lambda: run_analysis(files, tmp / "full", methods=("linear", "rank", "gam"),
-                                          bootstrap=args.bootstrap, plots=False), 2)
-        with_figures = timed(lambda: run_analysis(files, tmp / "figs", methods=("linear", "rank", "gam"),
-                                                  bootstrap=args.bootstrap, plots=True))
+        full = timed(
+            lambda: run_analysis(
+                files, tmp / "full", methods=("linear", "rank", "gam"), bootstrap=args.bootstrap, plots=False
+            ),
+            2,
+        )
+        with_figures = timed(
+            lambda: run_analysis(
+                files, tmp / "figs", methods=("linear", "rank", "gam"), bootstrap=args.bootstrap, plots=True
+            )
+        )
         summary = json.loads((tmp / "figs" / "summary.json").read_text())
         n_figures = len(summary["figures"])
     result = {
-        "scale": {"models": MODELS, "seeds": SEEDS, "checkpoints": STEPS, "testsets": len(OOD) + 1,
-                  "runs": MODELS * SEEDS, "ood_pairs": len(OOD) * (len(OOD) - 1) // 2},
+        "scale": {
+            "models": MODELS,
+            "seeds": SEEDS,
+            "checkpoints": STEPS,
+            "testsets": len(OOD) + 1,
+            "runs": MODELS * SEEDS,
+            "ood_pairs": len(OOD) * (len(OOD) - 1) // 2,
+        },
         "bootstrap": args.bootstrap,
         "baseline_linear_no_bootstrap_s": round(baseline, 3),
         "linear_rank_gam_raw_bootstrap_s": round(full, 3),

@@ -46,18 +46,27 @@ def one_study(bias_sd, n_ckpt, n_items, n_id_items, splits, rng) -> dict:
         x, Y = series[0], np.column_stack(series[1:])
         r = float(_corr_cols(residualise_linear(x, Y))[0, 1])
         lo, hi = fisher_ci(r, n_ckpt, 1)
-        rel = [reliabilities(items[j], x, {"linear": linear_operator(x)}, splits, rng, gold=st["gold"][j],
-                             aggregate=spec.aggregate)["linear"][0] for j in (1, 2)]
+        rel = [
+            reliabilities(
+                items[j], x, {"linear": linear_operator(x)}, splits, rng, gold=st["gold"][j], aggregate=spec.aggregate
+            )["linear"][0]
+            for j in (1, 2)
+        ]
         out[metric] = {"r": r, "lo": float(lo), "hi": float(hi), "rel": rel, "series": series}
     acc, bm, yes = out["accuracy"], out["balanced_margin"], out["yes_rate"]["series"]
     r2 = [explained_share(acc["series"][0], acc["series"][j], yes[j]) for j in (1, 2)]
     names = ["id", "a", "b"]
-    shared = yes_residual_corr({"r": {"id_testset": "id", "accuracy": dict(zip(names, acc["series"])),
-                                      "yes_rate": dict(zip(names, yes))}})[("r", "a", "b")]
-    flag = bool(disagree(acc["r"], acc["lo"], acc["hi"], bm["r"], bm["lo"], bm["hi"])) or \
-        (all(v > R2_MOST for v in r2) and shared > R2_MOST)
-    return {"metrics": {m: {k: v for k, v in d.items() if k != "series"} for m, d in out.items() if m in METRICS},
-            "flag": flag, "r2_accuracy": r2}
+    shared = yes_residual_corr(
+        {"r": {"id_testset": "id", "accuracy": dict(zip(names, acc["series"])), "yes_rate": dict(zip(names, yes))}}
+    )[("r", "a", "b")]
+    flag = bool(disagree(acc["r"], acc["lo"], acc["hi"], bm["r"], bm["lo"], bm["hi"])) or (
+        all(v > R2_MOST for v in r2) and shared > R2_MOST
+    )
+    return {
+        "metrics": {m: {k: v for k, v in d.items() if k != "series"} for m, d in out.items() if m in METRICS},
+        "flag": flag,
+        "r2_accuracy": r2,
+    }
 
 
 def cell(bias_sd, studies, n_ckpt, n_items, n_id_items, splits, seed) -> dict:
@@ -69,21 +78,32 @@ def cell(bias_sd, studies, n_ckpt, n_items, n_id_items, splits, seed) -> dict:
         lo = np.array([s["metrics"][m]["lo"] for s in res])
         hi = np.array([s["metrics"][m]["hi"] for s in res])
         rel = np.array([s["metrics"][m]["rel"] for s in res], float)
-        table[m] = {"mean_r": round(float(np.nanmean(r)), 3), "sd_r": round(float(np.nanstd(r)), 3),
-                    "false_correlated_rate": round(float(np.mean((lo > 0) | (hi < 0))), 3),
-                    "mean_reliability": round(float(np.nanmean(rel)), 3)}
-    return {"bias_sd": bias_sd, "studies": studies, "metrics": table,
-            "answer_bias_flag_rate": round(float(np.mean([s["flag"] for s in res])), 3),
-            "mean_r2_accuracy": round(float(np.nanmean([s["r2_accuracy"] for s in res])), 3)}
+        table[m] = {
+            "mean_r": round(float(np.nanmean(r)), 3),
+            "sd_r": round(float(np.nanstd(r)), 3),
+            "false_correlated_rate": round(float(np.mean((lo > 0) | (hi < 0))), 3),
+            "mean_reliability": round(float(np.nanmean(rel)), 3),
+        }
+    return {
+        "bias_sd": bias_sd,
+        "studies": studies,
+        "metrics": table,
+        "answer_bias_flag_rate": round(float(np.mean([s["flag"] for s in res])), 3),
+        "mean_r2_accuracy": round(float(np.nanmean([s["r2_accuracy"] for s in res])), 3),
+    }
 
 
 def markdown(result) -> str:
-    lines = ["| bias SD | metric | mean partial r (true 0) | share CI excludes 0 | mean reliability |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| bias SD | metric | mean partial r (true 0) | share CI excludes 0 | mean reliability |",
+        "|---|---|---|---|---|",
+    ]
     for c in result["cells"]:
         for m, t in c["metrics"].items():
-            lines.append(f"| {c['bias_sd']} | {m} | {t['mean_r']:+.2f} | {t['false_correlated_rate']:.2f} | "
-                         f"{t['mean_reliability']:.2f} |")
+            lines.append(
+                f"| {c['bias_sd']} | {m} | {t['mean_r']:+.2f} | {t['false_correlated_rate']:.2f} | "
+                f"{t['mean_reliability']:.2f} |"
+            )
     lines.append("")
     lines.append("| bias SD | `answer_bias` flag rate | mean R² of accuracy residual explained by yes_rate |")
     lines.append("|---|---|---|")
@@ -104,14 +124,26 @@ def main():
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "answer_bias_simulation.json"))
     a = ap.parse_args()
     t0 = time.perf_counter()
-    cells = [cell(sd, a.studies, a.checkpoints, a.items, a.id_items, a.splits, a.seed + i)
-             for i, sd in enumerate(a.bias_sd)]
-    result = {"command": "python bench/answer_bias_simulation.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k in ("studies", "items", "id_items")),
-        "setup": {"checkpoints": a.checkpoints, "items_per_ood_testset": a.items, "id_items": a.id_items,
-                  "ood_gold_yes_shares": list(YES_SHARES), "id_gold_yes_share": 0.5, "true_partial_r": 0.0,
-                  "reliability_splits": a.splits, "method": "linear"},
-        "cells": cells, "seconds": round(time.perf_counter() - t0, 1), "python": platform.python_version()}
+    cells = [
+        cell(sd, a.studies, a.checkpoints, a.items, a.id_items, a.splits, a.seed + i) for i, sd in enumerate(a.bias_sd)
+    ]
+    result = {
+        "command": "python bench/answer_bias_simulation.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k in ("studies", "items", "id_items")),
+        "setup": {
+            "checkpoints": a.checkpoints,
+            "items_per_ood_testset": a.items,
+            "id_items": a.id_items,
+            "ood_gold_yes_shares": list(YES_SHARES),
+            "id_gold_yes_share": 0.5,
+            "true_partial_r": 0.0,
+            "reliability_splits": a.splits,
+            "method": "linear",
+        },
+        "cells": cells,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "python": platform.python_version(),
+    }
     out = Path(a.out)
     old = json.loads(out.read_text()) if out.exists() else {}
     old["answer_bias"] = result

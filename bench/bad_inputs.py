@@ -48,8 +48,17 @@ from bad_inputs_runner import main as run_cases  # noqa: E402
 
 # one module per concern, each with cases() -> list[Case]; a new case goes into its concern's module, a new
 # concern is one module here
-CONCERNS = (bad_inputs_params, bad_inputs_cli, bad_inputs_data, bad_inputs_runs, bad_inputs_env, bad_inputs_analysis,
-            bad_inputs_tracking, bad_inputs_saved, bad_inputs_planner)
+CONCERNS = (
+    bad_inputs_params,
+    bad_inputs_cli,
+    bad_inputs_data,
+    bad_inputs_runs,
+    bad_inputs_env,
+    bad_inputs_analysis,
+    bad_inputs_tracking,
+    bad_inputs_saved,
+    bad_inputs_planner,
+)
 CASES = [case for concern in CONCERNS for case in concern.cases()]
 
 

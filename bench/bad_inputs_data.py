@@ -31,16 +31,24 @@ def _relabel_rescored(root, res):
 
 def _local_csv(content: bytes | None, make=None, **extra):
     """mine.csv declared as a testset (and prepared): `content`, else what `make(path)` puts there."""
+
     def mutate(root):
         if content is None:
             make(root / "mine.csv")
         else:
             (root / "mine.csv").write_bytes(content)
         p = yaml.safe_load((root / "params.yaml").read_text())
-        p["data"]["testsets"]["mine"] = {"path": "mine.csv", "premise": "p", "hypothesis": "h", "label": "y",
-                                         "label_map": {"yes": "entailment", "no": "non_entailment"}, **extra}
+        p["data"]["testsets"]["mine"] = {
+            "path": "mine.csv",
+            "premise": "p",
+            "hypothesis": "h",
+            "label": "y",
+            "label_map": {"yes": "entailment", "no": "non_entailment"},
+            **extra,
+        }
         p["data"]["prepare"] = ["mine"]
         (root / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+
     return mutate
 
 
@@ -81,8 +89,9 @@ def _stale_kept(root, res):
     f = root / "data" / "prepared" / "synth_vocab.jsonl"
     if not f.exists() or f.read_text() != '{"mine": true}\n':
         return "the user's edited file was deleted or changed"
-    return "still listed in the manifest" if "synth_vocab" in (root / "data/prepared/manifest.json").read_text() \
-        else None
+    return (
+        "still listed in the manifest" if "synth_vocab" in (root / "data/prepared/manifest.json").read_text() else None
+    )
 
 
 PREPARE = ["data", "prepare"]
@@ -91,37 +100,112 @@ CHECK = ["study", "check"]
 
 def cases() -> list[Case]:
     return [
-        Case("file:prepared-bad-json", T, corrupt("data/prepared/synth_train.jsonl", "truncate"),
-             must=r"synth_train\.jsonl:\d+"),
-        Case("file:prepared-not-utf8", E, lambda r: (r / "data/prepared/synth_overlap.jsonl").write_bytes(
-            b'{"id": "\xff"}\n'), must=r"synth_overlap\.jsonl:1"),
-        Case("file:relabelled-testset", E, _relabel, expect="ok", check=_relabel_rescored,
-             allowed=("runs/a/eval/**",), item="relabelled testset reuses cached scores"),
-        Case("file:csv-not-utf8", ["data", "prepare"], _local_csv(CSV_ROWS.encode().replace(b"Ann went 3",
-             b"Ann w\xe9nt 3")), must=r"mine\.csv:\d+", item="traceback: non-UTF-8 CSV", fast=True),
-        Case("file:csv-bom", ["data", "prepare"], _local_csv(b"\xef\xbb\xbf" + CSV_ROWS.encode()), expect="ok",
-             check=_prepared_mine, allowed=("data/prepared/**",), item="CSV with a UTF-8 BOM refused"),
-        Case("file:csv-malformed", ["data", "prepare"], _local_csv((CSV_ROWS + "x,y\n").encode()),
-             must=r"mine\.csv:\d+"),
+        Case(
+            "file:prepared-bad-json",
+            T,
+            corrupt("data/prepared/synth_train.jsonl", "truncate"),
+            must=r"synth_train\.jsonl:\d+",
+        ),
+        Case(
+            "file:prepared-not-utf8",
+            E,
+            lambda r: (r / "data/prepared/synth_overlap.jsonl").write_bytes(b'{"id": "\xff"}\n'),
+            must=r"synth_overlap\.jsonl:1",
+        ),
+        Case(
+            "file:relabelled-testset",
+            E,
+            _relabel,
+            expect="ok",
+            check=_relabel_rescored,
+            allowed=("runs/a/eval/**",),
+            item="relabelled testset reuses cached scores",
+        ),
+        Case(
+            "file:csv-not-utf8",
+            ["data", "prepare"],
+            _local_csv(CSV_ROWS.encode().replace(b"Ann went 3", b"Ann w\xe9nt 3")),
+            must=r"mine\.csv:\d+",
+            item="traceback: non-UTF-8 CSV",
+            fast=True,
+        ),
+        Case(
+            "file:csv-bom",
+            ["data", "prepare"],
+            _local_csv(b"\xef\xbb\xbf" + CSV_ROWS.encode()),
+            expect="ok",
+            check=_prepared_mine,
+            allowed=("data/prepared/**",),
+            item="CSV with a UTF-8 BOM refused",
+        ),
+        Case(
+            "file:csv-malformed", ["data", "prepare"], _local_csv((CSV_ROWS + "x,y\n").encode()), must=r"mine\.csv:\d+"
+        ),
         # what the file at a testset's path is, never what it holds
-        *(Case(f"file:testset-fifo:{args[-1]}", args, _local_csv(None, os.mkfifo), must=r"mine\.csv is a named pipe",
-               item="a FIFO given as a testset file reported as file not found", fast=args is PREPARE)
-          for args in (CHECK, PREPARE)),
-        *(Case(f"file:testset-folder:{args[-1]}", args, _local_csv(None, Path.mkdir), must=r"mine\.csv is a folder",
-               item="a folder given as a testset file reported as file not found") for args in (CHECK, PREPARE)),
-        *(Case(f"file:testset-symlink-secret:{args[-1]}", args, _local_csv(None, _secret_link),
-               must=r"^(?!.*SECRETLINE).*mine\.csv", item="a symlinked secret's first line printed in the error",
-               fast=args is PREPARE) for args in (CHECK, PREPARE)),
+        *(
+            Case(
+                f"file:testset-fifo:{args[-1]}",
+                args,
+                _local_csv(None, os.mkfifo),
+                must=r"mine\.csv is a named pipe",
+                item="a FIFO given as a testset file reported as file not found",
+                fast=args is PREPARE,
+            )
+            for args in (CHECK, PREPARE)
+        ),
+        *(
+            Case(
+                f"file:testset-folder:{args[-1]}",
+                args,
+                _local_csv(None, Path.mkdir),
+                must=r"mine\.csv is a folder",
+                item="a folder given as a testset file reported as file not found",
+            )
+            for args in (CHECK, PREPARE)
+        ),
+        *(
+            Case(
+                f"file:testset-symlink-secret:{args[-1]}",
+                args,
+                _local_csv(None, _secret_link),
+                must=r"^(?!.*SECRETLINE).*mine\.csv",
+                item="a symlinked secret's first line printed in the error",
+                fast=args is PREPARE,
+            )
+            for args in (CHECK, PREPARE)
+        ),
         # study check reads the local testsets as prepare does
-        Case("file:csv-slice-column-missing:check", CHECK, _local_csv(CSV_ROWS.encode(), slice="genre"),
-             must=r"mine\.csv: testset mine: no column 'genre'",
-             item="README's slice: genre passed study check, then broke the run", fast=True),
-        Case("file:csv-label-outside-map:check", CHECK, _local_csv(CSV_ROWS.replace(",yes\n", ",maybe\n").encode()),
-             must=r"mine\.csv:\d+: testset mine: label 'maybe'"),
+        Case(
+            "file:csv-slice-column-missing:check",
+            CHECK,
+            _local_csv(CSV_ROWS.encode(), slice="genre"),
+            must=r"mine\.csv: testset mine: no column 'genre'",
+            item="README's slice: genre passed study check, then broke the run",
+            fast=True,
+        ),
+        Case(
+            "file:csv-label-outside-map:check",
+            CHECK,
+            _local_csv(CSV_ROWS.replace(",yes\n", ",maybe\n").encode()),
+            must=r"mine\.csv:\d+: testset mine: label 'maybe'",
+        ),
         # prepare's cleanup removes only what it recorded
-        Case("file:manifest-planted-key", PREPARE, _planted_manifest_key, must=r"manifest\.json: testsets",
-             item="a key planted in manifest.json made prepare delete the user's file", fast=True),
-        Case("file:prepared-stale-edited", PREPARE, _stale_edited, expect="ok", check=_stale_kept,
-             allowed=("data/prepared/manifest.json",), item="prepare's cleanup deleted a file it had not written",
-             fast=True),
+        Case(
+            "file:manifest-planted-key",
+            PREPARE,
+            _planted_manifest_key,
+            must=r"manifest\.json: testsets",
+            item="a key planted in manifest.json made prepare delete the user's file",
+            fast=True,
+        ),
+        Case(
+            "file:prepared-stale-edited",
+            PREPARE,
+            _stale_edited,
+            expect="ok",
+            check=_stale_kept,
+            allowed=("data/prepared/manifest.json",),
+            item="prepare's cleanup deleted a file it had not written",
+            fast=True,
+        ),
     ]

@@ -27,25 +27,58 @@ def _variable_cases() -> list[Case]:
         for value, stage in values:
             for args in (CHECK, stage):
                 where = "check" if args is CHECK else args[0]
-                out.append(Case(f"env:{name.lower()}={value}:{where}", list(args), must=rf"^error: {name}: ",
-                                wrap=f"env:{name}={value}", fast=(name, value) in FAST and args is CHECK,
-                                item="study check passed a variable the stage then refused" if args is CHECK
-                                else ""))
+                out.append(
+                    Case(
+                        f"env:{name.lower()}={value}:{where}",
+                        list(args),
+                        must=rf"^error: {name}: ",
+                        wrap=f"env:{name}={value}",
+                        fast=(name, value) in FAST and args is CHECK,
+                        item="study check passed a variable the stage then refused" if args is CHECK else "",
+                    )
+                )
     return out
 
 
 def cases() -> list[Case]:
     return _variable_cases() + [
-        Case("env:disk-full-analyze", A, lambda r: shutil.rmtree(r / "results"), must=r"no space left",
-             wrap="fsize:3000", item="traceback: disk full"),
-        Case("env:disk-full-evaluate", E, lambda r: shutil.rmtree(r / "runs/a/eval/cache"), must=r"no space left",
-             wrap="fsize:3000", allowed=("runs/a/eval/cache",)),  # the (empty) cache folder is made again
-        Case("env:disk-full-train", ["train", "--run", "b"], edit_params(lambda p: p["runs"].update(
-            b=dict(p["runs"]["a"], seed=1))), must=r"no space left", wrap="fsize:6000",
-             allowed=("runs/b/**",)),
-        Case("env:readonly-runs", ["train", "--run", "b"], edit_params(lambda p: p["runs"].update(
-            b=dict(p["runs"]["a"], seed=1))), must=r"runs.*cannot write|cannot write.*runs", wrap="readonly:runs",
-             item="traceback: read-only runs/"),
-        Case("env:readonly-eval", E, lambda r: shutil.rmtree(r / "runs/a/eval/cache"), must=r"cannot write",
-             wrap="readonly:runs/a/eval"),
+        Case(
+            "env:disk-full-analyze",
+            A,
+            lambda r: shutil.rmtree(r / "results"),
+            must=r"no space left",
+            wrap="fsize:3000",
+            item="traceback: disk full",
+        ),
+        Case(
+            "env:disk-full-evaluate",
+            E,
+            lambda r: shutil.rmtree(r / "runs/a/eval/cache"),
+            must=r"no space left",
+            wrap="fsize:3000",
+            allowed=("runs/a/eval/cache",),
+        ),  # the (empty) cache folder is made again
+        Case(
+            "env:disk-full-train",
+            ["train", "--run", "b"],
+            edit_params(lambda p: p["runs"].update(b=dict(p["runs"]["a"], seed=1))),
+            must=r"no space left",
+            wrap="fsize:6000",
+            allowed=("runs/b/**",),
+        ),
+        Case(
+            "env:readonly-runs",
+            ["train", "--run", "b"],
+            edit_params(lambda p: p["runs"].update(b=dict(p["runs"]["a"], seed=1))),
+            must=r"runs.*cannot write|cannot write.*runs",
+            wrap="readonly:runs",
+            item="traceback: read-only runs/",
+        ),
+        Case(
+            "env:readonly-eval",
+            E,
+            lambda r: shutil.rmtree(r / "runs/a/eval/cache"),
+            must=r"cannot write",
+            wrap="readonly:runs/a/eval",
+        ),
     ]

@@ -26,34 +26,77 @@ BIN = Path(sys.executable).parent
 
 BASE_PARAMS = {
     "study": {"name": "bench", "tracking": "none"},
-    "data": {"out": "data/prepared", "max_examples": 24, "seed": 0, "neutral": "drop", "prepare": [],
-             "testsets": {"synth_train": {"max_examples": 64}}},
-    "train": {"lr": 0.005, "batch_size": 8, "max_steps": 8, "warmup_ratio": 0.0, "quiet": True,
-              "checkpoints": {"every": 2}, "max_length": 64, "lora": {"dropout": 0.1}},
-    "runs": {"a": {"model": "tiny-olmo2", "train_set": "synth_train", "id_testset": "synth_id", "shots": 16,
-                   "data_seed": 0, "seed": 0}},
-    "evaluate": {"testsets": ["synth_id", "synth_overlap", "synth_negation", "synth_vocab"], "batch_size": 16,
-                 "max_length": 64, "quiet": True},
+    "data": {
+        "out": "data/prepared",
+        "max_examples": 24,
+        "seed": 0,
+        "neutral": "drop",
+        "prepare": [],
+        "testsets": {"synth_train": {"max_examples": 64}},
+    },
+    "train": {
+        "lr": 0.005,
+        "batch_size": 8,
+        "max_steps": 8,
+        "warmup_ratio": 0.0,
+        "quiet": True,
+        "checkpoints": {"every": 2},
+        "max_length": 64,
+        "lora": {"dropout": 0.1},
+    },
+    "runs": {
+        "a": {
+            "model": "tiny-olmo2",
+            "train_set": "synth_train",
+            "id_testset": "synth_id",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        }
+    },
+    "evaluate": {
+        "testsets": ["synth_id", "synth_overlap", "synth_negation", "synth_vocab"],
+        "batch_size": 16,
+        "max_length": 64,
+        "quiet": True,
+    },
     "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 0, "mlflow": False, "noise": False},
 }
 
 
 def env(**extra) -> dict:
     e = dict(os.environ)
-    e.update({"PATH": f"{BIN}{os.pathsep}{e.get('PATH', '')}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-              "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false", "OODCORR_THREADS": "1",
-              "PYTHONPATH": str(REPO / "src"), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
-              "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b",
-              # third-party deprecation notices (MLflow/SQLAlchemy) are not oodcorr's output
-              "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore::FutureWarning"})
+    e.update(
+        {
+            "PATH": f"{BIN}{os.pathsep}{e.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "DVC_NO_ANALYTICS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OODCORR_THREADS": "1",
+            "PYTHONPATH": str(REPO / "src"),
+            "GIT_AUTHOR_NAME": "b",
+            "GIT_AUTHOR_EMAIL": "b@b",
+            "GIT_COMMITTER_NAME": "b",
+            "GIT_COMMITTER_EMAIL": "b@b",
+            # third-party deprecation notices (MLflow/SQLAlchemy) are not oodcorr's output
+            "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore::FutureWarning",
+        }
+    )
     e.pop("MLFLOW_TRACKING_URI", None)
     e.update({k: str(v) for k, v in extra.items()})
     return e
 
 
 def oodcorr(args, cwd: Path, prefix=(), timeout: int = 600, **extra) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, sys.executable, "-m", "oodcorr", *map(str, args)], cwd=cwd, env=env(**extra),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "oodcorr", *map(str, args)],
+        cwd=cwd,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 BASE: list[Path] = []  # the finished base project (set by build_base), for checks that compare with it
@@ -64,8 +107,12 @@ def build_base(root: Path) -> Path:
     analysed; no MLflow (tracking: none), so each case is fast."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(BASE_PARAMS, sort_keys=False))
-    for args in (["data", "prepare"], ["train", "--run", "a"], ["evaluate", "--run", "a", "--quiet"],
-                 ["analyze", "--no-plots"]):
+    for args in (
+        ["data", "prepare"],
+        ["train", "--run", "a"],
+        ["evaluate", "--run", "a", "--quiet"],
+        ["analyze", "--no-plots"],
+    ):
         res = oodcorr(args, root)
         if res.returncode != 0:
             raise RuntimeError(f"base project: oodcorr {' '.join(args)} failed:\n{res.stderr[-3000:]}")
@@ -75,18 +122,19 @@ def build_base(root: Path) -> Path:
 
 # ------------------------------------------------------------------------------------------------ cases
 
+
 @dataclass
 class Case:
     id: str
     args: list
     mutate: Callable[[Path], None] | None = None
-    expect: str = "error"                       # error | ok
-    must: str | None = None                     # regex the error line must match (names the field / file)
+    expect: str = "error"  # error | ok
+    must: str | None = None  # regex the error line must match (names the field / file)
     check: Callable[[Path, subprocess.CompletedProcess], str | None] | None = None  # ok cases: problem or None
-    allowed: tuple = ()                         # globs that may change (an ok case's own outputs)
-    wrap: str | None = None                     # fsize:<bytes> | readonly:<path> | lock | flock:<name> | env:K=V
-    item: str = ""                              # which finding it covers
-    fast: bool = False                          # also in the fast test run
+    allowed: tuple = ()  # globs that may change (an ok case's own outputs)
+    wrap: str | None = None  # fsize:<bytes> | readonly:<path> | lock | flock:<name> | env:K=V
+    item: str = ""  # which finding it covers
+    fast: bool = False  # also in the fast test run
 
 
 def edit_params(fn: Callable[[dict], None]) -> Callable[[Path], None]:
@@ -94,12 +142,14 @@ def edit_params(fn: Callable[[dict], None]) -> Callable[[Path], None]:
         p = yaml.safe_load((root / "params.yaml").read_text())
         fn(p)
         (root / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False, allow_unicode=True))
+
     return mutate
 
 
 def text_params(fn: Callable[[str], str]) -> Callable[[Path], None]:
     def mutate(root: Path) -> None:
         (root / "params.yaml").write_text(fn((root / "params.yaml").read_text()))
+
     return mutate
 
 
@@ -110,6 +160,7 @@ def corrupt(rel: str, how: str):
         for f in files[:1]:
             data = f.read_bytes()
             f.write_bytes(b"" if how == "empty" else data[: len(data) // 2] if how == "truncate" else b"garbage" * 50)
+
     return mutate
 
 
@@ -132,6 +183,7 @@ LOCK_FILES = (".oodcorr", ".oodcorr/locks", ".oodcorr/locks/*")  # the holder's 
 
 # ------------------------------------------------------------------------------------------------ running
 
+
 def snapshot(root: Path) -> dict[str, bytes | None]:
     out = {}
     for p in root.rglob("*"):
@@ -150,8 +202,11 @@ def changed(before: dict, after: dict, allowed: tuple) -> list[str]:
 
     keys = set(before) | set(after)
     diff = [k for k in keys if before.get(k, "<gone>") != after.get(k, "<gone>")]
-    return sorted(k for k in diff if not any(fnmatch.fnmatch(k.rstrip("/"), g.rstrip("/")) or
-                                             fnmatch.fnmatch(k, g) for g in allowed))
+    return sorted(
+        k
+        for k in diff
+        if not any(fnmatch.fnmatch(k.rstrip("/"), g.rstrip("/")) or fnmatch.fnmatch(k, g) for g in allowed)
+    )
 
 
 def _prefix(wrap: str | None, root: Path) -> tuple[list, dict, Callable | None]:
@@ -172,8 +227,18 @@ def _prefix(wrap: str | None, root: Path) -> tuple[list, dict, Callable | None]:
             (root / arg).chmod(0o555)
             return [], {}, None
         path = str(root / arg)
-        return ["unshare", "-m", "sh", "-c", f'mount --bind "{path}" "{path}" && mount -o remount,bind,ro "{path}" '
-                f'"{path}" && exec "$@"', "sh"], {}, None
+        return (
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                f'mount --bind "{path}" "{path}" && mount -o remount,bind,ro "{path}" "{path}" && exec "$@"',
+                "sh",
+            ],
+            {},
+            None,
+        )
     return [], {}, None
 
 
@@ -209,22 +274,46 @@ def run_case(case: Case, base: Path, work: Path) -> dict:
         before = snapshot(root)
         prefix, extra, preexec = _prefix(case.wrap, root)
         if case.wrap == "lock":
-            holder = subprocess.Popen([sys.executable, "-c", f"""
+            holder = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"""
 import sqlite3, time
 con = sqlite3.connect({str(root / 'mlruns' / 'mlflow.db')!r}, isolation_level=None)
-con.execute("begin exclusive"); print("locked", flush=True); time.sleep(600)"""], stdout=subprocess.PIPE, text=True)
+con.execute("begin exclusive"); print("locked", flush=True); time.sleep(600)""",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             holder.stdout.readline()
             extra["OODCORR_STORE_BUSY_TIMEOUT_S"] = "2"
         elif case.wrap and case.wrap.startswith("flock:"):  # another oodcorr process holding this work's lock
-            holder = subprocess.Popen([sys.executable, "-c", f"""
+            holder = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"""
 import time
 from oodcorr import locks
 with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!r}), "busy"):
-    print("locked", flush=True); time.sleep(600)"""], stdout=subprocess.PIPE, text=True, env=env())
+    print("locked", flush=True); time.sleep(600)""",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env(),
+            )
             holder.stdout.readline()
         t0 = time.time()
-        res = subprocess.run([*prefix, sys.executable, "-m", "oodcorr", *map(str, case.args)], cwd=root,
-                             env=env(**extra), capture_output=True, text=True, timeout=900, preexec_fn=preexec)
+        res = subprocess.run(
+            [*prefix, sys.executable, "-m", "oodcorr", *map(str, case.args)],
+            cwd=root,
+            env=env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            preexec_fn=preexec,
+        )
         seconds = time.time() - t0
     finally:
         if holder:
@@ -248,12 +337,27 @@ with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!
     for name in ("PWNED", "PWN3", "X"):
         if (root / name).exists() or (root.parent / name).exists():
             diff.append(f"{name} created")
-    return {"id": case.id, "item": case.item, "expect": case.expect, "outcome": outcome, "detail": detail,
-            "data_changed": diff[:5], "rc": res.returncode, "seconds": round(seconds, 2)}
+    return {
+        "id": case.id,
+        "item": case.item,
+        "expect": case.expect,
+        "outcome": outcome,
+        "detail": detail,
+        "data_changed": diff[:5],
+        "rc": res.returncode,
+        "seconds": round(seconds, 2),
+    }
 
 
-COUNTS = ("clean_error", "correct", "traceback", "wrongly_accepted", "unclear_error", "wrong_behaviour",
-          "secret_leaked")
+COUNTS = (
+    "clean_error",
+    "correct",
+    "traceback",
+    "wrongly_accepted",
+    "unclear_error",
+    "wrong_behaviour",
+    "secret_leaked",
+)
 
 
 def main(cases: list[Case], argv=None, description: str = "") -> dict:
@@ -263,8 +367,11 @@ def main(cases: list[Case], argv=None, description: str = "") -> dict:
     ap.add_argument("--only", default=None, help="run the cases whose id contains this")
     ap.add_argument("--out", default=str(HERE / "results" / "bad_inputs.json"))
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once (each in its own project copy)")
-    ap.add_argument("--update", action="store_true",
-                    help="replace these cases' results in the existing --out file (a rerun after a fix)")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="replace these cases' results in the existing --out file (a rerun after a fix)",
+    )
     args = ap.parse_args(argv)
     cases = [c for c in cases if not args.only or args.only in c.id]
     with tempfile.TemporaryDirectory(prefix="oodcorr-bad-inputs-") as tmp:
@@ -293,8 +400,15 @@ def main(cases: list[Case], argv=None, description: str = "") -> dict:
         command = old["command"]
     counts = {k: sum(r["outcome"] == k for r in results) for k in COUNTS}
     counts["data_changed"] = sum(bool(r["data_changed"]) for r in results)
-    summary = {"cases": len(results), "counts": counts, "base_build_s": round(build_s, 1), "jobs": args.jobs,
-               "command": command, "reruns": reruns, "results": results}
+    summary = {
+        "cases": len(results),
+        "counts": counts,
+        "base_build_s": round(build_s, 1),
+        "jobs": args.jobs,
+        "command": command,
+        "reruns": reruns,
+        "results": results,
+    }
     print(json.dumps({"cases": len(results), **counts}))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")

@@ -53,32 +53,83 @@ def _file_at(rel: str):
         if p.is_dir():
             shutil.rmtree(p)
         p.write_text("not a folder")
+
     return mutate
 
 
 def cases() -> list[Case]:
     return [
-        Case("file:cache-empty", E, corrupt("runs/a/eval/cache/*.parquet", "empty"), expect="ok", check=_rescored,
-             allowed=("runs/a/eval/**",), item="traceback: empty cache parquet", fast=True),
-        Case("file:cache-garbage", E, corrupt("runs/a/eval/cache/*.parquet", "garbage"), expect="ok",
-             check=_rescored, allowed=("runs/a/eval/**",)),
-        Case("file:cache-truncated", E, corrupt("runs/a/eval/cache/*.parquet", "truncate"), expect="ok",
-             check=_rescored, allowed=("runs/a/eval/**",)),
-        Case("file:cache-is-a-file", E, _file_at("runs/a/eval/cache"), must=r"cache",
-             item="traceback: cache path a file"),
+        Case(
+            "file:cache-empty",
+            E,
+            corrupt("runs/a/eval/cache/*.parquet", "empty"),
+            expect="ok",
+            check=_rescored,
+            allowed=("runs/a/eval/**",),
+            item="traceback: empty cache parquet",
+            fast=True,
+        ),
+        Case(
+            "file:cache-garbage",
+            E,
+            corrupt("runs/a/eval/cache/*.parquet", "garbage"),
+            expect="ok",
+            check=_rescored,
+            allowed=("runs/a/eval/**",),
+        ),
+        Case(
+            "file:cache-truncated",
+            E,
+            corrupt("runs/a/eval/cache/*.parquet", "truncate"),
+            expect="ok",
+            check=_rescored,
+            allowed=("runs/a/eval/**",),
+        ),
+        Case(
+            "file:cache-is-a-file", E, _file_at("runs/a/eval/cache"), must=r"cache", item="traceback: cache path a file"
+        ),
         Case("file:eval-is-a-file", E, _file_at("runs/a/eval"), must=r"eval"),
         Case("file:run-json-bad", E, lambda r: (r / "runs/a/run.json").write_text("{oops"), must=r"run\.json:\d+"),
-        Case("file:adapter-truncated", E, corrupt("runs/a/checkpoints/checkpoint-4/adapter_model.safetensors",
-                                                    "truncate"), must=r"checkpoint-4",
-             allowed=("runs/a/eval/**",)),
+        Case(
+            "file:adapter-truncated",
+            E,
+            corrupt("runs/a/checkpoints/checkpoint-4/adapter_model.safetensors", "truncate"),
+            must=r"checkpoint-4",
+            allowed=("runs/a/eval/**",),
+        ),
         Case("file:metrics-bad-line", A, _metrics_bad_line, must=r"metrics\.jsonl:4"),
-        Case("file:checkpoint-deleted", T, rm_checkpoint, expect="ok", check=_rebuilt,
-             allowed=("runs/a/checkpoints/**", "runs/a/run.json", "runs/a/tracking/**"),
-             item="deleted checkpoint never rebuilt", fast=True),
-        Case("concurrent:train-same-run", T, wrap="flock:train-a", allowed=LOCK_FILES, fast=True,
-             must=r"run a is being trained by another process \(pid \d+\)", item="two concurrent train"),
-        Case("concurrent:evaluate-same-run", E, wrap="flock:evaluate-a", allowed=LOCK_FILES,
-             must=r"run a is being evaluated by another process \(pid \d+\)"),
-        Case("concurrent:analyze", A, wrap="flock:analyze", allowed=LOCK_FILES,
-             must=r"analysis .* another process \(pid \d+\)", item="two concurrent analyze leave a run RUNNING"),
+        Case(
+            "file:checkpoint-deleted",
+            T,
+            rm_checkpoint,
+            expect="ok",
+            check=_rebuilt,
+            allowed=("runs/a/checkpoints/**", "runs/a/run.json", "runs/a/tracking/**"),
+            item="deleted checkpoint never rebuilt",
+            fast=True,
+        ),
+        Case(
+            "concurrent:train-same-run",
+            T,
+            wrap="flock:train-a",
+            allowed=LOCK_FILES,
+            fast=True,
+            must=r"run a is being trained by another process \(pid \d+\)",
+            item="two concurrent train",
+        ),
+        Case(
+            "concurrent:evaluate-same-run",
+            E,
+            wrap="flock:evaluate-a",
+            allowed=LOCK_FILES,
+            must=r"run a is being evaluated by another process \(pid \d+\)",
+        ),
+        Case(
+            "concurrent:analyze",
+            A,
+            wrap="flock:analyze",
+            allowed=LOCK_FILES,
+            must=r"analysis .* another process \(pid \d+\)",
+            item="two concurrent analyze leave a run RUNNING",
+        ),
     ]

@@ -41,8 +41,14 @@ def _source(root: Path) -> None:
     sigma = np.array([[1, 0.5, 0.0], [0.5, 1, 0.0], [0.0, 0.0, 1]])
     runs, stages = {}, {}
     for i, (key, model) in enumerate({"a-s0": "smollm2-135m", "b-s0": "gemma3-270m"}.items()):
-        runs[key] = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 16,
-                     "data_seed": 0, "seed": 0}
+        runs[key] = {
+            "model": model,
+            "train_set": "mnli_real_train",
+            "id_testset": "mnli_real",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        }
         rdir = root / "runs" / key
         write_json(rdir / "run.json", {"run": key, "model": model})
         (rdir / "checkpoints" / "checkpoint-0").mkdir(parents=True)
@@ -55,11 +61,17 @@ def _source(root: Path) -> None:
         def out(rel, key=key):
             p = root / "runs" / key / rel
             return {"path": f"runs/{key}/{rel}", "md5": folder_md5(listing(p)) if p.is_dir() else file_md5(p)}
+
         stages[f"train@{key}"] = {"cmd": f"oodcorr train --run {key}", "outs": [out("run.json")]}
-        stages[f"evaluate@{key}"] = {"cmd": f"oodcorr evaluate --run {key}", "outs": [
-            out(r) for r in ("eval/metrics.jsonl", "eval/predictions", "eval/summary.json")]}
-    params = {"study": {"name": "demo", "tracking": "none"}, "runs": runs,
-              "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0}}
+        stages[f"evaluate@{key}"] = {
+            "cmd": f"oodcorr evaluate --run {key}",
+            "outs": [out(r) for r in ("eval/metrics.jsonl", "eval/predictions", "eval/summary.json")],
+        }
+    params = {
+        "study": {"name": "demo", "tracking": "none"},
+        "runs": runs,
+        "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0},
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False))
 
@@ -95,11 +107,13 @@ def saved_base() -> Path:
 
 def saved(*changes):
     """mutate: the case's project becomes a copy of saved_base(), then each change(root) applies."""
+
     def mutate(root: Path) -> None:
         shutil.rmtree(root)
         shutil.copytree(saved_base(), root, symlinks=True)
         for change in changes:
             change(root)
+
     return mutate
 
 
@@ -136,21 +150,25 @@ def tamper_object(key: str, rel: str):
 
 def lose_object(key: str, rel: str | None = None):
     """One object of a run gone from the remote (all of them, with rel None: a push that never happened)."""
+
     def change(root):
         for r, md5 in _listing(root, key).items():
             if rel in (None, r):
                 _object(root, md5).unlink()
+
     return change
 
 
 def unpushed(key: str):
     """A save killed as `dvc push` started (and before the .dvc file named its remote), then committed."""
+
     def change(root):
         lose_object(key)(root)
         f = root / "studies/demo/runs" / f"{key}.dvc"
         doc = yaml.safe_load(f.read_text())
         doc["outs"][0].pop("remote", None)
         f.write_text(yaml.safe_dump(doc, sort_keys=False))
+
     return change
 
 
@@ -158,6 +176,7 @@ def pointer_to(key: str, other: str):
     def change(root):
         runs = root / "studies/demo/runs"
         (runs / f"{key}.dvc").write_text((runs / f"{other}.dvc").read_text().replace(f"path: {other}", f"path: {key}"))
+
     return change
 
 
@@ -201,11 +220,13 @@ NOISE = edit_params(lambda p: p["analyze"].update(noise=True))
 
 def predictions(fn):
     """analyze.noise on, and `fn(table) -> table` applied to one of the base run's prediction files."""
+
     def mutate(root):
         import pyarrow.parquet as pq
 
         NOISE(root)
         pq.write_table(fn(pq.read_table(root / PRED)), root / PRED)
+
     return mutate
 
 
@@ -226,8 +247,11 @@ def _nan(t):
 def _text(t):
     import pyarrow as pa
 
-    return t.set_column(t.column_names.index("logp_non_entailment"), "logp_non_entailment",
-                        t.column("logp_non_entailment").cast(pa.string()))
+    return t.set_column(
+        t.column_names.index("logp_non_entailment"),
+        "logp_non_entailment",
+        t.column("logp_non_entailment").cast(pa.string()),
+    )
 
 
 def _step_abc(root):
@@ -240,70 +264,190 @@ def _analyze_results_link(root):
     os.symlink(root / "elsewhere", root / "results")
 
 
-REANALYZE, CHECK, VERIFY = ["study", "reanalyze", "demo"], ["study", "reanalyze", "demo", "--check"], \
-    ["study", "verify", "demo"]
+REANALYZE, CHECK, VERIFY = (
+    ["study", "reanalyze", "demo"],
+    ["study", "reanalyze", "demo", "--check"],
+    ["study", "verify", "demo"],
+)
 SAVE = ["study", "save", "other", "--from", "ran"]
 H10 = "eval/predictions/step-10/hans.parquet"
 
 
 def cases() -> list[Case]:
     return [
-        Case("saved:save-changed-prediction", SAVE, saved(ran_file("a-s0/eval/predictions/step-0/hans.parquet",
-                                                                    _shift)),
-             must=r"run a-s0: eval/predictions.* is not what .*dvc\.lock recorded", allowed=DVC_OWN,
-             item="study save pushes predictions that no longer match dvc.lock"),
-        Case("saved:save-changed-summary", SAVE, saved(ran_file("a-s0/eval/summary.json", summary_edit)),
-             must=r"run a-s0: eval/summary\.json is not what", allowed=DVC_OWN),
-        Case("saved:save-symlinked-secret", SAVE, saved(ran_file("b-s0/eval/predictions/step-0/anli.parquet",
-                                                                  secret_link)),
-             must=r"run b-s0: .*anli\.parquet is a symbolic link", allowed=DVC_OWN,
-             item="study save copies a symlinked file from outside the project into the remote"),
-        Case("saved:save-symlinked-folder", SAVE, saved(ran_file("a-s0/eval/predictions", dir_link)),
-             must=r"run a-s0: .*predictions is a symbolic link", allowed=DVC_OWN),
-        Case("saved:save-fifo", SAVE, saved(ran_file("a-s0/eval", lambda p: os.mkfifo(p / "pipe"))),
-             must=r"run a-s0: .*pipe is not a regular file", allowed=DVC_OWN),
-        Case("saved:reanalyze-tampered-object", CHECK, saved(tamper_object("a-s0", H10)),
-             must=r"run a-s0: eval/predictions/step-10/hans\.parquet: .* altered", allowed=DVC_OWN, fast=True,
-             item="a tampered object in the remote is pulled and analysed"),
-        Case("saved:reanalyze-tampered-object-rewrite", REANALYZE, saved(tamper_object("a-s0", H10)),
-             must=r"run a-s0: eval/predictions/step-10/hans\.parquet: .* altered", allowed=DVC_OWN),
-        Case("saved:reanalyze-tampered-listing", CHECK, saved(lambda r: _object(r, yaml.safe_load(
-            (r / "studies/demo/runs/b-s0.dvc").read_text())["outs"][0]["md5"]).write_text("[]")),
-             must=r"run b-s0: its folder listing .* does not match its name", allowed=DVC_OWN),
-        Case("saved:reanalyze-wrong-pointer", CHECK, saved(pointer_to("a-s0", "b-s0")),
-             must=r"run a-s0: eval/metrics\.jsonl is not what studies/demo/dvc\.lock recorded", allowed=DVC_OWN,
-             item="a .dvc pointing at another run's object"),
-        Case("saved:reanalyze-missing-object", CHECK, saved(lose_object("b-s0", "eval/metrics.jsonl")),
-             must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*dvc push", allowed=DVC_OWN,
-             item="`dvc pull` failed: no output"),
-        Case("saved:reanalyze-interrupted-push", CHECK, saved(unpushed("b-s0")),
-             must=r"run b-s0: .*not in the studies remote.*dvc push", allowed=DVC_OWN,
-             item="a save killed as dvc push started: No remote provided"),
-        Case("saved:verify-interrupted-push", VERIFY, saved(unpushed("a-s0")),
-             must=r"study demo is INCOMPLETE .*run a-s0", allowed=DVC_OWN),
-        Case("saved:verify-tampered-object", VERIFY, saved(tamper_object("b-s0", "eval/metrics.jsonl")),
-             must=r"INCOMPLETE or altered: run b-s0: eval/metrics\.jsonl: .*altered", allowed=DVC_OWN),
-        Case("saved:verify-complete", VERIFY, saved(), expect="ok", allowed=DVC_OWN,
-             check=lambda r, res: None if "demo: complete: 2 run(s)" in res.stdout else res.stdout[-200:]),
-        Case("saved:reanalyze-results-symlink", REANALYZE, saved(results_link),
-             must=r"results is a symbolic link", allowed=DVC_OWN, item="results/ a symlink: traceback"),
-        Case("saved:reanalyze-no-remote", CHECK, saved(no_remote),
-             must=r"'studies' remote is not configured", allowed=DVC_OWN),
-        Case("saved:reanalyze-dvc-file-garbage", CHECK,
-             saved(lambda r: (r / "studies/demo/runs/a-s0.dvc").write_text("outs: 3\n")),
-             must=r"run a-s0: studies/demo/runs/a-s0\.dvc should hold one output", allowed=DVC_OWN),
-        Case("saved:reanalyze-no-pull-not-pulled", CHECK + ["--no-pull"], saved(),
-             must=r"run a-s0: not pulled", allowed=DVC_OWN),
-        Case("predictions:duplicated-rows", A, predictions(_dup), must=r"synth_overlap\.parquet: id .* more than once",
-             item="duplicated prediction rows accepted", fast=True),
-        Case("predictions:nan-logp", A, predictions(_nan),
-             must=r"synth_overlap\.parquet: column logp_entailment has 1 value\(s\) that are not finite",
-             item="NaN log-probs: LinAlgError"),
-        Case("predictions:string-logp", A, predictions(_text),
-             must=r"synth_overlap\.parquet: column logp_non_entailment holds string, not numbers",
-             item="log-probs as strings: ValueError without the file"),
-        Case("predictions:step-abc", A, _step_abc, must=r"predictions/step-abc: not a step-<N> folder",
-             item="a step-abc folder silently ignored"),
-        Case("predictions:analyze-results-symlink", ["analyze", "--no-plots"], _analyze_results_link,
-             must=r"--out .*results: is a symbolic link", item="results/ a symlink: traceback"),
+        Case(
+            "saved:save-changed-prediction",
+            SAVE,
+            saved(ran_file("a-s0/eval/predictions/step-0/hans.parquet", _shift)),
+            must=r"run a-s0: eval/predictions.* is not what .*dvc\.lock recorded",
+            allowed=DVC_OWN,
+            item="study save pushes predictions that no longer match dvc.lock",
+        ),
+        Case(
+            "saved:save-changed-summary",
+            SAVE,
+            saved(ran_file("a-s0/eval/summary.json", summary_edit)),
+            must=r"run a-s0: eval/summary\.json is not what",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:save-symlinked-secret",
+            SAVE,
+            saved(ran_file("b-s0/eval/predictions/step-0/anli.parquet", secret_link)),
+            must=r"run b-s0: .*anli\.parquet is a symbolic link",
+            allowed=DVC_OWN,
+            item="study save copies a symlinked file from outside the project into the remote",
+        ),
+        Case(
+            "saved:save-symlinked-folder",
+            SAVE,
+            saved(ran_file("a-s0/eval/predictions", dir_link)),
+            must=r"run a-s0: .*predictions is a symbolic link",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:save-fifo",
+            SAVE,
+            saved(ran_file("a-s0/eval", lambda p: os.mkfifo(p / "pipe"))),
+            must=r"run a-s0: .*pipe is not a regular file",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:reanalyze-tampered-object",
+            CHECK,
+            saved(tamper_object("a-s0", H10)),
+            must=r"run a-s0: eval/predictions/step-10/hans\.parquet: .* altered",
+            allowed=DVC_OWN,
+            fast=True,
+            item="a tampered object in the remote is pulled and analysed",
+        ),
+        Case(
+            "saved:reanalyze-tampered-object-rewrite",
+            REANALYZE,
+            saved(tamper_object("a-s0", H10)),
+            must=r"run a-s0: eval/predictions/step-10/hans\.parquet: .* altered",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:reanalyze-tampered-listing",
+            CHECK,
+            saved(
+                lambda r: _object(
+                    r, yaml.safe_load((r / "studies/demo/runs/b-s0.dvc").read_text())["outs"][0]["md5"]
+                ).write_text("[]")
+            ),
+            must=r"run b-s0: its folder listing .* does not match its name",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:reanalyze-wrong-pointer",
+            CHECK,
+            saved(pointer_to("a-s0", "b-s0")),
+            must=r"run a-s0: eval/metrics\.jsonl is not what studies/demo/dvc\.lock recorded",
+            allowed=DVC_OWN,
+            item="a .dvc pointing at another run's object",
+        ),
+        Case(
+            "saved:reanalyze-missing-object",
+            CHECK,
+            saved(lose_object("b-s0", "eval/metrics.jsonl")),
+            must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*dvc push",
+            allowed=DVC_OWN,
+            item="`dvc pull` failed: no output",
+        ),
+        Case(
+            "saved:reanalyze-interrupted-push",
+            CHECK,
+            saved(unpushed("b-s0")),
+            must=r"run b-s0: .*not in the studies remote.*dvc push",
+            allowed=DVC_OWN,
+            item="a save killed as dvc push started: No remote provided",
+        ),
+        Case(
+            "saved:verify-interrupted-push",
+            VERIFY,
+            saved(unpushed("a-s0")),
+            must=r"study demo is INCOMPLETE .*run a-s0",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:verify-tampered-object",
+            VERIFY,
+            saved(tamper_object("b-s0", "eval/metrics.jsonl")),
+            must=r"INCOMPLETE or altered: run b-s0: eval/metrics\.jsonl: .*altered",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:verify-complete",
+            VERIFY,
+            saved(),
+            expect="ok",
+            allowed=DVC_OWN,
+            check=lambda r, res: None if "demo: complete: 2 run(s)" in res.stdout else res.stdout[-200:],
+        ),
+        Case(
+            "saved:reanalyze-results-symlink",
+            REANALYZE,
+            saved(results_link),
+            must=r"results is a symbolic link",
+            allowed=DVC_OWN,
+            item="results/ a symlink: traceback",
+        ),
+        Case(
+            "saved:reanalyze-no-remote",
+            CHECK,
+            saved(no_remote),
+            must=r"'studies' remote is not configured",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:reanalyze-dvc-file-garbage",
+            CHECK,
+            saved(lambda r: (r / "studies/demo/runs/a-s0.dvc").write_text("outs: 3\n")),
+            must=r"run a-s0: studies/demo/runs/a-s0\.dvc should hold one output",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:reanalyze-no-pull-not-pulled",
+            CHECK + ["--no-pull"],
+            saved(),
+            must=r"run a-s0: not pulled",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "predictions:duplicated-rows",
+            A,
+            predictions(_dup),
+            must=r"synth_overlap\.parquet: id .* more than once",
+            item="duplicated prediction rows accepted",
+            fast=True,
+        ),
+        Case(
+            "predictions:nan-logp",
+            A,
+            predictions(_nan),
+            must=r"synth_overlap\.parquet: column logp_entailment has 1 value\(s\) that are not finite",
+            item="NaN log-probs: LinAlgError",
+        ),
+        Case(
+            "predictions:string-logp",
+            A,
+            predictions(_text),
+            must=r"synth_overlap\.parquet: column logp_non_entailment holds string, not numbers",
+            item="log-probs as strings: ValueError without the file",
+        ),
+        Case(
+            "predictions:step-abc",
+            A,
+            _step_abc,
+            must=r"predictions/step-abc: not a step-<N> folder",
+            item="a step-abc folder silently ignored",
+        ),
+        Case(
+            "predictions:analyze-results-symlink",
+            ["analyze", "--no-plots"],
+            _analyze_results_link,
+            must=r"--out .*results: is a symbolic link",
+            item="results/ a symlink: traceback",
+        ),
     ]

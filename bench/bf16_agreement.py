@@ -75,10 +75,19 @@ def main():
                 all_flips += [float(margins[i]) for i in flips]
                 total += len(p32)
             print(f"{key} step {step}: {sum(v['flips'] for v in per_run[key].values())} flips so far", flush=True)
-    out = {"project": str(root), "native_bf16": native_bf16_cpu(), "threads": a.threads, "scored": total,
-           "flips": len(all_flips), "agreement": 1 - len(all_flips) / total,
-           "flip_fp32_margins": sorted(all_flips), "max_flip_margin": max(all_flips, default=None),
-           "seconds": seconds, "bf16_speedup": seconds["float32"] / seconds["bfloat16"], "per_run": per_run}
+    out = {
+        "project": str(root),
+        "native_bf16": native_bf16_cpu(),
+        "threads": a.threads,
+        "scored": total,
+        "flips": len(all_flips),
+        "agreement": 1 - len(all_flips) / total,
+        "flip_fp32_margins": sorted(all_flips),
+        "max_flip_margin": max(all_flips, default=None),
+        "seconds": seconds,
+        "bf16_speedup": seconds["float32"] / seconds["bfloat16"],
+        "per_run": per_run,
+    }
     print(json.dumps({k: v for k, v in out.items() if k != "per_run"}, indent=1))
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
 

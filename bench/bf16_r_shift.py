@@ -24,8 +24,12 @@ METHODS = ("linear", "rank", "gam")
 
 def spread(diff) -> dict:
     d = diff.abs().dropna()
-    return {"n": int(len(d)), "max": round(float(d.max()), 4), "median": round(float(d.median()), 4),
-            "within_0.02": int((d <= 0.02).sum())}
+    return {
+        "n": int(len(d)),
+        "max": round(float(d.max()), 4),
+        "median": round(float(d.median()), 4),
+        "within_0.02": int((d <= 0.02).sum()),
+    }
 
 
 def main():
@@ -58,8 +62,10 @@ def main():
         x = pooled[pooled.method == meth]
         out[f"pooled/r/{meth}"] = spread(x["r_bf16"] - x["r_fp32"])
     cons = pd.read_csv(fp / "results/consistency.csv").merge(
-        pd.read_csv(bf / "results/consistency.csv"), on=["method", "testset_a", "testset_b"],
-        suffixes=("_fp32", "_bf16"))
+        pd.read_csv(bf / "results/consistency.csv"),
+        on=["method", "testset_a", "testset_b"],
+        suffixes=("_fp32", "_bf16"),
+    )
     for col in ("verdict", "verdict_accuracy"):
         out[f"consistency/{col}_changed"] = int((cons[f"{col}_fp32"] != cons[f"{col}_bf16"]).sum())
     study_runs = yaml.safe_load((fp / "params.yaml").read_text())["runs"]

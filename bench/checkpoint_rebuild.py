@@ -36,12 +36,34 @@ REPO = HERE.parent
 def params(steps: int, every: int) -> dict:
     return {
         "study": {"name": "bench", "tracking": "none"},
-        "data": {"out": "data/prepared", "max_examples": 24, "seed": 0, "neutral": "drop", "prepare": [],
-                 "testsets": {"synth_train": {"max_examples": 64}}},
-        "train": {"lr": 0.005, "batch_size": 8, "max_steps": steps, "warmup_ratio": 0.0, "quiet": True,
-                  "checkpoints": {"every": every}, "max_length": 64, "lora": {"dropout": 0.1}},
-        "runs": {"a": {"model": "tiny-olmo2", "train_set": "synth_train", "id_testset": "synth_id", "shots": 16,
-                       "data_seed": 0, "seed": 0}},
+        "data": {
+            "out": "data/prepared",
+            "max_examples": 24,
+            "seed": 0,
+            "neutral": "drop",
+            "prepare": [],
+            "testsets": {"synth_train": {"max_examples": 64}},
+        },
+        "train": {
+            "lr": 0.005,
+            "batch_size": 8,
+            "max_steps": steps,
+            "warmup_ratio": 0.0,
+            "quiet": True,
+            "checkpoints": {"every": every},
+            "max_length": 64,
+            "lora": {"dropout": 0.1},
+        },
+        "runs": {
+            "a": {
+                "model": "tiny-olmo2",
+                "train_set": "synth_train",
+                "id_testset": "synth_id",
+                "shots": 16,
+                "data_seed": 0,
+                "seed": 0,
+            }
+        },
         "evaluate": {"testsets": ["synth_id"], "batch_size": 16, "max_length": 64, "quiet": True},
         "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 0, "mlflow": False, "noise": False},
     }
@@ -51,9 +73,15 @@ def oodcorr(args, cwd: Path) -> tuple[tuple[float, float], subprocess.CompletedP
     """(wall s, CPU s), the result."""
     import resource
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "DVC_NO_ANALYTICS": "1",
-           "TOKENIZERS_PARALLELISM": "false", "OODCORR_THREADS": os.environ.get("OODCORR_THREADS", "1"),
-           "PYTHONPATH": str(REPO / "src")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "DVC_NO_ANALYTICS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OODCORR_THREADS": os.environ.get("OODCORR_THREADS", "1"),
+        "PYTHONPATH": str(REPO / "src"),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     res = subprocess.run([sys.executable, "-m", "oodcorr", *args], cwd=cwd, env=env, capture_output=True, text=True)
@@ -111,23 +139,46 @@ def main(argv=None) -> dict:
         med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
         fixed = med_cpu["no_step"]
         result = {
-            "model": "tiny-olmo2 (LoRA)", "steps": a.steps, "checkpoint_every": a.every,
-            "deleted": f"checkpoint-{deleted}", "repeat": a.repeat,
+            "model": "tiny-olmo2 (LoRA)",
+            "steps": a.steps,
+            "checkpoint_every": a.every,
+            "deleted": f"checkpoint-{deleted}",
+            "repeat": a.repeat,
             "steps_trained": {"resume_from_nearest": a.every, "from_step_0": a.steps, "no_step": 0},
-            "wall_s": times, "median_wall_s": med, "cpu_s": cpu, "median_cpu_s": med_cpu,
+            "wall_s": times,
+            "median_wall_s": med,
+            "cpu_s": cpu,
+            "median_cpu_s": med_cpu,
             "cpu_ratio_from_step_0_over_resume": round(med_cpu["from_step_0"] / med_cpu["resume_from_nearest"], 2),
-            "net_cpu_ratio_without_fixed_cost": round((med_cpu["from_step_0"] - fixed) /
-                                                      max(med_cpu["resume_from_nearest"] - fixed, 1e-9), 2),
+            "net_cpu_ratio_without_fixed_cost": round(
+                (med_cpu["from_step_0"] - fixed) / max(med_cpu["resume_from_nearest"] - fixed, 1e-9), 2
+            ),
             "wall_ratio_from_step_0_over_resume": round(med["from_step_0"] / med["resume_from_nearest"], 2),
-            "rebuilt_files_identical": same, "message": message,
+            "rebuilt_files_identical": same,
+            "message": message,
             "disk": {"checkpoints_bytes": size(ck), "kept_states_bytes": size(base / "runs" / "a" / "resume")},
-            "cpu": os.cpu_count(), "threads": os.environ.get("OODCORR_THREADS", "1"),
+            "cpu": os.cpu_count(),
+            "threads": os.environ.get("OODCORR_THREADS", "1"),
         }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("median_cpu_s", "cpu_ratio_from_step_0_over_resume",
-                                             "net_cpu_ratio_without_fixed_cost", "median_wall_s", "steps_trained",
-                                             "rebuilt_files_identical", "disk")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "median_cpu_s",
+                    "cpu_ratio_from_step_0_over_resume",
+                    "net_cpu_ratio_without_fixed_cost",
+                    "median_wall_s",
+                    "steps_trained",
+                    "rebuilt_files_identical",
+                    "disk",
+                )
+            },
+            indent=1,
+        )
+    )
     return result
 
 

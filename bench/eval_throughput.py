@@ -65,8 +65,16 @@ def load_testsets(n: int, seed: int) -> dict[str, list[dict]]:
             r = df.iloc[i]
             label = ENT if str(r[lab]) in ent else "non_entailment"
             slice_ = f"{r[sl]}/{label}" if sl else None
-            rows.append({"id": f"{name}-{i}", "premise": str(r[p]), "hypothesis": str(r[h]), "label": label,
-                         "original_label": str(r[lab]), "slice": slice_})
+            rows.append(
+                {
+                    "id": f"{name}-{i}",
+                    "premise": str(r[p]),
+                    "hypothesis": str(r[h]),
+                    "label": label,
+                    "original_label": str(r[lab]),
+                    "slice": slice_,
+                }
+            )
         out[name] = rows
     return out
 
@@ -84,7 +92,7 @@ def matmul_rate(dtype, device, size=2048, reps=6) -> float:
     for _ in range(reps):
         a @ b
     sync()
-    return 2 * size ** 3 * reps / (time.perf_counter() - t) / 1e9
+    return 2 * size**3 * reps / (time.perf_counter() - t) / 1e9
 
 
 def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: int) -> list[Path]:
@@ -98,10 +106,13 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     declared = {
         k: {"path": f"raw/{k}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"} for k in sets
     }
-    params = {"study": {"name": "bench"}, "data": {"out": "data/prepared", "testsets": declared},
-              "train": {"dtype": dtype, "quantization": "none", "max_length": max_length},
-              "runs": {"bench": {"model": SMOLLM2, "train_set": "mnli", "id_testset": "mnli", "shots": 64}},
-              "evaluate": {"batch_size": "auto"}}
+    params = {
+        "study": {"name": "bench"},
+        "data": {"out": "data/prepared", "testsets": declared},
+        "train": {"dtype": dtype, "quantization": "none", "max_length": max_length},
+        "runs": {"bench": {"model": SMOLLM2, "train_set": "mnli", "id_testset": "mnli", "shots": 64}},
+        "evaluate": {"batch_size": "auto"},
+    }
     if len(sets) > 1:  # besides the run's ID testset (mnli); none listed: the ID testset alone
         params["evaluate"]["testsets"] = [k for k in sets if k != "mnli"]
     (root / "params.yaml").write_text(yaml.safe_dump(params))
@@ -129,8 +140,17 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
                         prm.copy_(torch.randn(prm.shape, generator=gen) * 0.02)
         path = root / "runs" / "bench" / "checkpoints" / f"checkpoint-{step}"
         model.save_pretrained(path)
-        io.write_json(path / "oodcorr_checkpoint.json", {"run": "bench", "model": SMOLLM2, "model_path": info["path"],
-                                                         "revision": None, "step": step, "base_model_type": "llama"})
+        io.write_json(
+            path / "oodcorr_checkpoint.json",
+            {
+                "run": "bench",
+                "model": SMOLLM2,
+                "model_path": info["path"],
+                "revision": None,
+                "step": step,
+                "base_model_type": "llama",
+            },
+        )
         paths.append(path)
     return paths
 
@@ -158,7 +178,7 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
         for name, rows in sets.items():
             seqs = prompter.encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
             for i in range(0, len(seqs), batch):
-                chunk = seqs[i: i + batch]
+                chunk = seqs[i : i + batch]
                 ids = torch.full((len(chunk), max_length), tok.pad_token_id)
                 mask = torch.zeros((len(chunk), max_length), dtype=torch.long)
                 for j, s in enumerate(chunk):
@@ -168,7 +188,7 @@ def baseline(ckpts, sets, dtype, max_length, batch=8):
                     logits = model(input_ids=ids, attention_mask=mask).logits  # [B, L, V]
                 last = mask.sum(1) - 1
                 logp = torch.log_softmax(logits[torch.arange(len(chunk)), last].float(), -1)[:, prompter.verbalizer_ids]
-                for j, row in enumerate(rows[i: i + batch]):
+                for j, row in enumerate(rows[i : i + batch]):
                     out[(step, name, row["id"])] = (int(logp[j].argmax()), logp[j].tolist())
     return out, time.perf_counter() - t0, t_load
 
@@ -258,20 +278,41 @@ def main(argv=None):
     executed = (2 * (n_params - head) * real_tokens[0] + 2 * head * n_ex) / 1e9  # output layer at one row/example
     rate = rates[dtype] if dtype in rates else rates["float32"]
     res = {
-        "device": device, "cpu": platform.processor() or platform.machine(), "threads": args.threads, "dtype": dtype,
-        "model": SMOLLM2, "n_params": n_params, "checkpoints": args.checkpoints, "testsets": list(sets),
-        "n_per_testset": args.n, "examples": n_ex, "real_tokens": real_tokens[0], "max_length": args.max_length,
+        "device": device,
+        "cpu": platform.processor() or platform.machine(),
+        "threads": args.threads,
+        "dtype": dtype,
+        "model": SMOLLM2,
+        "n_params": n_params,
+        "checkpoints": args.checkpoints,
+        "testsets": list(sets),
+        "n_per_testset": args.n,
+        "examples": n_ex,
+        "real_tokens": real_tokens[0],
+        "max_length": args.max_length,
         "matmul_gflop_s": rates,
-        "fast": {"seconds_end_to_end": fast_s, "seconds_scoring": score_time[0], "examples_per_s": n_ex / fast_s,
-                 "examples_per_s_scoring": n_ex / score_time[0],
-                 "gflop_s_conventional": conventional / score_time[0], "gflop_s_executed": executed / score_time[0],
-                 "fraction_of_matmul_conventional": conventional / score_time[0] / rate,
-                 "fraction_of_matmul_executed": executed / score_time[0] / rate},
-        "baseline": {"seconds_end_to_end": base_s, "seconds_model_loading": base_load, "examples_per_s": n_ex / base_s,
-                     "examples_per_s_excluding_reload": n_ex / (base_s - base_load)},
-        "ratio_end_to_end": base_s / fast_s, "ratio_scoring_only": (base_s - base_load) / score_time[0],
-        "prediction_agreement": agree, "disagreements": len(flip_margins),
-        "disagreement_baseline_margins": flip_margins, "max_abs_logp_diff": max_diff,
+        "fast": {
+            "seconds_end_to_end": fast_s,
+            "seconds_scoring": score_time[0],
+            "examples_per_s": n_ex / fast_s,
+            "examples_per_s_scoring": n_ex / score_time[0],
+            "gflop_s_conventional": conventional / score_time[0],
+            "gflop_s_executed": executed / score_time[0],
+            "fraction_of_matmul_conventional": conventional / score_time[0] / rate,
+            "fraction_of_matmul_executed": executed / score_time[0] / rate,
+        },
+        "baseline": {
+            "seconds_end_to_end": base_s,
+            "seconds_model_loading": base_load,
+            "examples_per_s": n_ex / base_s,
+            "examples_per_s_excluding_reload": n_ex / (base_s - base_load),
+        },
+        "ratio_end_to_end": base_s / fast_s,
+        "ratio_scoring_only": (base_s - base_load) / score_time[0],
+        "prediction_agreement": agree,
+        "disagreements": len(flip_margins),
+        "disagreement_baseline_margins": flip_margins,
+        "max_abs_logp_diff": max_diff,
     }
     # one file, one entry per dtype measured (the latest run also at the top level)
     old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
@@ -296,9 +337,11 @@ def main(argv=None):
         f"baseline: {res['baseline']['examples_per_s']:.2f} ex/s end-to-end, "
         f"{res['baseline']['examples_per_s_excluding_reload']:.2f} ex/s excluding reloads"
     )
-    print(f"ratio: {res['ratio_end_to_end']:.1f}x end-to-end, {res['ratio_scoring_only']:.1f}x scoring only; "
-          f"agreement {agree:.2%} ({len(flip_margins)} flips, baseline margins {[round(m, 3) for m in flip_margins]}), "
-          f"max |dlogp| {max_diff:.2e} -> {args.out}")
+    print(
+        f"ratio: {res['ratio_end_to_end']:.1f}x end-to-end, {res['ratio_scoring_only']:.1f}x scoring only; "
+        f"agreement {agree:.2%} ({len(flip_margins)} flips, baseline margins {[round(m, 3) for m in flip_margins]}), "
+        f"max |dlogp| {max_diff:.2e} -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -38,19 +38,28 @@ DOCS = ROOT / "docs" / "statistics-reference.md"
 RHOS = (0.0, 0.5, 0.8)
 FAMILIES = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 ROLES = {"x": "mnli_real", "ya": "scitail_real", "yb": "snli_real"}
-DESIGNS = {"SciTail, SNLI halved": {"ya": 0.5, "yb": 0.5}, "SciTail, SNLI halved, MNLI a quarter":
-           {"x": 0.25, "ya": 0.5, "yb": 0.5}}
+DESIGNS = {
+    "SciTail, SNLI halved": {"ya": 0.5, "yb": 0.5},
+    "SciTail, SNLI halved, MNLI a quarter": {"x": 0.25, "ya": 0.5, "yb": 0.5},
+}
 
 
 def load(study: Path, family: str, seeds=range(4)) -> list[dict]:
-    return [{k: item_matrix(study / "runs" / f"{family}_mnli_real_1024_s{s}", ts) for k, ts in ROLES.items()}
-            for s in seeds]
+    return [
+        {k: item_matrix(study / "runs" / f"{family}_mnli_real_1024_s{s}", ts) for k, ts in ROLES.items()} for s in seeds
+    ]
 
 
 def stratified(gold, frac, rng) -> np.ndarray:
     gold = np.asarray(gold, bool)
-    return np.sort(np.concatenate([rng.choice(np.flatnonzero(gold == c), int(round(frac * (gold == c).sum())),
-                                              replace=False) for c in (True, False)]))
+    return np.sort(
+        np.concatenate(
+            [
+                rng.choice(np.flatnonzero(gold == c), int(round(frac * (gold == c).sum())), replace=False)
+                for c in (True, False)
+            ]
+        )
+    )
 
 
 def seeds_of(raw: list[dict], keep: dict) -> list[dict]:
@@ -90,34 +99,43 @@ def grid_markdown() -> str:
     0.8, false-distinguishable at 0, power and median width at 0.5, likelihood | even."""
     new, even = _rows(GRID, "new"), _rows(GRID_EVEN, "even")
     groups = sorted({k.rsplit("|", 1)[0] for k in even if all(f"{k.rsplit('|', 1)[0]}|rho{r}" in new for r in RHOS)})
-    out = ["| trajectories | ID items | seeds | checkpoints | coverage at ρ 0 / 0.5 / 0.8: likelihood "
-           "| the same: even | false-distinguishable at 0: likelihood / even | power at 0.5: likelihood / even "
-           "| median width at 0.5: likelihood / even |", "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| trajectories | ID items | seeds | checkpoints | coverage at ρ 0 / 0.5 / 0.8: likelihood "
+        "| the same: even | false-distinguishable at 0: likelihood / even | power at 0.5: likelihood / even "
+        "| median width at 0.5: likelihood / even |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for g in groups:
         _, dep, idi, S, n = g.split("|")
         if not all(f"{g}|rho{r}" in even for r in RHOS):
             continue
         c = {m: [rows[f"{g}|rho{r}"][m] for r in RHOS] for m, rows in (("new", new), ("even", even))}
-        cov = " / ".join(_f(x["coverage"]) for x in c["new"]) + " | " + " / ".join(
-            _f(x["coverage"]) for x in c["even"])
-        out.append(f"| {dep} | {idi[2:]} | {S[1:]} | {n[1:]} | {cov} | {_f(c['new'][0]['false_distinguishable'])} / "
-                   f"{_f(c['even'][0]['false_distinguishable'])} | {_f(c['new'][1]['power'])} / "
-                   f"{_f(c['even'][1]['power'])} | {_f(c['new'][1]['median_width'])} / "
-                   f"{_f(c['even'][1]['median_width'])} |")
+        cov = " / ".join(_f(x["coverage"]) for x in c["new"]) + " | " + " / ".join(_f(x["coverage"]) for x in c["even"])
+        out.append(
+            f"| {dep} | {idi[2:]} | {S[1:]} | {n[1:]} | {cov} | {_f(c['new'][0]['false_distinguishable'])} / "
+            f"{_f(c['even'][0]['false_distinguishable'])} | {_f(c['new'][1]['power'])} / "
+            f"{_f(c['even'][1]['power'])} | {_f(c['new'][1]['median_width'])} / "
+            f"{_f(c['even'][1]['median_width'])} |"
+        )
     return "\n".join(out) + "\n"
 
 
 def resample_markdown() -> str:
     res = json.loads(OUT.read_text())
-    out = ["| family | items per draw | interval contains its all-items estimate: likelihood / even | median estimate:"
-           " likelihood / even (all items) | median width: likelihood / even |", "|---|---|---|---|---|"]
+    out = [
+        "| family | items per draw | interval contains its all-items estimate: likelihood / even | median estimate:"
+        " likelihood / even (all items) | median width: likelihood / even |",
+        "|---|---|---|---|---|",
+    ]
     for name, fam in res["families"].items():
         ref = fam["all_items"]
         for design, d in fam["designs"].items():
             lk, ev = d["summary"]["likelihood"], d["summary"]["even"]
-            out.append(f"| {name} | {design} | {lk['holds']} of {lk['defined']} / {ev['holds']} of {ev['defined']} | "
-                       f"{lk['median_r']:+.2f} ({ref['likelihood'][0]:+.2f}) / {ev['median_r']:+.2f} "
-                       f"({ref['even'][0]:+.2f}) | {_f(lk['median_width'])} / {_f(ev['median_width'])} |")
+            out.append(
+                f"| {name} | {design} | {lk['holds']} of {lk['defined']} / {ev['holds']} of {ev['defined']} | "
+                f"{lk['median_r']:+.2f} ({ref['likelihood'][0]:+.2f}) / {ev['median_r']:+.2f} "
+                f"({ref['even'][0]:+.2f}) | {_f(lk['median_width'])} / {_f(ev['median_width'])} |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -157,15 +175,24 @@ def main(argv=None) -> int:
             for est in ("likelihood", "even"):
                 v = np.array([r[est] for r in rows], float)
                 ok = np.isfinite(v[:, 1])
-                summ[est] = {"holds": int(((v[:, 1] <= ref[est][0]) & (ref[est][0] <= v[:, 2]))[ok].sum()),
-                             "defined": int(ok.sum()), "median_r": float(np.nanmedian(v[:, 0])),
-                             "median_width": float(np.median((v[:, 2] - v[:, 1])[ok])) if ok.any() else None,
-                             "excluding_0_positive": int(((v[:, 1] > 0) & ok).sum()),
-                             "excluding_0_negative": int(((v[:, 2] < 0) & ok).sum())}
+                summ[est] = {
+                    "holds": int(((v[:, 1] <= ref[est][0]) & (ref[est][0] <= v[:, 2]))[ok].sum()),
+                    "defined": int(ok.sum()),
+                    "median_r": float(np.nanmedian(v[:, 0])),
+                    "median_width": float(np.median((v[:, 2] - v[:, 1])[ok])) if ok.any() else None,
+                    "excluding_0_positive": int(((v[:, 1] > 0) & ok).sum()),
+                    "excluding_0_negative": int(((v[:, 2] < 0) & ok).sum()),
+                }
             fam_out["designs"][design] = {"summary": summ, "draws": rows}
-            print(f"{name:8s} {design:38s} " + "  ".join(
-                f"{e}: holds {s['holds']}/{s['defined']} median r {s['median_r']:+.2f} width {s['median_width']:.2f}"
-                for e, s in summ.items()), flush=True)
+            print(
+                f"{name:8s} {design:38s} "
+                + "  ".join(
+                    f"{e}: holds {s['holds']}/{s['defined']} median r {s['median_r']:+.2f} "
+                    f"width {s['median_width']:.2f}"
+                    for e, s in summ.items()
+                ),
+                flush=True,
+            )
         res["families"][name] = fam_out
     res["seconds"] = round(time.perf_counter() - t0, 1)
     OUT.write_text(json.dumps(res, indent=1) + "\n")

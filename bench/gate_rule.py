@@ -35,17 +35,32 @@ DESIGN = {"seeds": 4, "checkpoints": 17, "id_items": 128}
 def run(dep: str, rho: float, reps: int) -> dict:
     from oodcorr.stats.gp_interval import gp_interval
 
-    cell = {"variant": "gate", "dependence": dep, "id_items": DESIGN["id_items"], "seeds": DESIGN["seeds"],
-            "checkpoints": DESIGN["checkpoints"], "rho": rho}
+    cell = {
+        "variant": "gate",
+        "dependence": dep,
+        "id_items": DESIGN["id_items"],
+        "seeds": DESIGN["seeds"],
+        "checkpoints": DESIGN["checkpoints"],
+        "rho": rho,
+    }
     rows = []
     for i, (size, rng) in enumerate(cell_rngs(cell_key(cell), reps)):
         sd = SIGNAL_SD[dep] * SD_FACTORS[i % len(SD_FACTORS)]
         d = simulate(cell, size, rng, signal_sd=sd)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [{"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s], "yb": d["series"]["b"][r, s],
-                      "Vx": d["Vs"]["x"][r, s], "Va": d["Vs"]["a"][r, s], "Vb": d["Vs"]["b"][r, s], "t": d["t"]}
-                     for s in range(S)]
+            seeds = [
+                {
+                    "x": d["series"]["x"][r, s],
+                    "ya": d["series"]["a"][r, s],
+                    "yb": d["series"]["b"][r, s],
+                    "Vx": d["Vs"]["x"][r, s],
+                    "Va": d["Vs"]["a"][r, s],
+                    "Vb": d["Vs"]["b"][r, s],
+                    "t": d["t"],
+                }
+                for s in range(S)
+            ]
             res = gp_interval(seeds, alpha=ALPHA)
             rows.append((res["r_hat"], res["ci_low"], res["ci_high"], res["rel_a"], res["rel_b"]))
     return {"key": cell_key(cell), **cell, "reps": reps, "rows": [[round(v, 5) for v in row] for row in rows]}
@@ -61,26 +76,37 @@ def bins(cell: dict) -> list[dict]:
         n = int(m.sum())
         cov = float(np.mean((lo[m] <= cell["rho"]) & (cell["rho"] <= hi[m]))) if n else math.nan
         exc = float(np.mean((lo[m] > 0) | (hi[m] < 0))) if n else math.nan
-        out.append({"bin": [a, b], "n": n, "coverage": cov,
-                    "coverage_se": math.sqrt(cov * (1 - cov) / n) if n else math.nan,
-                    "excludes_0": exc, "excludes_0_se": math.sqrt(exc * (1 - exc) / n) if n else math.nan,
-                    "median_width": float(np.median(hi[m] - lo[m])) if n else math.nan})
+        out.append(
+            {
+                "bin": [a, b],
+                "n": n,
+                "coverage": cov,
+                "coverage_se": math.sqrt(cov * (1 - cov) / n) if n else math.nan,
+                "excludes_0": exc,
+                "excludes_0_se": math.sqrt(exc * (1 - exc) / n) if n else math.nan,
+                "median_width": float(np.median(hi[m] - lo[m])) if n else math.nan,
+            }
+        )
     return out
 
 
 def table(path: Path = OUT) -> str:
     data = json.loads(path.read_text())
-    lines = ["| dependence | ρ | lower reliability | replicates | coverage ± MC SE | excludes 0 ± MC SE "
-             "| median width |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dependence | ρ | lower reliability | replicates | coverage ± MC SE | excludes 0 ± MC SE | median width |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for cell in data["cells"]:
         for b in bins(cell):
             a, z = b["bin"]
             name = f"< {z:g}" if a == -math.inf else (f"≥ {a:g}" if z == math.inf else f"{a:g}–{z:g}")
             if not b["n"]:
                 continue
-            lines.append(f"| {cell['dependence']} | {cell['rho']:g} | {name} | {b['n']} | {b['coverage']:.3f} ± "
-                         f"{b['coverage_se']:.3f} | {b['excludes_0']:.3f} ± {b['excludes_0_se']:.3f} "
-                         f"| {b['median_width']:.2f} |")
+            lines.append(
+                f"| {cell['dependence']} | {cell['rho']:g} | {name} | {b['n']} | {b['coverage']:.3f} ± "
+                f"{b['coverage_se']:.3f} | {b['excludes_0']:.3f} ± {b['excludes_0_se']:.3f} "
+                f"| {b['median_width']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -43,10 +43,23 @@ GIB = 1024**3
 SHAPES = ("olmo2-7b", "olmo2-13b", "opt-6.7b")
 # packages a bare GPU machine lacks: the check must not load them
 NOT_ON_BARE_GPU = ("mlflow", "dvc", "pandas", "pyarrow", "click", "pingouin", "statsmodels", "matplotlib")
-SMOKE = dict(hidden_size=64, intermediate_size=128, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=4, word_embed_proj_dim=64, vocab_size=512, max_position_embeddings=256)
-TARGETS = {"qlora_peak_gib_max": 24.0, "dry_run_rel_error_max": 0.15, "eval_speedup_min": 3.0,
-           "eval_matmul_fraction_min": 0.40}
+SMOKE = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    ffn_dim=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    word_embed_proj_dim=64,
+    vocab_size=512,
+    max_position_embeddings=256,
+)
+TARGETS = {
+    "qlora_peak_gib_max": 24.0,
+    "dry_run_rel_error_max": 0.15,
+    "eval_speedup_min": 3.0,
+    "eval_matmul_fraction_min": 0.40,
+}
 MARGIN = 0.1  # log-prob margin above which bf16 rounding cannot flip a prediction
 VERBALIZER = [101, 202]  # two token ids standing in for " Yes" / " No" (random weights: any ids will do)
 
@@ -60,8 +73,14 @@ def shape_config(name: str, smoke: bool):
     model_type = spec.pop("model_type")
     if smoke:
         keep = {"opt": ("ffn_dim", "word_embed_proj_dim"), "olmo2": ("intermediate_size", "num_key_value_heads")}
-        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-                    "max_position_embeddings", *keep[model_type]):
+        for key in (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "vocab_size",
+            "max_position_embeddings",
+            *keep[model_type],
+        ):
             spec[key] = SMOKE[key]
     return AutoConfig.for_model(model_type, pad_token_id=1, bos_token_id=2, eos_token_id=2, **spec)
 
@@ -99,16 +118,26 @@ def random_model(config, device: str, dtype, nf4: bool, seed: int = 0):
             elif isinstance(child, nn.Linear) and child is not head:
                 w = torch.empty(child.out_features, child.in_features, dtype=dtype, device=device)
                 w.normal_(0.0, 0.02, generator=gen)
-                bias = None if child.bias is None else nn.Parameter(
-                    torch.zeros(child.out_features, dtype=dtype, device=device), requires_grad=False)
+                bias = (
+                    None
+                    if child.bias is None
+                    else nn.Parameter(torch.zeros(child.out_features, dtype=dtype, device=device), requires_grad=False)
+                )
                 if nf4:
                     import bitsandbytes as bnb
 
-                    q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=bias is not None,
-                                          compute_dtype=dtype, compress_statistics=True, quant_type="nf4",
-                                          device="meta")
-                    q.weight = bnb.nn.Params4bit(w, requires_grad=False, compress_statistics=True,
-                                                 quant_type="nf4", module=q).to(device)  # quantises
+                    q = bnb.nn.Linear4bit(
+                        child.in_features,
+                        child.out_features,
+                        bias=bias is not None,
+                        compute_dtype=dtype,
+                        compress_statistics=True,
+                        quant_type="nf4",
+                        device="meta",
+                    )
+                    q.weight = bnb.nn.Params4bit(
+                        w, requires_grad=False, compress_statistics=True, quant_type="nf4", module=q
+                    ).to(device)  # quantises
                     q.bias = bias
                     setattr(parent, cname, q)
                 else:
@@ -204,13 +233,22 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
     t = time.perf_counter()
     model = random_model(config, device, dtype, nf4=True, seed=args.seed)
     torch.manual_seed(args.seed)
-    model = add_lora(model, {"r": args.r, "alpha": 32, "dropout": 0.1}, quantized=True,
-                     gradient_checkpointing=checkpointing)
+    model = add_lora(
+        model, {"r": args.r, "alpha": 32, "dropout": 0.1}, quantized=True, gradient_checkpointing=checkpointing
+    )
     build_s = time.perf_counter() - t
     trainable = [p for p in model.parameters() if p.requires_grad]
     optim = args.optim if cuda else "adamw"
-    run = RunSettings(run="gpu_check", model=str(config.model_type), train_set="random", id_testset="random",
-                      shots=2, lr=1e-4, weight_decay=0.0, optim=optim)
+    run = RunSettings(
+        run="gpu_check",
+        model=str(config.model_type),
+        train_set="random",
+        id_testset="random",
+        shots=2,
+        lr=1e-4,
+        weight_decay=0.0,
+        optim=optim,
+    )
     opt = make_optimizer(trainable, run, device)
     prompter = type("P", (), {"verbalizer_ids": VERBALIZER})()
     seqs = random_seqs([args.length] * args.batch, config.vocab_size, args.seed)
@@ -230,22 +268,47 @@ def train_check(config, device, dtype, args, ckpt_dir: Path) -> dict:
         times.append(time.perf_counter() - t)
         losses.append(loss.item())
     model.save_pretrained(ckpt_dir)
-    out = {"batch_size": args.batch, "seq_len": args.length, "lora_r": args.r, "optim": optim,
-           "gradient_checkpointing": checkpointing, "lora_targets": targets, "params_total": counts["total"],
-           "params_trainable": sum(p.numel() for p in trainable), "params_trainable_estimated": counts["lora"],
-           "build_s": round(build_s, 2), "steps": args.steps, "seconds_per_step": round(min(times[1:] or times), 4),
-           "seconds_first_step": round(times[0], 3), "losses": [round(x, 4) for x in losses],
-           "dry_run_estimate_gib": estimate["qlora"], "dry_run_activations_gib": estimate["activations_gb"]}
+    out = {
+        "batch_size": args.batch,
+        "seq_len": args.length,
+        "lora_r": args.r,
+        "optim": optim,
+        "gradient_checkpointing": checkpointing,
+        "lora_targets": targets,
+        "params_total": counts["total"],
+        "params_trainable": sum(p.numel() for p in trainable),
+        "params_trainable_estimated": counts["lora"],
+        "build_s": round(build_s, 2),
+        "steps": args.steps,
+        "seconds_per_step": round(min(times[1:] or times), 4),
+        "seconds_first_step": round(times[0], 3),
+        "losses": [round(x, 4) for x in losses],
+        "dry_run_estimate_gib": estimate["qlora"],
+        "dry_run_activations_gib": estimate["activations_gb"],
+    }
     if cuda:
         peak_alloc = torch.cuda.max_memory_allocated() / GIB
         peak_reserved = torch.cuda.max_memory_reserved() / GIB
         measured = peak_reserved + args.context_gib  # what nvidia-smi would show at the peak
-        out.update({"peak_allocated_gib": round(peak_alloc, 2), "peak_reserved_gib": round(peak_reserved, 2),
-                    "cuda_context_gib": round(args.context_gib, 2), "peak_measured_gib": round(measured, 2),
-                    "dry_run_rel_error": round(estimate["qlora"] / measured - 1, 3)})
+        out.update(
+            {
+                "peak_allocated_gib": round(peak_alloc, 2),
+                "peak_reserved_gib": round(peak_reserved, 2),
+                "cuda_context_gib": round(args.context_gib, 2),
+                "peak_measured_gib": round(measured, 2),
+                "dry_run_rel_error": round(estimate["qlora"] / measured - 1, 3),
+            }
+        )
     else:
-        out.update({"peak_allocated_gib": None, "peak_reserved_gib": None, "cuda_context_gib": None,
-                    "peak_measured_gib": None, "dry_run_rel_error": None})
+        out.update(
+            {
+                "peak_allocated_gib": None,
+                "peak_reserved_gib": None,
+                "cuda_context_gib": None,
+                "peak_measured_gib": None,
+                "dry_run_rel_error": None,
+            }
+        )
     del model, opt, trainable
     free_memory()
     return out
@@ -259,8 +322,9 @@ def timed_score(model, seqs, device, **kw):
     sync(device)
     stats = {}
     t = time.perf_counter()
-    logp, preds = scoring.score(model, seqs, VERBALIZER, kw.get("pad_id", 1), stats=stats,
-                                token_budget=kw.get("token_budget"))
+    logp, preds = scoring.score(
+        model, seqs, VERBALIZER, kw.get("pad_id", 1), stats=stats, token_budget=kw.get("token_budget")
+    )
     sync(device)
     return logp, preds, time.perf_counter() - t, stats
 
@@ -274,7 +338,7 @@ def baseline_score(model, seqs, device, pad_id: int, pad_to: int, batch: int):
     t = time.perf_counter()
     with torch.inference_mode():
         for i in range(0, len(seqs), batch):
-            chunk = seqs[i: i + batch]
+            chunk = seqs[i : i + batch]
             ids = torch.full((len(chunk), pad_to), pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), pad_to), dtype=torch.long)
             for j, s in enumerate(chunk):
@@ -296,11 +360,15 @@ def flops(n_params: int, head_params: int, real_tokens: int, n_examples: int) ->
 
 def eval_entry(seconds, n, real_tokens, n_params, head_params, rate_tflops, stats=None) -> dict:
     conv, executed = flops(n_params, head_params, real_tokens, n)
-    return {"examples": n, "seconds": round(seconds, 3), "examples_per_s": round(n / seconds, 2),
-            "tflops_conventional": round(conv / seconds / 1e12, 3),
-            "matmul_fraction_conventional": round(conv / seconds / 1e12 / rate_tflops, 3),
-            "matmul_fraction_executed": round(executed / seconds / 1e12 / rate_tflops, 3),
-            **({"token_budget": stats.get("initial_budget"), "batches": stats.get("batches")} if stats else {})}
+    return {
+        "examples": n,
+        "seconds": round(seconds, 3),
+        "examples_per_s": round(n / seconds, 2),
+        "tflops_conventional": round(conv / seconds / 1e12, 3),
+        "matmul_fraction_conventional": round(conv / seconds / 1e12 / rate_tflops, 3),
+        "matmul_fraction_executed": round(executed / seconds / 1e12 / rate_tflops, 3),
+        **({"token_budget": stats.get("initial_budget"), "batches": stats.get("batches")} if stats else {}),
+    }
 
 
 def oom_check(model, seqs, device, pad_id: int, ref_logp, args) -> dict:
@@ -347,11 +415,19 @@ def oom_check(model, seqs, device, pad_id: int, ref_logp, args) -> dict:
         agree = float(np.mean(preds == ref_preds))
         clear_agree = float(np.mean(preds[clear] == ref_preds[clear])) if clear.any() else 1.0
         max_diff = float(np.max(np.abs(logp - ref_logp)))
-    return {"how": how, "forced_budget": forced, "oom_retries": stats.get("oom_retries"),
-            "final_budget": stats.get("final_budget"), "batches": stats.get("batches"), "error": error,
-            "seconds": None if seconds is None else round(seconds, 3), "prediction_agreement": agree,
-            "prediction_agreement_clear_margin": clear_agree, "max_abs_logp_diff": max_diff,
-            "works": error is None and (stats.get("oom_retries") or 0) > 0 and clear_agree == 1.0}
+    return {
+        "how": how,
+        "forced_budget": forced,
+        "oom_retries": stats.get("oom_retries"),
+        "final_budget": stats.get("final_budget"),
+        "batches": stats.get("batches"),
+        "error": error,
+        "seconds": None if seconds is None else round(seconds, 3),
+        "prediction_agreement": agree,
+        "prediction_agreement_clear_margin": clear_agree,
+        "max_abs_logp_diff": max_diff,
+        "works": error is None and (stats.get("oom_retries") or 0) > 0 and clear_agree == 1.0,
+    }
 
 
 def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) -> dict:
@@ -373,8 +449,12 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
     tokens = sum(lengths)
     base_seqs = seqs[: args.baseline_n]
     base_tokens = sum(len(s) for s in base_seqs)
-    out = {"examples": len(seqs), "real_tokens": tokens, "mean_length": round(tokens / len(seqs), 1),
-           "n_params": n_params}
+    out = {
+        "examples": len(seqs),
+        "real_tokens": tokens,
+        "mean_length": round(tokens / len(seqs), 1),
+        "n_params": n_params,
+    }
     fits = (not cuda) or 2 * n_params <= BF16_FIT_FRACTION * torch.cuda.get_device_properties(device).total_memory
     out["bf16_fits"] = bool(fits)
     merged_preds = oom = None
@@ -388,19 +468,22 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         merged_logp, merged_preds, secs, stats = timed_score(model, seqs, device, pad_id=pad)
-        out["merged_bf16"] = {**eval_entry(secs, len(seqs), tokens, n_params, head_params, rate_tflops, stats),
-                              "activate_and_merge_s": round(merge_s, 3),
-                              "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2) if cuda else None}
+        out["merged_bf16"] = {
+            **eval_entry(secs, len(seqs), tokens, n_params, head_params, rate_tflops, stats),
+            "activate_and_merge_s": round(merge_s, 3),
+            "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2) if cuda else None,
+        }
         oom = oom_check(model, seqs[: args.oom_n], device, pad, merged_logp[: args.oom_n], args)
         adapters.unmerge()  # the paper-style baseline runs the same weights with the adapter unmerged
         b_logp, b_preds, b_secs = baseline_score(model, base_seqs, device, pad, args.length, 8)
-        out["baseline_hf_padded"] = {**eval_entry(b_secs, len(base_seqs), base_tokens, n_params, head_params,
-                                                  rate_tflops), "model": "bf16 + unmerged LoRA (peft)",
-                                     "pad_to": args.length, "batch_size": 8,
-                                     "prediction_agreement_with_merged": float(
-                                         np.mean(b_preds == merged_preds[: len(base_seqs)])),
-                                     "max_abs_logp_diff_vs_merged": float(
-                                         np.max(np.abs(b_logp - merged_logp[: len(base_seqs)])))}
+        out["baseline_hf_padded"] = {
+            **eval_entry(b_secs, len(base_seqs), base_tokens, n_params, head_params, rate_tflops),
+            "model": "bf16 + unmerged LoRA (peft)",
+            "pad_to": args.length,
+            "batch_size": 8,
+            "prediction_agreement_with_merged": float(np.mean(b_preds == merged_preds[: len(base_seqs)])),
+            "max_abs_logp_diff_vs_merged": float(np.max(np.abs(b_logp - merged_logp[: len(base_seqs)]))),
+        }
         del model, adapters, base
         free_memory()
     else:
@@ -408,15 +491,19 @@ def eval_check(config, device, dtype, args, ckpt_dir: Path, rate_tflops: float) 
     base = random_model(config, device, dtype, nf4=True, seed=args.seed)
     model = Adapters(base, merge=False).activate(ckpt_dir, "trained")
     nf4_logp, nf4_preds, secs, stats = timed_score(model, seqs, device, pad_id=pad)
-    out["unmerged_nf4"] = {**eval_entry(secs, len(seqs), tokens, n_params, head_params, rate_tflops, stats),
-                           "prediction_agreement_with_merged": None if merged_preds is None else float(
-                               np.mean(nf4_preds == merged_preds))}
+    out["unmerged_nf4"] = {
+        **eval_entry(secs, len(seqs), tokens, n_params, head_params, rate_tflops, stats),
+        "prediction_agreement_with_merged": None if merged_preds is None else float(np.mean(nf4_preds == merged_preds)),
+    }
     if not fits:
         oom = oom_check(model, seqs[: args.oom_n], device, pad, nf4_logp[: args.oom_n], args)
         b_logp, b_preds, b_secs = baseline_score(model, base_seqs, device, pad, args.length, 8)
-        out["baseline_hf_padded"] = {**eval_entry(b_secs, len(base_seqs), base_tokens, n_params, head_params,
-                                                  rate_tflops), "model": "nf4 + unmerged LoRA (peft)",
-                                     "pad_to": args.length, "batch_size": 8}
+        out["baseline_hf_padded"] = {
+            **eval_entry(b_secs, len(base_seqs), base_tokens, n_params, head_params, rate_tflops),
+            "model": "nf4 + unmerged LoRA (peft)",
+            "pad_to": args.length,
+            "batch_size": 8,
+        }
     del model, base
     free_memory()
     best = out["merged_bf16"] if fits else out["unmerged_nf4"]
@@ -449,10 +536,14 @@ def verdicts(shapes: dict) -> dict:
 
 
 def print_table(res: dict) -> None:
-    print(f"device: {res['device_name']} | bf16 matmul {res['matmul_tflops_bf16']:.3g} TFLOP/s | "
-          f"torch {res['versions']['torch']} | {'CPU SMOKE (tiny shapes)' if res['cpu_smoke'] else 'full shapes'}")
-    head = (f"{'shape':10s} {'peak GiB':>9s} {'dry-run':>8s} {'err':>6s} {'s/step':>7s} | {'merged ex/s':>11s} "
-            f"{'%mm':>5s} {'nf4 ex/s':>9s} {'base ex/s':>9s} {'x base':>6s} | {'OOM back-off':>14s}")
+    print(
+        f"device: {res['device_name']} | bf16 matmul {res['matmul_tflops_bf16']:.3g} TFLOP/s | "
+        f"torch {res['versions']['torch']} | {'CPU SMOKE (tiny shapes)' if res['cpu_smoke'] else 'full shapes'}"
+    )
+    head = (
+        f"{'shape':10s} {'peak GiB':>9s} {'dry-run':>8s} {'err':>6s} {'s/step':>7s} | {'merged ex/s':>11s} "
+        f"{'%mm':>5s} {'nf4 ex/s':>9s} {'base ex/s':>9s} {'x base':>6s} | {'OOM back-off':>14s}"
+    )
     print(head)
     print("-" * len(head))
 

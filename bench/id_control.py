@@ -41,16 +41,26 @@ def run(cell: dict, reps: int, id_control: str) -> dict:
         d = simulate(cell, size, rng)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [{"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s], "yb": d["series"]["b"][r, s],
-                      "Vx": d["V"]["x"][r, s], "Va": d["V"]["a"][r, s], "Vb": d["V"]["b"][r, s], "t": d["t"]}
-                     for s in range(S)]
+            seeds = [
+                {
+                    "x": d["series"]["x"][r, s],
+                    "ya": d["series"]["a"][r, s],
+                    "yb": d["series"]["b"][r, s],
+                    "Vx": d["V"]["x"][r, s],
+                    "Va": d["V"]["a"][r, s],
+                    "Vb": d["V"]["b"][r, s],
+                    "t": d["t"],
+                }
+                for s in range(S)
+            ]
             res = gp_interval(seeds, id_control=id_control)
             out.append((res["r_hat"], res["ci_low"], res["ci_high"]))
     return summarise(cell, "grid", id_control, *(np.array(c, float) for c in zip(*out)))
 
 
-def curve_seed(rng, n: int, rho: float, id_items: int, ell: float = 0.2, sig: float = 0.3, tau: float = 1.5,
-               items: int = 128) -> dict:
+def curve_seed(
+    rng, n: int, rho: float, id_items: int, ell: float = 0.2, sig: float = 0.3, tau: float = 1.5, items: int = 128
+) -> dict:
     """One seed of the `curve` generator (module notes)."""
     from oodcorr.stats.item_cov import noise_cov
 
@@ -85,21 +95,33 @@ def summarise(cell, generator, id_control, r_hat, lo, hi) -> dict:
     rho = cell["rho"]
     ok = np.isfinite(lo) & np.isfinite(hi)
     cov = float(np.mean((lo[ok] <= rho) & (rho <= hi[ok])))
-    return {"generator": generator, "cell": cell_key(cell), "id_control": id_control, "reps": len(r_hat),
-            "rho": rho, "mean_r_hat": float(np.nanmean(r_hat)), "coverage": cov,
-            "coverage_mc_se": math.sqrt(cov * (1 - cov) / max(ok.sum(), 1)),
-            "excludes_0": float(np.mean((lo[ok] > 0) | (hi[ok] < 0))),
-            "median_width": float(np.median(hi[ok] - lo[ok])), "defined": float(ok.mean())}
+    return {
+        "generator": generator,
+        "cell": cell_key(cell),
+        "id_control": id_control,
+        "reps": len(r_hat),
+        "rho": rho,
+        "mean_r_hat": float(np.nanmean(r_hat)),
+        "coverage": cov,
+        "coverage_mc_se": math.sqrt(cov * (1 - cov) / max(ok.sum(), 1)),
+        "excludes_0": float(np.mean((lo[ok] > 0) | (hi[ok] < 0))),
+        "median_width": float(np.median(hi[ok] - lo[ok])),
+        "defined": float(ok.mean()),
+    }
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| generator | ID control | ID items | rho | mean estimate | coverage | excludes 0 | median width |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| generator | ID control | ID items | rho | mean estimate | coverage | excludes 0 | median width |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         items = r["cell"].split("|")[2][2:]
-        lines.append(f"| {r.get('generator', 'grid')} | {r['id_control']} | {items} | {r['rho']:.1f} | "
-                     f"{r['mean_r_hat']:+.3f} | {r['coverage']:.3f} ± {r['coverage_mc_se']:.3f} | "
-                     f"{r['excludes_0']:.3f} | {r['median_width']:.2f} |")
+        lines.append(
+            f"| {r.get('generator', 'grid')} | {r['id_control']} | {items} | {r['rho']:.1f} | "
+            f"{r['mean_r_hat']:+.3f} | {r['coverage']:.3f} ± {r['coverage_mc_se']:.3f} | "
+            f"{r['excludes_0']:.3f} | {r['median_width']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -108,8 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--generator", choices=("grid", "curve", "both"), default="both")
     ap.add_argument("--markdown", action="store_true", help="print the table from the results file")
-    ap.add_argument("--update-docs", action="store_true",
-                    help="write it between the id_control markers of docs/statistics-reference.md")
+    ap.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="write it between the id_control markers of docs/statistics-reference.md",
+    )
     args = ap.parse_args(argv)
     if args.markdown:
         sys.stdout.write(table(json.loads(OUT.read_text())["rows"]))
@@ -117,8 +142,9 @@ def main(argv=None) -> int:
     if args.update_docs:
         text = DOCS.read_text()
         head, rest = text.split(MARKERS[0], 1)
-        DOCS.write_text(head + MARKERS[0] + table(json.loads(OUT.read_text())["rows"]) + MARKERS[1]
-                        + rest.split(MARKERS[1], 1)[1])
+        DOCS.write_text(
+            head + MARKERS[0] + table(json.loads(OUT.read_text())["rows"]) + MARKERS[1] + rest.split(MARKERS[1], 1)[1]
+        )
         return 0
     rows = []
     t0 = time.time()
@@ -126,8 +152,14 @@ def main(argv=None) -> int:
     for gen in gens:
         for id_items in (128, 512):
             for rho in (0.0, 0.5):
-                cell = {"variant": "base", "dependence": "gp0.2", "id_items": id_items, "seeds": 3,
-                        "checkpoints": 20, "rho": rho}
+                cell = {
+                    "variant": "base",
+                    "dependence": "gp0.2",
+                    "id_items": id_items,
+                    "seeds": 3,
+                    "checkpoints": 20,
+                    "rho": rho,
+                }
                 for control in CONTROLS:
                     rows.append((run if gen == "grid" else run_curve)(cell, args.reps, control))
                     print(json.dumps(rows[-1]), flush=True)

@@ -46,14 +46,24 @@ def run(key: str, reps: int, kernels) -> list[dict]:
         d = simulate(cell, size, rng)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [{"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s], "yb": d["series"]["b"][r, s],
-                      "Vx": d["Vs"]["x"][r, s], "Va": d["Vs"]["a"][r, s], "Vb": d["Vs"]["b"][r, s], "t": d["t"]}
-                     for s in range(S)]
+            seeds = [
+                {
+                    "x": d["series"]["x"][r, s],
+                    "ya": d["series"]["a"][r, s],
+                    "yb": d["series"]["b"][r, s],
+                    "Vx": d["Vs"]["x"][r, s],
+                    "Va": d["Vs"]["a"][r, s],
+                    "Vb": d["Vs"]["b"][r, s],
+                    "t": d["t"],
+                }
+                for s in range(S)
+            ]
             for k in kernels:
                 t0 = time.perf_counter()
                 if k == "exact":
-                    exact = [{**sd, "x": d["truth"]["x"][r, s], "Vx": np.zeros_like(sd["Vx"])}
-                             for s, sd in enumerate(seeds)]
+                    exact = [
+                        {**sd, "x": d["truth"]["x"][r, s], "Vx": np.zeros_like(sd["Vx"])} for s, sd in enumerate(seeds)
+                    ]
                     res = gp_interval(exact, alpha=ALPHA)
                     secs[k] += time.perf_counter() - t0
                     got[k].append((res["r_hat"], res["ci_low"], res["ci_high"], res["rel_a"], res["rel_b"]))
@@ -73,15 +83,25 @@ def summarise(key, cell, kernel, arr, secs) -> dict:
     cov = float(np.mean((lo[ok] <= rho) & (rho <= hi[ok]))) if n else math.nan
     exc = float(np.mean((lo[ok] > 0) | (hi[ok] < 0))) if n else math.nan
     fin = np.isfinite(r_hat)
-    return {"key": key, **cell, "id_kernel": kernel, "replicates": len(arr), "defined": n,
-            "bias": float(np.mean(r_hat[fin]) - rho),
-            "bias_se": float(np.std(r_hat[fin], ddof=1) / math.sqrt(fin.sum())),
-            "coverage": cov, "coverage_se": math.sqrt(cov * (1 - cov) / n) if n else math.nan,
-            "excludes_0": exc, "excludes_0_se": math.sqrt(exc * (1 - exc) / n) if n else math.nan,
-            "median_width": float(np.median(hi[ok] - lo[ok])) if n else math.nan,
-            "seconds": round(secs, 1), "source": source_hash("new"),
-            "r_hat": [round(v, 5) for v in r_hat.tolist()], "ci_low": [round(v, 5) for v in lo.tolist()],
-            "ci_high": [round(v, 5) for v in hi.tolist()]}
+    return {
+        "key": key,
+        **cell,
+        "id_kernel": kernel,
+        "replicates": len(arr),
+        "defined": n,
+        "bias": float(np.mean(r_hat[fin]) - rho),
+        "bias_se": float(np.std(r_hat[fin], ddof=1) / math.sqrt(fin.sum())),
+        "coverage": cov,
+        "coverage_se": math.sqrt(cov * (1 - cov) / n) if n else math.nan,
+        "excludes_0": exc,
+        "excludes_0_se": math.sqrt(exc * (1 - exc) / n) if n else math.nan,
+        "median_width": float(np.median(hi[ok] - lo[ok])) if n else math.nan,
+        "seconds": round(secs, 1),
+        "source": source_hash("new"),
+        "r_hat": [round(v, 5) for v in r_hat.tolist()],
+        "ci_low": [round(v, 5) for v in lo.tolist()],
+        "ci_high": [round(v, 5) for v in hi.tolist()],
+    }
 
 
 def table(path: Path = OUT) -> str:
@@ -92,18 +112,24 @@ def table(path: Path = OUT) -> str:
         old = rows.get((r["key"], r["id_kernel"]))
         if old is None or r["replicates"] >= old["replicates"]:
             rows[(r["key"], r["id_kernel"])] = r
-    lines = ["| cell (seeds × checkpoints) | ID smoother | reps | bias ± MC SE | excludes 0 ± MC SE | coverage ± MC SE "
-             "| median width |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| cell (seeds × checkpoints) | ID smoother | reps | bias ± MC SE | excludes 0 ± MC SE | coverage ± MC SE "
+        "| median width |",
+        "|---|---|---|---|---|---|---|",
+    ]
     order = {k: i for i, k in enumerate(KERNELS)}
     for (key, k), r in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))):
         c = parse_key(key)
-        name = (f"{c['dependence']}{', rough ID' if c['variant'] == 'rough_id' else ''}, {c['id_items']} ID items, "
-                f"{c['seeds']} seeds × {c['checkpoints']}, ρ {c['rho']:g}")
-        lines.append(f"| {name} | {k} | {r['replicates']} | {r['bias']:+.3f} ± {r['bias_se']:.3f} "
-                     f"| {r['excludes_0']:.3f} ± {r['excludes_0_se']:.3f} "
-                     f"| {r['coverage']:.3f} ± {r['coverage_se']:.3f} "
-                     f"| {r['median_width']:.3f} |")
+        name = (
+            f"{c['dependence']}{', rough ID' if c['variant'] == 'rough_id' else ''}, {c['id_items']} ID items, "
+            f"{c['seeds']} seeds × {c['checkpoints']}, ρ {c['rho']:g}"
+        )
+        lines.append(
+            f"| {name} | {k} | {r['replicates']} | {r['bias']:+.3f} ± {r['bias_se']:.3f} "
+            f"| {r['excludes_0']:.3f} ± {r['excludes_0_se']:.3f} "
+            f"| {r['coverage']:.3f} ± {r['coverage_se']:.3f} "
+            f"| {r['median_width']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -129,9 +155,12 @@ def main(argv=None) -> int:
         for row in run(key, args.reps, args.kernels):
             with out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
-            print(f"{key} {row['id_kernel']:8s} bias {row['bias']:+.3f}±{row['bias_se']:.3f} "
-                  f"excl0 {row['excludes_0']:.3f}±{row['excludes_0_se']:.3f} cov {row['coverage']:.3f} "
-                  f"width {row['median_width']:.3f} {row['seconds']}s", flush=True)
+            print(
+                f"{key} {row['id_kernel']:8s} bias {row['bias']:+.3f}±{row['bias_se']:.3f} "
+                f"excl0 {row['excludes_0']:.3f}±{row['excludes_0_se']:.3f} cov {row['coverage']:.3f} "
+                f"width {row['median_width']:.3f} {row['seconds']}s",
+                flush=True,
+            )
     return 0
 
 

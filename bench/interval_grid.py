@@ -120,14 +120,25 @@ RELIABILITY_MIN = 0.5
 VARIANT_NAMES = {"answer_bias": "answer bias", "rough_id": "rough ID"}  # variants beside "base", as tables name them
 ALPHA = 0.05
 TARGET = (0.93, 0.97)
-QUICK = dict(cells=["base|gp0.2|id128|S1|n20|rho0.0", "base|gp0.2|id128|S3|n9|rho0.5",
-                    "base|iid|id512|S1|n9|rho0.8", "answer_bias|gp0.2|id128|S1|n9|rho0.0"], reps=10)
-SOURCES = {"new": ("gp_interval.py", "gp_model.py", "interval.py"), "earlier": ("interval.py",),
-           "even": ("gp_even.py", "gp_interval.py", "gp_model.py", "interval.py")}  # hashed into each row
+QUICK = dict(
+    cells=[
+        "base|gp0.2|id128|S1|n20|rho0.0",
+        "base|gp0.2|id128|S3|n9|rho0.5",
+        "base|iid|id512|S1|n9|rho0.8",
+        "answer_bias|gp0.2|id128|S1|n9|rho0.0",
+    ],
+    reps=10,
+)
+SOURCES = {
+    "new": ("gp_interval.py", "gp_model.py", "interval.py"),
+    "earlier": ("interval.py",),
+    "even": ("gp_even.py", "gp_interval.py", "gp_model.py", "interval.py"),
+}  # hashed into each row
 # (src/oodcorr/analysis/): every module an interval's numbers come from
 
 
 # ----------------------------------------------------------------------------- cells
+
 
 def cell_key(c: dict) -> str:
     return f"{c['variant']}|{c['dependence']}|id{c['id_items']}|S{c['seeds']}|n{c['checkpoints']}|rho{c['rho']:.1f}"
@@ -135,8 +146,14 @@ def cell_key(c: dict) -> str:
 
 def parse_key(key: str) -> dict:
     variant, dep, idi, s, n, rho = key.split("|")
-    return {"variant": variant, "dependence": dep, "id_items": int(idi[2:]), "seeds": int(s[1:]),
-            "checkpoints": int(n[1:]), "rho": float(rho[3:])}
+    return {
+        "variant": variant,
+        "dependence": dep,
+        "id_items": int(idi[2:]),
+        "seeds": int(s[1:]),
+        "checkpoints": int(n[1:]),
+        "rho": float(rho[3:]),
+    }
 
 
 def all_cells() -> list[dict]:
@@ -146,13 +163,15 @@ def all_cells() -> list[dict]:
             for s in SEEDS:
                 for n in CHECKPOINTS:
                     for rho in RHOS:
-                        cells.append(dict(variant="base", dependence=dep, id_items=idi, seeds=s, checkpoints=n,
-                                          rho=rho))
+                        cells.append(
+                            dict(variant="base", dependence=dep, id_items=idi, seeds=s, checkpoints=n, rho=rho)
+                        )
     for s in SEEDS:  # answer bias: gp0.2, 128 ID items
         for n in CHECKPOINTS:
             for rho in RHOS:
-                cells.append(dict(variant="answer_bias", dependence="gp0.2", id_items=128, seeds=s, checkpoints=n,
-                                  rho=rho))
+                cells.append(
+                    dict(variant="answer_bias", dependence="gp0.2", id_items=128, seeds=s, checkpoints=n, rho=rho)
+                )
     for idi in ID_ITEMS:  # 5 seeds: gp0.2 at 40 checkpoints
         for rho in RHOS:
             cells.append(dict(variant="base", dependence="gp0.2", id_items=idi, seeds=5, checkpoints=40, rho=rho))
@@ -175,6 +194,7 @@ def cell_rngs(key: str, reps: int):
 
 # ----------------------------------------------------------------------------- generator
 
+
 def correlation(dependence: str, t: np.ndarray) -> np.ndarray:
     """(n, n) correlation over checkpoints of the residual process (u, v) (module notes)."""
     n = len(t)
@@ -182,7 +202,7 @@ def correlation(dependence: str, t: np.ndarray) -> np.ndarray:
         return np.eye(n)
     if dependence.startswith("gp"):
         ls = float(dependence[2:])
-        return np.exp(-np.subtract.outer(t, t) ** 2 / (2 * ls**2))
+        return np.exp(-(np.subtract.outer(t, t) ** 2) / (2 * ls**2))
     if dependence.startswith("ar"):
         phi = float(dependence[2:])
         return phi ** np.abs(np.subtract.outer(np.arange(n), np.arange(n))).astype(float)
@@ -214,8 +234,16 @@ def balanced_margin(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     return 0.5 * (scores[..., y > 0].mean(-1) + scores[..., y < 0].mean(-1))
 
 
-def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: float = TAU,
-             ood_items: int = OOD_ITEMS, keep_scores: bool = False, items: bool = True) -> dict:
+def simulate(
+    cell: dict,
+    reps: int,
+    rng,
+    signal_sd: float | None = None,
+    tau: float = TAU,
+    ood_items: int = OOD_ITEMS,
+    keep_scores: bool = False,
+    items: bool = True,
+) -> dict:
     """One chunk of a cell: `reps` replicates x cell['seeds'] seeds x n checkpoints.
 
     Returns t (n,), truth {"x", "a", "b"} (reps, S, n) noise-free abilities, series {"x", "a", "b"} (reps, S, n)
@@ -242,8 +270,10 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
         ab = ANSWER_BIAS
         Lb = chol(correlation(f"gp{ab['length_scale']}", t))
         smooth = rng.standard_normal((reps, S, n)) @ Lb.T
-        bias = ab["sd"] * (math.sqrt(ab["smooth_share"]) * smooth
-                           + math.sqrt(1 - ab["smooth_share"]) * rng.standard_normal((reps, S, n)))
+        bias = ab["sd"] * (
+            math.sqrt(ab["smooth_share"]) * smooth
+            + math.sqrt(1 - ab["smooth_share"]) * rng.standard_normal((reps, S, n))
+        )
         gold = ab["gold_yes"]
     out = {"t": t, "truth": truth, "series": {}, "V": {}, "Vs": {}, "labels": {}, "bias": bias}
     if not items:
@@ -269,9 +299,11 @@ def simulate(cell: dict, reps: int, rng, signal_sd: float | None = None, tau: fl
 
 def partial_corr(x, a, b) -> np.ndarray:
     """(...) sample partial correlation of a, b given x (OLS on [1, x]) over the last axis."""
+
     def resid(y):
         xc, yc = x - x.mean(-1, keepdims=True), y - y.mean(-1, keepdims=True)
         return yc - ((xc * yc).sum(-1) / (xc * xc).sum(-1))[..., None] * xc
+
     ea, eb = resid(a), resid(b)
     return (ea * eb).sum(-1) / np.sqrt((ea * ea).sum(-1) * (eb * eb).sum(-1))
 
@@ -285,7 +317,7 @@ def split_half(scores: np.ndarray, y: np.ndarray, x: np.ndarray, rng, splits: in
         for cls in (1.0, -1.0):
             idx = rng.permutation(np.flatnonzero(y == cls))
             h = len(idx) // 2
-            h1.append(idx[:h]), h2.append(idx[h:2 * h])
+            h1.append(idx[:h]), h2.append(idx[h : 2 * h])
         halves = []
         for hs in (h1, h2):
             halves.append(0.5 * (scores[..., hs[0]].mean(-1) + scores[..., hs[1]].mean(-1)))
@@ -295,6 +327,7 @@ def split_half(scores: np.ndarray, y: np.ndarray, x: np.ndarray, rng, splits: in
 
 
 # ----------------------------------------------------------------------------- intervals
+
 
 def new_interval_available() -> bool:
     try:
@@ -315,14 +348,28 @@ def run_new(d: dict, even: bool = False) -> dict:
     out = {k: np.full(R, np.nan) for k in keys}
     out["reason"] = np.full(R, "", dtype=object)
     for r in range(R):
-        seeds = [{"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s], "yb": d["series"]["b"][r, s],
-                  "Vx": d["Vs"]["x"][r, s], "Va": d["Vs"]["a"][r, s], "Vb": d["Vs"]["b"][r, s], "t": d["t"]}
-                 for s in range(S)]
+        seeds = [
+            {
+                "x": d["series"]["x"][r, s],
+                "ya": d["series"]["a"][r, s],
+                "yb": d["series"]["b"][r, s],
+                "Vx": d["Vs"]["x"][r, s],
+                "Va": d["Vs"]["a"][r, s],
+                "Vb": d["Vs"]["b"][r, s],
+                "t": d["t"],
+            }
+            for s in range(S)
+        ]
         res = gp_interval(seeds, alpha=ALPHA)
         if even:
             ev = even_interval(res["terms"], res, alpha=ALPHA, seed=r) if not res["reason"] else {}
-            res = {**res, "r_hat": ev.get("r", math.nan), "ci_low": ev.get("ci_low", math.nan),
-                   "ci_high": ev.get("ci_high", math.nan), "reason": res["reason"] or ev.get("reason", "")}
+            res = {
+                **res,
+                "r_hat": ev.get("r", math.nan),
+                "ci_low": ev.get("ci_low", math.nan),
+                "ci_high": ev.get("ci_high", math.nan),
+                "reason": res["reason"] or ev.get("reason", ""),
+            }
         for k in keys:
             v = res.get(k, math.nan)
             out[k][r] = math.nan if v is None else float(v)
@@ -336,8 +383,7 @@ def run_earlier(d: dict) -> dict:
     from oodcorr.stats.interval import disattenuated_bounds, partial_interval
 
     s, V = d["series"], d["V"]
-    res = partial_interval(s["x"], s["a"], s["b"], V["x"], V["a"], V["b"], alpha=ALPHA,
-                           reliability_min=RELIABILITY_MIN)
+    res = partial_interval(s["x"], s["a"], s["b"], V["x"], V["a"], V["b"], alpha=ALPHA, reliability_min=RELIABILITY_MIN)
     ok = res["reason"] == ""  # (R, S)
     S = ok.shape[1]
     if S == 1:
@@ -362,8 +408,15 @@ def run_earlier(d: dict) -> dict:
         warnings.simplefilter("ignore", RuntimeWarning)
         rel_a = np.nanmean(np.where(np.isfinite(res["rel_a"]), res["rel_a"], np.nan), axis=1)
         rel_b = np.nanmean(np.where(np.isfinite(res["rel_b"]), res["rel_b"], np.nan), axis=1)
-    return {"r_hat": r_hat, "ci_low": lo, "ci_high": hi, "rel_a": rel_a, "rel_b": rel_b, "n_eff": n_eff,
-            "reason": np.asarray(reason, dtype=object)}
+    return {
+        "r_hat": r_hat,
+        "ci_low": lo,
+        "ci_high": hi,
+        "rel_a": rel_a,
+        "rel_b": rel_b,
+        "n_eff": n_eff,
+        "reason": np.asarray(reason, dtype=object),
+    }
 
 
 METHODS = {"new": run_new, "earlier": run_earlier, "even": lambda d: run_new(d, even=True)}
@@ -397,19 +450,24 @@ def stats(f: dict, rho: float) -> dict:
         r = str(r) or "nonfinite"
         reasons[r] = reasons.get(r, 0) + 1
     width = (hi - lo)[ok]
-    out = {"replicates": R, "defined": nd, "defined_share": nd / R,
-           "coverage": cov, "coverage_se": math.sqrt(cov * (1 - cov) / nd) if nd else None,
-           "rejects_zero_defined": float(excl[ok].mean()) if nd else None,
-           "rejects_zero_all": float(excl.mean()),
-           "reliable_share": float(rel_ok.mean()),
-           "defined_share_reliable": float(ok[rel_ok].mean()) if rel_ok.any() else None,
-           "median_width": float(np.median(width)) if nd else None,
-           "zero_width": int((width <= 0).sum()),
-           "median_n_eff": float(np.nanmedian(f["n_eff"][ok])) if nd and np.isfinite(f["n_eff"][ok]).any() else None,
-           "median_r_hat": float(np.nanmedian(f["r_hat"][ok])) if nd else None,
-           "mean_rel_a": float(np.nanmean(f["rel_a"])) if np.isfinite(f["rel_a"]).any() else None,
-           "mean_rel_b": float(np.nanmean(f["rel_b"])) if np.isfinite(f["rel_b"]).any() else None,
-           "undefined_reasons": reasons}
+    out = {
+        "replicates": R,
+        "defined": nd,
+        "defined_share": nd / R,
+        "coverage": cov,
+        "coverage_se": math.sqrt(cov * (1 - cov) / nd) if nd else None,
+        "rejects_zero_defined": float(excl[ok].mean()) if nd else None,
+        "rejects_zero_all": float(excl.mean()),
+        "reliable_share": float(rel_ok.mean()),
+        "defined_share_reliable": float(ok[rel_ok].mean()) if rel_ok.any() else None,
+        "median_width": float(np.median(width)) if nd else None,
+        "zero_width": int((width <= 0).sum()),
+        "median_n_eff": float(np.nanmedian(f["n_eff"][ok])) if nd and np.isfinite(f["n_eff"][ok]).any() else None,
+        "median_r_hat": float(np.nanmedian(f["r_hat"][ok])) if nd else None,
+        "mean_rel_a": float(np.nanmean(f["rel_a"])) if np.isfinite(f["rel_a"]).any() else None,
+        "mean_rel_b": float(np.nanmean(f["rel_b"])) if np.isfinite(f["rel_b"]).any() else None,
+        "undefined_reasons": reasons,
+    }
     out["false_distinguishable"] = out["rejects_zero_defined"] if rho == 0 else None
     out["power"] = out["rejects_zero_all"] if rho != 0 else None
     out["in_target"] = None if cov is None or nd < 30 else bool(TARGET[0] <= cov <= TARGET[1])
@@ -430,8 +488,13 @@ def run_cell(cell: dict, reps: int, methods=("new", "earlier")) -> dict:
             m0 = time.perf_counter()
             cols[m].append(METHODS[m](d))
             secs[m] += time.perf_counter() - m0
-    row = {"key": key, **cell, "replicates": reps, "methods": sorted(methods),
-           "sources": {m: source_hash(m) for m in methods}}
+    row = {
+        "key": key,
+        **cell,
+        "replicates": reps,
+        "methods": sorted(methods),
+        "sources": {m: source_hash(m) for m in methods},
+    }
     for m in methods:
         f = {k: np.concatenate([c[k] for c in cols[m]]) for k in cols[m][0]}
         row[m] = stats(f, cell["rho"])
@@ -442,6 +505,7 @@ def run_cell(cell: dict, reps: int, methods=("new", "earlier")) -> dict:
 
 
 # ----------------------------------------------------------------------------- calibration
+
 
 def calibrate(reps: int = 100, checkpoints=(9, 20, 40), id_items: int = 512) -> list[dict]:
     """Per dependence and checkpoint count: the stratified split-half reliability of the 128-item OOD residual
@@ -463,11 +527,19 @@ def calibrate(reps: int = 100, checkpoints=(9, 20, 40), id_items: int = 512) -> 
             x = s["x"][:, 0]
             sig = _resid_var(x, d["truth"]["a"][:, 0])
             tot = _resid_var(x, s["a"][:, 0])
-            rows.append({"dependence": dep, "checkpoints": n, "id_items": id_items, "signal_sd": SIGNAL_SD[dep],
-                         "tau": TAU,
-                         "split_half": float(np.nanmedian(sh)), "split_half_mean": float(np.nanmean(sh)),
-                         "rel_moment": float(np.nanmedian(res["rel_a"])),
-                         "signal_share": float(np.median(sig / tot))})
+            rows.append(
+                {
+                    "dependence": dep,
+                    "checkpoints": n,
+                    "id_items": id_items,
+                    "signal_sd": SIGNAL_SD[dep],
+                    "tau": TAU,
+                    "split_half": float(np.nanmedian(sh)),
+                    "split_half_mean": float(np.nanmean(sh)),
+                    "rel_moment": float(np.nanmedian(res["rel_a"])),
+                    "signal_share": float(np.median(sig / tot)),
+                }
+            )
     return rows
 
 
@@ -478,6 +550,7 @@ def _resid_var(x, y):
 
 
 # ----------------------------------------------------------------------------- results
+
 
 def read_rows(path: Path) -> dict:
     """{key: row}: per cell and interval the last line that has that interval, so a later `--methods new` run
@@ -507,18 +580,35 @@ def order(rows) -> list[dict]:
 
 def write_summary(jsonl: Path) -> dict:
     rows = order(read_rows(jsonl).values())
-    summary = {"generator": {"tau": TAU, "signal_sd": SIGNAL_SD, "ood_items": OOD_ITEMS, "curve": CURVE,
-                             "beta": BETA, "discrimination_sd": DISCRIMINATION_SD, "answer_bias": ANSWER_BIAS,
-                             "base_seed": BASE_SEED, "chunk": CHUNK},
-               "alpha": ALPHA, "reliability_min": RELIABILITY_MIN, "target": TARGET, "cells": rows}
+    summary = {
+        "generator": {
+            "tau": TAU,
+            "signal_sd": SIGNAL_SD,
+            "ood_items": OOD_ITEMS,
+            "curve": CURVE,
+            "beta": BETA,
+            "discrimination_sd": DISCRIMINATION_SD,
+            "answer_bias": ANSWER_BIAS,
+            "base_seed": BASE_SEED,
+            "chunk": CHUNK,
+        },
+        "alpha": ALPHA,
+        "reliability_min": RELIABILITY_MIN,
+        "target": TARGET,
+        "cells": rows,
+    }
     for m in METHODS:
         got = [r for r in rows if m in r and r[m]["coverage"] is not None and r[m]["defined"] >= 30]
         if got:
-            summary[m] = {"cells": len(got), "in_target": sum(bool(r[m]["in_target"]) for r in got),
-                          "coverage_min": min(r[m]["coverage"] for r in got),
-                          "coverage_max": max(r[m]["coverage"] for r in got),
-                          "max_false_distinguishable": max((r[m]["false_distinguishable"] for r in got
-                                                            if r["rho"] == 0), default=None)}
+            summary[m] = {
+                "cells": len(got),
+                "in_target": sum(bool(r[m]["in_target"]) for r in got),
+                "coverage_min": min(r[m]["coverage"] for r in got),
+                "coverage_max": max(r[m]["coverage"] for r in got),
+                "max_false_distinguishable": max(
+                    (r[m]["false_distinguishable"] for r in got if r["rho"] == 0), default=None
+                ),
+            }
     jsonl.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -532,16 +622,24 @@ def markdown(jsonl: Path = OUT) -> str:
     rows = order(read_rows(jsonl).values())
     if not rows:
         return "(no results yet)\n"
-    reps = "; ".join(f"{m} interval {', '.join(map(str, sorted({r[m]['replicates'] for r in rows if m in r})))}"
-                     for m in METHODS if any(m in r for r in rows))
-    lines = [f"Replicates per cell: {reps}. Coverage among replicates where the interval is "
-             f"defined; false-distinguishable: share of defined intervals excluding 0 at ρ = 0; power: share of all "
-             f"replicates whose interval is defined and excludes 0; defined: min share over ρ (in brackets: among "
-             f"replicates with both estimated reliabilities ≥ 0.5). – : not run.", ""]
+    reps = "; ".join(
+        f"{m} interval {', '.join(map(str, sorted({r[m]['replicates'] for r in rows if m in r})))}"
+        for m in METHODS
+        if any(m in r for r in rows)
+    )
+    lines = [
+        f"Replicates per cell: {reps}. Coverage among replicates where the interval is "
+        f"defined; false-distinguishable: share of defined intervals excluding 0 at ρ = 0; power: share of all "
+        f"replicates whose interval is defined and excludes 0; defined: min share over ρ (in brackets: among "
+        f"replicates with both estimated reliabilities ≥ 0.5). – : not run.",
+        "",
+    ]
     # summary per scenario
-    lines += ["| scenario | cells | new: coverage min–max | new: in 0.93–0.97 | new: max false-distinguishable "
-              "| earlier: coverage min–max | earlier: in 0.93–0.97 | earlier: max false-distinguishable |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| scenario | cells | new: coverage min–max | new: in 0.93–0.97 | new: max false-distinguishable "
+        "| earlier: coverage min–max | earlier: in 0.93–0.97 | earlier: max false-distinguishable |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     groups = {}
     for r in rows:
         groups.setdefault((r["variant"], r["dependence"]), []).append(r)
@@ -554,27 +652,37 @@ def markdown(jsonl: Path = OUT) -> str:
                 continue
             cov = [x["coverage"] for x in got]
             fd = [x["false_distinguishable"] for x in got if x["false_distinguishable"] is not None]
-            cells += [f"{min(cov):.3f}–{max(cov):.3f}", f"{sum(bool(x['in_target']) for x in got)} / {len(got)}",
-                      _f(max(fd)) if fd else "–"]
+            cells += [
+                f"{min(cov):.3f}–{max(cov):.3f}",
+                f"{sum(bool(x['in_target']) for x in got)} / {len(got)}",
+                _f(max(fd)) if fd else "–",
+            ]
         name = dep if variant == "base" else f"{dep}, {VARIANT_NAMES[variant]}"
         lines.append(f"| {name} | {len(g)} | " + " | ".join(cells) + " |")
-    lines += ["", "| scenario | ID items | seeds | checkpoints | coverage ρ=0 / 0.5 / 0.8 | false distinguishable "
-              "| power ρ=0.5 / 0.8 | defined | median width (ρ=0) | median n_eff (ρ=0) "
-              "| earlier: coverage ρ=0 / 0.5 / 0.8 | earlier: false distinguishable | earlier: defined |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| scenario | ID items | seeds | checkpoints | coverage ρ=0 / 0.5 / 0.8 | false distinguishable "
+        "| power ρ=0.5 / 0.8 | defined | median width (ρ=0) | median n_eff (ρ=0) "
+        "| earlier: coverage ρ=0 / 0.5 / 0.8 | earlier: false distinguishable | earlier: defined |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     designs = {}
     for r in rows:
         design = (r["variant"], r["dependence"], r["id_items"], r["seeds"], r["checkpoints"])
         designs.setdefault(design, {})[r["rho"]] = r
     for (variant, dep, idi, s, n), by in designs.items():
+
         def get(m, rho, k):
             r = by.get(rho)
             return None if r is None or m not in r else r[m][k]
 
         def dshare(m):
             sh = [by[rho][m]["defined_share"] for rho in by if m in by[rho]]
-            rl = [by[rho][m]["defined_share_reliable"] for rho in by if m in by[rho]
-                  and by[rho][m]["defined_share_reliable"] is not None]
+            rl = [
+                by[rho][m]["defined_share_reliable"]
+                for rho in by
+                if m in by[rho] and by[rho][m]["defined_share_reliable"] is not None
+            ]
             if not sh:
                 return "–"
             return f"{min(sh):.2f}" + (f" ({min(rl):.2f})" if rl else "")
@@ -583,10 +691,12 @@ def markdown(jsonl: Path = OUT) -> str:
         cov = " / ".join(_f(get("new", rho, "coverage")) for rho in RHOS)
         pw = " / ".join(_f(get("new", rho, "power")) for rho in RHOS[1:])
         old = " / ".join(_f(get("earlier", rho, "coverage")) for rho in RHOS)
-        lines.append(f"| {name} | {idi} | {s} | {n} | {cov} | {_f(get('new', 0.0, 'false_distinguishable'))} | {pw} "
-                     f"| {dshare('new')} | {_f(get('new', 0.0, 'median_width'))} "
-                     f"| {_f(get('new', 0.0, 'median_n_eff'), '{:.1f}')} | {old} "
-                     f"| {_f(get('earlier', 0.0, 'false_distinguishable'))} | {dshare('earlier')} |")
+        lines.append(
+            f"| {name} | {idi} | {s} | {n} | {cov} | {_f(get('new', 0.0, 'false_distinguishable'))} | {pw} "
+            f"| {dshare('new')} | {_f(get('new', 0.0, 'median_width'))} "
+            f"| {_f(get('new', 0.0, 'median_n_eff'), '{:.1f}')} | {old} "
+            f"| {_f(get('earlier', 0.0, 'false_distinguishable'))} | {dshare('earlier')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -603,6 +713,7 @@ def update_docs(jsonl: Path = OUT, docs: Path = DOCS) -> None:
 
 
 # ----------------------------------------------------------------------------- CLI
+
 
 def select(args) -> list[dict]:
     cells = all_cells()
@@ -649,20 +760,32 @@ def main(argv=None) -> int:
     ap.add_argument("--rho", nargs="*", type=float)
     ap.add_argument("--variant", nargs="*", choices=("base", *VARIANT_NAMES))
     ap.add_argument("--cells", nargs="*", help="glob patterns on cell keys, e.g. 'base|gp0.2|id128|S1|n40|*'")
-    ap.add_argument("--methods", default=None,
-                    help="comma-separated intervals: new,earlier,even (default: new and earlier; earlier only when "
-                         "oodcorr.stats.gp_interval is not importable)")
+    ap.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated intervals: new,earlier,even (default: new and earlier; earlier only when "
+        "oodcorr.stats.gp_interval is not importable)",
+    )
     ap.add_argument("--quick", action="store_true", help="a CI-sized subset (4 cells, 10 replicates)")
-    ap.add_argument("--resume", action="store_true",
-                    help="skip cells already in the results file (same replicates, intervals and interval sources); "
-                         "without it the selected cells are recomputed; lines are always appended, the last wins")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip cells already in the results file (same replicates, intervals and interval sources); "
+        "without it the selected cells are recomputed; lines are always appended, the last wins",
+    )
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default=None, help=f"results .jsonl (default {OUT}; --quick: {QUICK_OUT})")
     ap.add_argument("--markdown", action="store_true", help="print the docs tables from the results file")
-    ap.add_argument("--update-docs", action="store_true",
-                    help="write those tables between the interval_grid markers of docs/statistics-reference.md")
-    ap.add_argument("--calibrate", action="store_true",
-                    help="print the reliabilities of a 128-item OOD testset (--id-items, --checkpoints, --reps)")
+    ap.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="write those tables between the interval_grid markers of docs/statistics-reference.md",
+    )
+    ap.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="print the reliabilities of a 128-item OOD testset (--id-items, --checkpoints, --reps)",
+    )
     ap.add_argument("--list", action="store_true", help="list the selected cells and exit")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else (QUICK_OUT if args.quick else OUT)
@@ -673,8 +796,7 @@ def main(argv=None) -> int:
         update_docs(out)
         return 0
     if args.calibrate:
-        for r in calibrate(args.reps or 100, tuple(args.checkpoints or CHECKPOINTS),
-                           (args.id_items or [512])[0]):
+        for r in calibrate(args.reps or 100, tuple(args.checkpoints or CHECKPOINTS), (args.id_items or [512])[0]):
             print(json.dumps(r))
         return 0
     cells = select(args)
@@ -691,20 +813,23 @@ def main(argv=None) -> int:
     else:
         methods = ("new", "earlier") if new_interval_available() else ("earlier",)
         if "new" not in methods:
-            print("note: oodcorr.stats.gp_interval not importable; running the earlier interval only",
-                  file=sys.stderr)
+            print("note: oodcorr.stats.gp_interval not importable; running the earlier interval only", file=sys.stderr)
     reps = args.reps or (QUICK["reps"] if args.quick else 200)
     done = read_rows(out) if args.resume else {}
     hashes = {m: source_hash(m) for m in methods}
 
     def finished(c):
         row = done.get(cell_key(c))
-        return row is not None and all(m in row and row[m]["replicates"] == reps
-                                       and row.get("sources", {}).get(m) == h for m, h in hashes.items())
+        return row is not None and all(
+            m in row and row[m]["replicates"] == reps and row.get("sources", {}).get(m) == h for m, h in hashes.items()
+        )
 
     jobs = [(c, reps, methods) for c in cells if not finished(c)]
-    print(f"{len(jobs)} cells to run ({len(cells) - len(jobs)} already done), {reps} replicates, "
-          f"intervals: {', '.join(methods)} -> {out}", file=sys.stderr)
+    print(
+        f"{len(jobs)} cells to run ({len(cells) - len(jobs)} already done), {reps} replicates, "
+        f"intervals: {', '.join(methods)} -> {out}",
+        file=sys.stderr,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
 
@@ -716,8 +841,10 @@ def main(argv=None) -> int:
         parts = []
         for m in methods:
             s = row[m]
-            parts.append(f"{m}: cov {_f(s['coverage'])}±{_f(s['coverage_se'])} excl0 {_f(s['rejects_zero_defined'])}"
-                         f" def {s['defined_share']:.2f} n_eff {_f(s['median_n_eff'], '{:.1f}')}")
+            parts.append(
+                f"{m}: cov {_f(s['coverage'])}±{_f(s['coverage_se'])} excl0 {_f(s['rejects_zero_defined'])}"
+                f" def {s['defined_share']:.2f} n_eff {_f(s['median_n_eff'], '{:.1f}')}"
+            )
         print(f"{row['key']:40s} {row['seconds']:6.1f}s  " + "  |  ".join(parts), flush=True)
 
     if args.workers > 1 and len(jobs) > 1:
@@ -730,8 +857,11 @@ def main(argv=None) -> int:
         for job in jobs:
             record(_work(job))
     summary = write_summary(out)
-    print(f"done in {time.perf_counter() - t0:.1f}s; {len(summary['cells'])} cells in {out} "
-          f"(summary {out.with_suffix('.json')})", file=sys.stderr)
+    print(
+        f"done in {time.perf_counter() - t0:.1f}s; {len(summary['cells'])} cells in {out} "
+        f"(summary {out.with_suffix('.json')})",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -73,10 +73,17 @@ def _pivot_moments(A):
         r = c / np.sqrt(va * vb)
         g1, g2, g3 = 1 / ((1 - r**2) * np.sqrt(va * vb)), -r / (2 * va * (1 - r**2)), -r / (2 * vb * (1 - r**2))
         u2, u3 = na / (2 * va * (va - na)), nb / (2 * vb * (vb - nb))
-        gu = (g2 * u2 * var_a + g3 * u3 * var_b + g1 * u2 * cov_ca + g1 * u3 * cov_cb + (g2 * u3 + g3 * u2) * cov_ab)
+        gu = g2 * u2 * var_a + g3 * u3 * var_b + g1 * u2 * cov_ca + g1 * u3 * cov_cb + (g2 * u3 + g3 * u2) * cov_ab
         uu = u2**2 * var_a + u3**2 * var_b + 2 * u2 * u3 * cov_ab
-        bias = np.clip(-0.25 * (na * (2 * va - na) / (va**2 * (va - na) ** 2) * var_a
-                                + nb * (2 * vb - nb) / (vb**2 * (vb - nb) ** 2) * var_b), -5, 0)
+        bias = np.clip(
+            -0.25
+            * (
+                na * (2 * va - na) / (va**2 * (va - na) ** 2) * var_a
+                + nb * (2 * vb - nb) / (vb**2 * (vb - nb) ** 2) * var_b
+            ),
+            -5,
+            0,
+        )
         A_eff = np.fmin(A * np.exp(-bias), 1.0)
     return gu, uu, A_eff
 
@@ -99,8 +106,10 @@ def pivot_bounds(r_att, A, se_z, alpha: float = 0.05):
 
         def ends(acc):
             any_ = acc.any(-1)
-            return (np.where(any_, RHO[acc.argmax(-1)], np.nan),
-                    np.where(any_, RHO[len(RHO) - 1 - acc[..., ::-1].argmax(-1)], np.nan))
+            return (
+                np.where(any_, RHO[acc.argmax(-1)], np.nan),
+                np.where(any_, RHO[len(RHO) - 1 - acc[..., ::-1].argmax(-1)], np.nan),
+            )
 
         lo2, hi2 = ends(np.abs(t) <= z2)
         one_lo, _ = ends(t <= z1)
@@ -134,8 +143,14 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
 
     rng = np.random.default_rng(seed)
     out = []
-    for n, rho, phi, noise in ((40, 0.8, 0.0, 0.3), (40, 0.0, 0.8, 0.4), (40, 0.8, 0.8, 0.4), (20, 0.8, 0.8, 0.4),
-                               (63, 0.8, 0.8, 0.4), (9, 0.8, 0.8, 0.4)):
+    for n, rho, phi, noise in (
+        (40, 0.8, 0.0, 0.3),
+        (40, 0.0, 0.8, 0.4),
+        (40, 0.8, 0.8, 0.4),
+        (20, 0.8, 0.8, 0.4),
+        (63, 0.8, 0.8, 0.4),
+        (9, 0.8, 0.8, 0.4),
+    ):
         D = _ar1_pair(reps, n, rho, phi, rng)
         M = I.residual_maker(1 - np.exp(-4 * np.linspace(0, 1, n)))
         ea, eb = ((D[..., j] + math.sqrt(noise) * rng.standard_normal((reps, n))) @ M for j in (0, 1))
@@ -158,8 +173,14 @@ def small_sample_check(reps: int = 20000, seed: int = 0) -> list[dict]:
     return out
 
 
-DIAGNOSED_CELLS = (("smooth", 40, 64, 0.8), ("smooth", 40, 64, 0.0), ("smooth", 40, 350, 0.8), ("smooth", 40, 350, 0.0),
-                   ("independent", 9, 128, 0.8), ("independent", 40, 350, 0.8))
+DIAGNOSED_CELLS = (
+    ("smooth", 40, 64, 0.8),
+    ("smooth", 40, 64, 0.0),
+    ("smooth", 40, 350, 0.8),
+    ("smooth", 40, 350, 0.0),
+    ("independent", 9, 128, 0.8),
+    ("independent", 40, 350, 0.8),
+)
 
 
 def cell_diagnosis(reps: int = 1000) -> list[dict]:
@@ -240,15 +261,19 @@ def judge(cells: list) -> dict:
     """Band counts, and the cells outside it (or above 5 % false-distinguishable) by > 2 Monte Carlo SE."""
     cells = [c for c in cells if c["in_target"] is not None]
     se = [math.sqrt(0.95 * 0.05 / c["defined"]) for c in cells]
-    return {"cells": len(cells), "in_band": sum(c["in_target"] for c in cells),
-            "above": sum(c["coverage"] > ns.TARGET[1] for c in cells),
-            "below": sum(c["coverage"] < ns.TARGET[0] for c in cells),
-            "below_by_2se": sum(c["coverage"] < ns.TARGET[0] - 2 * s for c, s in zip(cells, se)),
-            "above_by_2se": sum(c["coverage"] > ns.TARGET[1] + 2 * s for c, s in zip(cells, se)),
-            "false_distinguishable_over_5pct_by_2se": sum(c["rho"] == 0 and c["rejects_zero"] > 0.05 + 2 * s
-                                                          for c, s in zip(cells, se)),
-            "lowest": min((c["coverage"] for c in cells), default=None),
-            "highest": max((c["coverage"] for c in cells), default=None)}
+    return {
+        "cells": len(cells),
+        "in_band": sum(c["in_target"] for c in cells),
+        "above": sum(c["coverage"] > ns.TARGET[1] for c in cells),
+        "below": sum(c["coverage"] < ns.TARGET[0] for c in cells),
+        "below_by_2se": sum(c["coverage"] < ns.TARGET[0] - 2 * s for c, s in zip(cells, se)),
+        "above_by_2se": sum(c["coverage"] > ns.TARGET[1] + 2 * s for c, s in zip(cells, se)),
+        "false_distinguishable_over_5pct_by_2se": sum(
+            c["rho"] == 0 and c["rejects_zero"] > 0.05 + 2 * s for c, s in zip(cells, se)
+        ),
+        "lowest": min((c["coverage"] for c in cells), default=None),
+        "highest": max((c["coverage"] for c in cells), default=None),
+    }
 
 
 def main():
@@ -256,10 +281,16 @@ def main():
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--variant", choices=list(VARIANTS), default="pivot")
     ap.add_argument("--scenarios", nargs="*", choices=list(ns.SCENARIOS), default=None)
-    ap.add_argument("--baseline", default=str(Path(__file__).parent / "results" / "noise_simulation.json"),
-                    help="the current interval's grid (bench/noise_simulation.py --reps 1000)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "interval_variants.json"),
-                    help="updated in place: the other variants' entries are kept")
+    ap.add_argument(
+        "--baseline",
+        default=str(Path(__file__).parent / "results" / "noise_simulation.json"),
+        help="the current interval's grid (bench/noise_simulation.py --reps 1000)",
+    )
+    ap.add_argument(
+        "--out",
+        default=str(Path(__file__).parent / "results" / "interval_variants.json"),
+        help="updated in place: the other variants' entries are kept",
+    )
     ap.add_argument("--checks-only", action="store_true", help="recompute the two checks, no grid")
     args = ap.parse_args()
     out = Path(args.out)
@@ -276,12 +307,20 @@ def main():
     base = json.loads(Path(args.baseline).read_text())["interval_grid"]
     keys = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]) for c in grid["cells"]}
     name = f"{args.variant}_variant"
-    result.update({"reps": args.reps, f"{name}_seconds": grid["seconds"],
-                   "current": judge([c for c in base["cells"]
-                                     if (c["scenario"], c["checkpoints"], c["items"], c["rho"]) in keys]),
-                   name: judge(grid["cells"]),
-                   f"{name}_cells": [{k: c[k] for k in ("scenario", "checkpoints", "items", "rho", "coverage",
-                                                       "rejects_zero", "defined")} for c in grid["cells"]]})
+    result.update(
+        {
+            "reps": args.reps,
+            f"{name}_seconds": grid["seconds"],
+            "current": judge(
+                [c for c in base["cells"] if (c["scenario"], c["checkpoints"], c["items"], c["rho"]) in keys]
+            ),
+            name: judge(grid["cells"]),
+            f"{name}_cells": [
+                {k: c[k] for k in ("scenario", "checkpoints", "items", "rho", "coverage", "rejects_zero", "defined")}
+                for c in grid["cells"]
+            ],
+        }
+    )
     if "small_sample_check" not in result:
         result["small_sample_check"] = small_sample_check()
     if "cell_diagnosis" not in result:

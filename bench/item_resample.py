@@ -95,11 +95,23 @@ def analyse(draw: Path, runs: list[str], a: str, b: str) -> dict:
     analyse_saved(draw, runs, out)
     query = f"method == 'linear' and testset_a == '{a}' and testset_b == '{b}'"
     pooled = pd.read_csv(out / "pooled_seeds.csv").query(query)
-    res = {r.model: [float(r.r_disattenuated), float(r.ci2_low), float(r.ci2_high), float(r.rel_a), float(r.rel_b),
-                     float(r.n_eff), float(r.ci2_ell)] for r in pooled.itertuples(index=False)}
+    res = {
+        r.model: [
+            float(r.r_disattenuated),
+            float(r.ci2_low),
+            float(r.ci2_high),
+            float(r.rel_a),
+            float(r.rel_b),
+            float(r.n_eff),
+            float(r.ci2_ell),
+        ]
+        for r in pooled.itertuples(index=False)
+    }
     seeds = pd.read_csv(out / "partial_correlations.csv").query(query)
-    res["per_seed"] = {f"{r.model}/{int(r.seed)}": [float(r.r_disattenuated), float(r.ci2_low), float(r.ci2_high)]
-                       for r in seeds.itertuples(index=False)}
+    res["per_seed"] = {
+        f"{r.model}/{int(r.seed)}": [float(r.r_disattenuated), float(r.ci2_low), float(r.ci2_high)]
+        for r in seeds.itertuples(index=False)
+    }
     return res
 
 
@@ -112,11 +124,20 @@ def draw_rows(result: dict, model: str, reliability_min: float = 0.5) -> dict:
     holds = (lo <= ref) & (ref <= hi)
     gate = (rows[:, 3] >= reliability_min) & (rows[:, 4] >= reliability_min)
     sig = gate & ((lo > 0) | (hi < 0))
-    return {"holds": float(holds.mean()), "se": float(np.sqrt(holds.mean() * (1 - holds.mean()) / len(rows))),
-            "above": int((lo > ref).sum()), "below": int((hi < ref).sum()), "draws": len(rows),
-            "gate": int(gate.sum()), "sig": int(sig.sum()), "positive": int((sig & (r > 0)).sum()),
-            "median": float(np.median(r)), "min": float(r.min()), "max": float(r.max()),
-            "width": float(np.median(hi - lo))}
+    return {
+        "holds": float(holds.mean()),
+        "se": float(np.sqrt(holds.mean() * (1 - holds.mean()) / len(rows))),
+        "above": int((lo > ref).sum()),
+        "below": int((hi < ref).sum()),
+        "draws": len(rows),
+        "gate": int(gate.sum()),
+        "sig": int(sig.sum()),
+        "positive": int((sig & (r > 0)).sum()),
+        "median": float(np.median(r)),
+        "min": float(r.min()),
+        "max": float(r.max()),
+        "width": float(np.median(hi - lo)),
+    }
 
 
 def markdown(paths=TABLED) -> str:
@@ -129,9 +150,11 @@ def markdown(paths=TABLED) -> str:
         sizes = ", ".join(f"{TESTSET[t]} {res['sizes'].get(t, 512)}" for t in TESTSET)
         for model in res["summary"]:
             s = draw_rows(res, model)
-            lines.append(f"| {sizes} | {FAMILY[model]} | {s['holds']:.2f} ± {s['se']:.2f} ({s['above']} above, "
-                         f"{s['below']} below) | {s['gate']} of {s['draws']} | {s['sig']} / {s['positive']} | "
-                         f"{f(s['median'])} ({f(s['min'])} to {f(s['max'])}) | {s['width']:.2f} |")
+            lines.append(
+                f"| {sizes} | {FAMILY[model]} | {s['holds']:.2f} ± {s['se']:.2f} ({s['above']} above, "
+                f"{s['below']} below) | {s['gate']} of {s['draws']} | {s['sig']} / {s['positive']} | "
+                f"{f(s['median'])} ({f(s['min'])} to {f(s['max'])}) | {s['width']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -139,8 +162,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--study", default="twofamily")
     ap.add_argument("--pair", nargs=2, default=["scitail_real", "snli_real"])
-    ap.add_argument("--sizes", default="mnli_real=128,scitail_real=256,snli_real=256",
-                    help="testset=items per draw (the others keep all their items)")
+    ap.add_argument(
+        "--sizes",
+        default="mnli_real=128,scitail_real=256,snli_real=256",
+        help="testset=items per draw (the others keep all their items)",
+    )
     ap.add_argument("--draws", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
@@ -169,9 +195,16 @@ def main():
             d = tmp / f"d{i}"
             draws.append(analyse(write_draw(study, params, runs, keep, d), runs, *args.pair))
             shutil.rmtree(d)
-            print(f"draw {i + 1}/{args.draws}: " + ", ".join(
-                f"{m} {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}] rel {v[3]:.2f}/{v[4]:.2f} n_eff {v[5]:.0f} ell {v[6]:.2f}"
-                for m, v in draws[-1].items() if m != "per_seed"), flush=True)
+            print(
+                f"draw {i + 1}/{args.draws}: "
+                + ", ".join(
+                    f"{m} {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}] rel {v[3]:.2f}/{v[4]:.2f} "
+                    f"n_eff {v[5]:.0f} ell {v[6]:.2f}"
+                    for m, v in draws[-1].items()
+                    if m != "per_seed"
+                ),
+                flush=True,
+            )
     summary = {}
     for model, (r, lo, hi, ra, rb, neff, ell) in ((m, v) for m, v in ref.items() if m != "per_seed"):
         rows = np.array([d[model] for d in draws if model in d], float)
@@ -179,28 +212,40 @@ def main():
         holds = (rows[ok, 1] <= r) & (r <= rows[ok, 2])
         summary[model] = {
             "reference": {"r": r, "ci_low": lo, "ci_high": hi, "rel_a": ra, "rel_b": rb, "n_eff": neff, "ell": ell},
-            "draws": int(len(rows)), "defined": int(ok.sum()),
+            "draws": int(len(rows)),
+            "defined": int(ok.sum()),
             "holds": float(holds.mean()) if ok.any() else None,
             "holds_se": float(np.sqrt(holds.mean() * (1 - holds.mean()) / ok.sum())) if ok.any() else None,
             "excludes_zero": float(((rows[ok, 1] > 0) | (rows[ok, 2] < 0)).mean()) if ok.any() else None,
             "median_width": float(np.median(rows[ok, 2] - rows[ok, 1])) if ok.any() else None,
             "r_sd": float(np.std(np.arctanh(np.clip(rows[ok, 0], -0.999, 0.999)), ddof=1)) if ok.sum() > 1 else None,
             "median_rel": [float(np.median(rows[:, 3])), float(np.median(rows[:, 4]))],
-            "median_n_eff": float(np.median(rows[:, 5])), "median_ell": float(np.nanmedian(rows[:, 6])),
+            "median_n_eff": float(np.median(rows[:, 5])),
+            "median_ell": float(np.nanmedian(rows[:, 6])),
         }
-    out = {"study": args.study, "pair": args.pair, "sizes": sizes, "draws": args.draws, "seed": args.seed,
-           "seconds": round(time.time() - t0, 1), "summary": summary,
-           "reference_per_seed": ref["per_seed"], "per_seed_median_r": {
-               k: float(np.median([d["per_seed"][k][0] for d in draws if k in d["per_seed"]]))
-               for k in ref["per_seed"]},
-           "per_draw": draws}
+    out = {
+        "study": args.study,
+        "pair": args.pair,
+        "sizes": sizes,
+        "draws": args.draws,
+        "seed": args.seed,
+        "seconds": round(time.time() - t0, 1),
+        "summary": summary,
+        "reference_per_seed": ref["per_seed"],
+        "per_seed_median_r": {
+            k: float(np.median([d["per_seed"][k][0] for d in draws if k in d["per_seed"]])) for k in ref["per_seed"]
+        },
+        "per_draw": draws,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     for model, s in summary.items():
         ref_ = s["reference"]
-        print(f"{model}: all items {ref_['r']:+.2f} [{ref_['ci_low']:+.2f}, {ref_['ci_high']:+.2f}]; draws at "
-              f"{sizes}: interval holds in {s['holds']:.2f} ± {s['holds_se']:.2f} of {s['defined']} defined, "
-              f"excludes 0 in {s['excludes_zero']:.2f}, median width {s['median_width']:.2f}")
+        print(
+            f"{model}: all items {ref_['r']:+.2f} [{ref_['ci_low']:+.2f}, {ref_['ci_high']:+.2f}]; draws at "
+            f"{sizes}: interval holds in {s['holds']:.2f} ± {s['holds_se']:.2f} of {s['defined']} defined, "
+            f"excludes 0 in {s['excludes_zero']:.2f}, median width {s['median_width']:.2f}"
+        )
     print(f"wrote {args.out}")
 
 

@@ -69,7 +69,7 @@ def running_stage(pgid: int) -> str | None:
             continue
         words = [Path(a.decode(errors="replace")).name for a in argv if a]
         if "oodcorr" in words:
-            rest = words[words.index("oodcorr") + 1:]
+            rest = words[words.index("oodcorr") + 1 :]
             for stage in STAGES:
                 if stage in rest[:2]:
                     return stage
@@ -81,8 +81,14 @@ def repro(root: Path, target: str | None = None, stage_s: dict | None = None, rn
 
     -> (returncode, or None if killed; seconds; stage seen at the kill; seconds each stage was seen running)."""
     t0 = time.time()
-    proc = subprocess.Popen(["dvc", "repro", "-q"], cwd=root, env=env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        ["dvc", "repro", "-q"],
+        cwd=root,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     seen = {s: 0.0 for s in STAGES}
     kill_at, last = None, time.time()
     while proc.poll() is None:
@@ -120,7 +126,7 @@ def stage_now(root: Path, runs: list[str]) -> str:
 def outputs(root: Path, runs: list[str]) -> dict[str, bytes | None]:
     out = {}
     for pattern in COMPARED:
-        for rel in ([pattern.format(run=r) for r in runs] if "{run}" in pattern else [pattern]):
+        for rel in [pattern.format(run=r) for r in runs] if "{run}" in pattern else [pattern]:
             f = root / rel
             out[rel] = f.read_bytes() if f.exists() else None
     return out
@@ -133,13 +139,17 @@ def mlflow_counts(root: Path, runs: list[str]) -> dict:
     exp = client.get_experiment_by_name("oodcorr/tiny")
     found = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
     train = [r for r in found if r.data.tags.get("oodcorr.kind") == "train"]
-    return {"train_runs": len(train), "expected_train_runs": len(runs),
-            "duplicate_train_runs": len(train) - len({r.data.tags.get("oodcorr.run_key") for r in train}),
-            "running": sum(r.info.status == "RUNNING" for r in found if r.data.tags.get("oodcorr.kind") == "train"),
-            "running_any_kind": sum(r.info.status == "RUNNING" for r in found),
-            "train_metric_steps_ok": all(
-                sorted(m.step for m in client.get_metric_history(r.info.run_id, "train/loss")) == list(range(1, 9))
-                for r in train)}
+    return {
+        "train_runs": len(train),
+        "expected_train_runs": len(runs),
+        "duplicate_train_runs": len(train) - len({r.data.tags.get("oodcorr.run_key") for r in train}),
+        "running": sum(r.info.status == "RUNNING" for r in found if r.data.tags.get("oodcorr.kind") == "train"),
+        "running_any_kind": sum(r.info.status == "RUNNING" for r in found),
+        "train_metric_steps_ok": all(
+            sorted(m.step for m in client.get_metric_history(r.info.run_id, "train/loss")) == list(range(1, 9))
+            for r in train
+        ),
+    }
 
 
 def temps(root: Path) -> list[str]:
@@ -149,8 +159,11 @@ def temps(root: Path) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--studies", type=int, default=2)
-    ap.add_argument("--plan", default="prepare=3,train=5,evaluate=4,analyze=3",
-                    help="kills per stage in each study, in pipeline order")
+    ap.add_argument(
+        "--plan",
+        default="prepare=3,train=5,evaluate=4,analyze=3",
+        help="kills per stage in each study, in pipeline order",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     plan = [st for part in args.plan.split(",") for st in [part.split("=")[0]] * int(part.split("=")[1])]
@@ -163,8 +176,10 @@ def main() -> None:
     code, t_ref, _, stage_s = repro(ref)
     assert code == 0, "reference run failed"
     want = outputs(ref, runs)
-    print(f"reference: {t_ref:.0f} s; seconds per stage: {json.dumps({k: round(v, 1) for k, v in stage_s.items()})}",
-          flush=True)
+    print(
+        f"reference: {t_ref:.0f} s; seconds per stage: {json.dumps({k: round(v, 1) for k, v in stage_s.items()})}",
+        flush=True,
+    )
     studies = []
     for i in range(args.studies):
         root = make_project(work / f"s{i}", p)
@@ -173,8 +188,14 @@ def main() -> None:
             code, took, at, _ = repro(root, target, stage_s, rng)
             attempts += 1
             if code is None:
-                kills.append({"target": target, "after_s": round(took, 1), "stage_at_kill": at,
-                              "outputs_state": stage_now(root, runs)})
+                kills.append(
+                    {
+                        "target": target,
+                        "after_s": round(took, 1),
+                        "stage_at_kill": at,
+                        "outputs_state": stage_now(root, runs),
+                    }
+                )
             elif code != 0:
                 kills.append({"target": target, "error_exit": code})
                 break
@@ -185,11 +206,21 @@ def main() -> None:
         kills_sent = [k for k in kills if "after_s" in k]
         got = outputs(root, runs)
         differing = sorted(k for k in want if want[k] != got[k])
-        studies.append({"study": i, "kills": len(kills_sent), "attempts": attempts, "completed": code == 0,
-                        "identical": not differing, "differing": differing,
-                        "error_exits": sum("error_exit" in k for k in kills),
-                        "kill_stages": {s: sum(k.get("stage_at_kill") == s for k in kills_sent) for s in STAGES},
-                        "leftover_temps": temps(root), **mlflow_counts(root, runs), "kill_log": kills})
+        studies.append(
+            {
+                "study": i,
+                "kills": len(kills_sent),
+                "attempts": attempts,
+                "completed": code == 0,
+                "identical": not differing,
+                "differing": differing,
+                "error_exits": sum("error_exit" in k for k in kills),
+                "kill_stages": {s: sum(k.get("stage_at_kill") == s for k in kills_sent) for s in STAGES},
+                "leftover_temps": temps(root),
+                **mlflow_counts(root, runs),
+                "kill_log": kills,
+            }
+        )
         print(json.dumps({k: v for k, v in studies[-1].items() if k != "kill_log"}), flush=True)
         write(studies, t_ref, stage_s, t0)
 

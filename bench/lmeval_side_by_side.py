@@ -45,6 +45,7 @@ from eval_throughput import load_testsets, make_project  # noqa: E402  (same dat
 
 # ---------------------------------------------------------------- lm-evaluation-harness side
 
+
 def write_lmeval_tasks(task_dir: Path, sets: dict, prompter) -> dict[str, str]:
     """One multiple_choice task per testset: context = oodcorr's prompt, choices = oodcorr's verbaliser."""
     import yaml
@@ -57,26 +58,75 @@ def write_lmeval_tasks(task_dir: Path, sets: dict, prompter) -> dict[str, str]:
         data = task_dir / f"{name}.jsonl"
         with open(data, "w") as f:
             for r in rows:
-                f.write(json.dumps({"id": r["id"], "text": prompter.format(r["premise"], r["hypothesis"]),
-                                    "gold": LABELS.index(r["label"])}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "id": r["id"],
+                            "text": prompter.format(r["premise"], r["hypothesis"]),
+                            "gold": LABELS.index(r["label"]),
+                        }
+                    )
+                    + "\n"
+                )
         task = f"oodcorr_{name}"
-        (task_dir / f"{task}.yaml").write_text(yaml.safe_dump({
-            "task": task, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data)}},
-            "test_split": "test", "output_type": "multiple_choice", "doc_to_text": "{{text}}",
-            "doc_to_choice": [prompter.verbalizer[label] for label in LABELS], "doc_to_target": "{{gold}}",
-            "target_delimiter": "", "metric_list": [{"metric": "acc"}]}, sort_keys=False))
+        (task_dir / f"{task}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "task": task,
+                    "dataset_path": "json",
+                    "dataset_kwargs": {"data_files": {"test": str(data)}},
+                    "test_split": "test",
+                    "output_type": "multiple_choice",
+                    "doc_to_text": "{{text}}",
+                    "doc_to_choice": [prompter.verbalizer[label] for label in LABELS],
+                    "doc_to_target": "{{gold}}",
+                    "target_delimiter": "",
+                    "metric_list": [{"metric": "acc"}],
+                },
+                sort_keys=False,
+            )
+        )
         names[name] = task
     return names
 
 
-def run_lmeval(py: str, model: str, ckpt: Path, tasks: list[str], task_dir: Path, dtype: str, batch: int,
-               bos: bool, env: dict, out: Path) -> tuple[float, dict]:
+def run_lmeval(
+    py: str,
+    model: str,
+    ckpt: Path,
+    tasks: list[str],
+    task_dir: Path,
+    dtype: str,
+    batch: int,
+    bos: bool,
+    env: dict,
+    out: Path,
+) -> tuple[float, dict]:
     """One `lm-eval run` -> (wall seconds, {(testset task, id): (pred, [logp per label])})."""
     shutil.rmtree(out, ignore_errors=True)
-    args = [py, "-m", "lm_eval", "run", "--model", "hf", "--model_args",
-            f"pretrained={model},peft={ckpt},dtype={dtype}" + (",add_bos_token=True" if bos else ""),
-            "--tasks", *tasks, "--include_path", str(task_dir), "--batch_size", str(batch), "--device", "cpu",
-            "--output_path", str(out), "--log_samples", "--verbosity", "WARNING"]
+    args = [
+        py,
+        "-m",
+        "lm_eval",
+        "run",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={model},peft={ckpt},dtype={dtype}" + (",add_bos_token=True" if bos else ""),
+        "--tasks",
+        *tasks,
+        "--include_path",
+        str(task_dir),
+        "--batch_size",
+        str(batch),
+        "--device",
+        "cpu",
+        "--output_path",
+        str(out),
+        "--log_samples",
+        "--verbosity",
+        "WARNING",
+    ]
     t = time.perf_counter()
     p = subprocess.run(args, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -84,7 +134,7 @@ def run_lmeval(py: str, model: str, ckpt: Path, tasks: list[str], task_dir: Path
         raise SystemExit(f"lm-eval failed ({p.returncode}):\n{p.stderr[-3000:]}")
     preds = {}
     for f in out.rglob("samples_*.jsonl"):
-        task = f.name[len("samples_"):].rsplit("_", 1)[0]
+        task = f.name[len("samples_") :].rsplit("_", 1)[0]
         for line in f.read_text().splitlines():
             s = json.loads(line)
             lls = [float(r[0]) for r in s["filtered_resps"]]
@@ -94,14 +144,30 @@ def run_lmeval(py: str, model: str, ckpt: Path, tasks: list[str], task_dir: Path
 
 # ---------------------------------------------------------------- oodcorr side
 
+
 def run_oodcorr(root: Path, env: dict) -> tuple[float, dict]:
     """One `oodcorr evaluate` (cold: its cache removed) -> (wall seconds, {(step, testset, id): (pred, logp)})."""
     import pandas as pd
 
     shutil.rmtree(root / "runs" / "bench" / "eval", ignore_errors=True)
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "oodcorr", "evaluate", "--run", "bench", "--params",
-                        str(root / "params.yaml"), "--quiet"], env=env, capture_output=True, text=True, cwd=root)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oodcorr",
+            "evaluate",
+            "--run",
+            "bench",
+            "--params",
+            str(root / "params.yaml"),
+            "--quiet",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     wall = time.perf_counter() - t
     if p.returncode:
         raise SystemExit(f"oodcorr evaluate failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -127,12 +193,16 @@ def set_dtype(root: Path, dtype: str) -> None:
 def agreement(a: dict, b: dict) -> dict:
     keys = sorted(set(a) & set(b))
     flips = [k for k in keys if a[k][0] != b[k][0]]
-    return {"n": len(keys), "agreement": 1 - len(flips) / max(1, len(keys)),
-            "flip_margins_first": sorted(abs(a[k][1][0] - a[k][1][1]) for k in flips),
-            "max_abs_logp_diff": max((abs(x - y) for k in keys for x, y in zip(a[k][1], b[k][1])), default=0.0)}
+    return {
+        "n": len(keys),
+        "agreement": 1 - len(flips) / max(1, len(keys)),
+        "flip_margins_first": sorted(abs(a[k][1][0] - a[k][1][1]) for k in flips),
+        "max_abs_logp_diff": max((abs(x - y) for k in keys for x, y in zip(a[k][1], b[k][1])), default=0.0),
+    }
 
 
 # ---------------------------------------------------------------- in-process: merge, dtype, rate
+
 
 class Bf16GemmInFloat32:
     """bf16 numerics on a CPU without bf16 GEMMs: linear/matmul/bmm/SDPA on bf16 tensors run in float32 and
@@ -174,8 +244,15 @@ def gemm_rate(config, dtype, tokens: int, emulate: bool, reps: int = 3) -> float
     inter = getattr(config, "intermediate_size", None) or 4 * h
     hd = getattr(config, "head_dim", None) or h // config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", config.num_attention_heads) * hd
-    shapes = [(h, config.num_attention_heads * hd), (h, kv), (h, kv), (config.num_attention_heads * hd, h),
-              (h, inter), (h, inter), (inter, h)]
+    shapes = [
+        (h, config.num_attention_heads * hd),
+        (h, kv),
+        (h, kv),
+        (config.num_attention_heads * hd, h),
+        (h, inter),
+        (h, inter),
+        (inter, h),
+    ]
     x = {k: torch.randn(tokens, k, dtype=dtype) for k in {s[0] for s in shapes}}
     ws = [torch.randn(n, k, dtype=dtype) for k, n in shapes]
     flops = sum(2 * tokens * k * n for k, n in shapes)
@@ -250,12 +327,19 @@ def in_process(ckpt: Path, rows: list[dict], max_length: int, reps: int, native_
             for v in order:
                 t[v], (lp, pr) = run(*v, [seqs[i] for i in idx])
                 logp[v][idx], pred[v][idx] = lp, pr
-            rate = {d: gemm_rate(cfg, getattr(torch, d), CPU_TOKEN_BUDGET, d == "bfloat16" and emulate, reps=1)
-                    for d in ("float32", "bfloat16")}
+            rate = {
+                d: gemm_rate(cfg, getattr(torch, d), CPU_TOKEN_BUDGET, d == "bfloat16" and emulate, reps=1)
+                for d in ("float32", "bfloat16")
+            }
             real = sum(len(seqs[i]) for i in idx)
             gflop = (2 * (n_params - head) * real + 2 * head * len(idx)) / 1e9
-            pairs.append({"seconds": {f"{d}_{'merged' if m else 'unmerged'}": t[(d, m)] for d, m in variants},
-                          "gemm_gflop_s": rate, "gflop": gflop})
+            pairs.append(
+                {
+                    "seconds": {f"{d}_{'merged' if m else 'unmerged'}": t[(d, m)] for d, m in variants},
+                    "gemm_gflop_s": rate,
+                    "gflop": gflop,
+                }
+            )
     med = lambda xs: float(statistics.median(xs))  # noqa: E731
     lp_old, pr_old = logp[variants[0]], pred[variants[0]]
     lp_new, pr_new = logp[variants[1]], pred[variants[1]]
@@ -302,8 +386,12 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--grid-reps", type=int, default=None, help="reps of the grid (default: --reps)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for both (OMP_NUM_THREADS / OODCORR_THREADS)")
-    ap.add_argument("--dtypes", default="auto", help="side-by-side dtypes: auto = float32, plus bfloat16 where the "
-                    "CPU has native bf16 (emulated bf16 GEMMs make both tools many times slower)")
+    ap.add_argument(
+        "--dtypes",
+        default="auto",
+        help="side-by-side dtypes: auto = float32, plus bfloat16 where the "
+        "CPU has native bf16 (emulated bf16 GEMMs make both tools many times slower)",
+    )
     ap.add_argument("--lmeval-batch-sizes", default="8,16,32", help="probed once each; one size: no probe")
     ap.add_argument("--lmeval-python", default=str(REPO.parent / "lmeval-venv" / "bin" / "python"))
     ap.add_argument("--max-length", type=int, default=256)
@@ -324,8 +412,13 @@ def main(argv=None):
     from oodcorr.modeling.prompts import Prompter
 
     native = native_bf16_cpu()
-    dtypes = ["float32", "bfloat16"] if args.dtypes == "auto" and native else \
-        ["float32"] if args.dtypes == "auto" else args.dtypes.split(",")
+    dtypes = (
+        ["float32", "bfloat16"]
+        if args.dtypes == "auto" and native
+        else ["float32"]
+        if args.dtypes == "auto"
+        else args.dtypes.split(",")
+    )
     grid_names = args.grid_testsets.split(",")
     data = load_testsets(max(args.n, args.grid_n), args.seed)
     one = {"mnli": data["mnli"][: args.n]}
@@ -333,12 +426,23 @@ def main(argv=None):
     tok = load_tokenizer(SMOLLM2)
     prompter = Prompter(tok, max_length=args.max_length)
     bos = tok.bos_token_id is not None and prompter.encode(["a"], ["b"])[0][0] == tok.bos_token_id
-    res = {"cpu": platform.processor() or platform.machine(), "native_bf16": native, "threads": args.threads,
-           "model": SMOLLM2, "n_per_checkpoint": args.n, "grid": {"checkpoints": args.checkpoints,
-                                                                   "testsets": grid_names, "n": args.grid_n},
-           "reps": args.reps, "bf16_speed_measured": bool(native), "lmeval_version": None}
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "OODCORR_THREADS": str(args.threads),
-           "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    res = {
+        "cpu": platform.processor() or platform.machine(),
+        "native_bf16": native,
+        "threads": args.threads,
+        "model": SMOLLM2,
+        "n_per_checkpoint": args.n,
+        "grid": {"checkpoints": args.checkpoints, "testsets": grid_names, "n": args.grid_n},
+        "reps": args.reps,
+        "bf16_speed_measured": bool(native),
+        "lmeval_version": None,
+    }
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(args.threads),
+        "OODCORR_THREADS": str(args.threads),
+        "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
@@ -370,8 +474,18 @@ def main(argv=None):
                 side = res["side_by_side"][dtype] = {}
                 probe, sizes = {}, [int(b) for b in args.lmeval_batch_sizes.split(",")]
                 for bs in sizes if len(sizes) > 1 else []:
-                    probe[bs], _ = run_lmeval(args.lmeval_python, mpath, ck_one, [tasks_one["mnli"]], tmp / "tasks_one",
-                                              dtype, bs, bos, env, tmp / "lm_out")
+                    probe[bs], _ = run_lmeval(
+                        args.lmeval_python,
+                        mpath,
+                        ck_one,
+                        [tasks_one["mnli"]],
+                        tmp / "tasks_one",
+                        dtype,
+                        bs,
+                        bos,
+                        env,
+                        tmp / "lm_out",
+                    )
                     print(f"{dtype} lm-eval probe batch {bs}: {probe[bs]:.1f} s", flush=True)
                 best = min(probe, key=probe.get) if probe else sizes[0]
                 side["lmeval_batch_probe_s"] = probe
@@ -384,13 +498,33 @@ def main(argv=None):
                     for who in order:
                         if who == "lm":
                             if do_one:
-                                w, lm_one = run_lmeval(args.lmeval_python, mpath, ck_one, [tasks_one["mnli"]],
-                                                       tmp / "tasks_one", dtype, best, bos, env, tmp / "lm_out")
+                                w, lm_one = run_lmeval(
+                                    args.lmeval_python,
+                                    mpath,
+                                    ck_one,
+                                    [tasks_one["mnli"]],
+                                    tmp / "tasks_one",
+                                    dtype,
+                                    best,
+                                    bos,
+                                    env,
+                                    tmp / "lm_out",
+                                )
                                 walls["lmeval_one"].append(w)
                             w, lm_grid = 0.0, {}
                             for ck in ck_grid if do_grid else []:
-                                dw, p = run_lmeval(args.lmeval_python, mpath, ck, [tasks[n] for n in grid_names],
-                                                   tmp / "tasks", dtype, best, bos, env, tmp / "lm_out")
+                                dw, p = run_lmeval(
+                                    args.lmeval_python,
+                                    mpath,
+                                    ck,
+                                    [tasks[n] for n in grid_names],
+                                    tmp / "tasks",
+                                    dtype,
+                                    best,
+                                    bos,
+                                    env,
+                                    tmp / "lm_out",
+                                )
                                 w += dw
                                 step = int(ck.name.split("-")[1])
                                 lm_grid.update({(step, t.replace("oodcorr_", ""), i): v for (t, i), v in p.items()})
@@ -416,9 +550,12 @@ def main(argv=None):
                 lm1 = {(10, "mnli", i): v for (t, i), v in lm_one.items()}
                 side["agreement_per_checkpoint"] = agreement(ood_one, lm1)
                 side["agreement_grid"] = agreement(ood_grid, lm_grid_last)
-                print(f"{dtype}: per checkpoint {side['ratio_per_checkpoint']:.2f}x, grid {side['ratio_grid']:.2f}x "
-                      f"(lm-eval batch {best}); agreement {side['agreement_per_checkpoint']['agreement']:.2%} / "
-                      f"{side['agreement_grid']['agreement']:.2%}", flush=True)
+                print(
+                    f"{dtype}: per checkpoint {side['ratio_per_checkpoint']:.2f}x, grid {side['ratio_grid']:.2f}x "
+                    f"(lm-eval batch {best}); agreement {side['agreement_per_checkpoint']['agreement']:.2%} / "
+                    f"{side['agreement_grid']['agreement']:.2%}",
+                    flush=True,
+                )
     io.write_json(args.out, res)
     print(f"-> {args.out}")
 

@@ -48,15 +48,17 @@ CELLS = ["base|iid|id128|S3|n40|rho0.8", "base|gp0.2|id128|S3|n40|rho0.8", "answ
 MODES = ("hat", "true", "lw", "oas", "cv")
 
 
-
 def shrunk(items: np.ndarray, labels: np.ndarray, coef: dict, how: str) -> tuple[np.ndarray, list]:
     """items (n, I) -> (V (n, n), shrinkage per class): the class-stratified noise_cov with each class's
     covariance, orthogonal to the constant, shrunk towards a scaled identity (item_cov.shrunk_cov) by the pull
     of `how`."""
     from sklearn.covariance import ledoit_wolf_shrinkage, oas
 
-    pull = {"cv": cv_shrinkage, "lw": lambda Z: ledoit_wolf_shrinkage(Z, assume_centered=True),
-            "oas": lambda Z: oas(Z, assume_centered=True)[1]}[how]
+    pull = {
+        "cv": cv_shrinkage,
+        "lw": lambda Z: ledoit_wolf_shrinkage(Z, assume_centered=True),
+        "oas": lambda Z: oas(Z, assume_centered=True)[1],
+    }[how]
     n = items.shape[0]
     V, deltas = np.zeros((n, n)), []
     for c in np.unique(labels):
@@ -91,19 +93,36 @@ def run_cell(key: str, reps: int, seed: int, modes=MODES) -> dict:
                     else:
                         V[j], dd = shrunk(d["scores"][j][r, s], d["labels"][j], coef, mode)
                         deltas += dd if mode == "cv" else []
-                seeds.append({"x": d["series"]["x"][r, s], "ya": d["series"]["a"][r, s],
-                              "yb": d["series"]["b"][r, s], "Vx": V["x"], "Va": V["a"], "Vb": V["b"], "t": d["t"]})
+                seeds.append(
+                    {
+                        "x": d["series"]["x"][r, s],
+                        "ya": d["series"]["a"][r, s],
+                        "yb": d["series"]["b"][r, s],
+                        "Vx": V["x"],
+                        "Va": V["a"],
+                        "Vb": V["b"],
+                        "t": d["t"],
+                    }
+                )
             o = gp_interval(seeds)
             res[mode].append((o["r_hat"], o["ci_low"], o["ci_high"]))
     rho = cell["rho"]
-    out = {"cell": key, "rho": rho, "reps": reps, "seed": seed,
-           "mean_cv_shrinkage": float(np.mean(deltas)) if deltas else None}
+    out = {
+        "cell": key,
+        "rho": rho,
+        "reps": reps,
+        "seed": seed,
+        "mean_cv_shrinkage": float(np.mean(deltas)) if deltas else None,
+    }
     for mode, rows in res.items():
         a = np.array(rows, float)
-        out[mode] = {"median_r": float(np.nanmedian(a[:, 0])), "mean_r": float(np.nanmean(a[:, 0])),
-                     "coverage": float(np.nanmean((a[:, 1] <= rho) & (a[:, 2] >= rho))),
-                     "excludes_0": float(np.nanmean((a[:, 1] > 0) | (a[:, 2] < 0))),
-                     "median_width": float(np.nanmedian(a[:, 2] - a[:, 1]))}
+        out[mode] = {
+            "median_r": float(np.nanmedian(a[:, 0])),
+            "mean_r": float(np.nanmean(a[:, 0])),
+            "coverage": float(np.nanmean((a[:, 1] <= rho) & (a[:, 2] >= rho))),
+            "excludes_0": float(np.nanmean((a[:, 1] > 0) | (a[:, 2] < 0))),
+            "median_width": float(np.nanmedian(a[:, 2] - a[:, 1])),
+        }
     return out
 
 
@@ -129,8 +148,13 @@ def _estimates(A: np.ndarray) -> tuple[dict, float]:
     off = ~np.eye(p, dtype=bool)
     d_diag = min(1.0, var_s[off].sum() / (S[off] ** 2).sum())
     d_cv = cv_shrinkage(A)
-    return {"sample": S, "lw": (1 - d_lw) * S + d_lw * target, "oas": (1 - d_oas) * S + d_oas * target,
-            "diag": (1 - d_diag) * S + d_diag * np.diag(np.diag(S)), "cv": (1 - d_cv) * S + d_cv * target}, float(d_lw)
+    return {
+        "sample": S,
+        "lw": (1 - d_lw) * S + d_lw * target,
+        "oas": (1 - d_oas) * S + d_oas * target,
+        "diag": (1 - d_diag) * S + d_diag * np.diag(np.diag(S)),
+        "cv": (1 - d_cv) * S + d_cv * target,
+    }, float(d_lw)
 
 
 def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
@@ -153,16 +177,23 @@ def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
                 X = m[:, gold == c].T @ B
                 for _ in range(splits):
                     p = rng.permutation(len(X))
-                    A, T = X[p[: len(X) // 2]], X[p[len(X) // 2:]]
+                    A, T = X[p[: len(X) // 2]], X[p[len(X) // 2 :]]
                     mu = A.mean(0)
                     est, d = _estimates(A - mu)
                     deltas.append(d)
                     for mode, S in est.items():
                         ll[mode].append(_held_out_ll(T - mu, S))
-            rows.append({"run": run, "testset": name, "checkpoints": n, "items": int(m.shape[1]),
-                         "items_per_class_half": int(min((gold == c).sum() for c in (True, False)) // 2),
-                         "lw_shrinkage": round(float(np.mean(deltas)), 3),
-                         "held_out_ll": {mode: round(float(np.mean(v)), 2) for mode, v in ll.items()}})
+            rows.append(
+                {
+                    "run": run,
+                    "testset": name,
+                    "checkpoints": n,
+                    "items": int(m.shape[1]),
+                    "items_per_class_half": int(min((gold == c).sum() for c in (True, False)) // 2),
+                    "lw_shrinkage": round(float(np.mean(deltas)), 3),
+                    "held_out_ll": {mode: round(float(np.mean(v)), 2) for mode, v in ll.items()},
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -179,8 +210,12 @@ def main() -> None:
     if args.real:
         old = json.loads(args.out.read_text()) if args.out.exists() else {}
         with one_thread():
-            old["real_held_out"] = {"files": args.real, "splits": args.splits, "seed": args.seed,
-                                    "rows": real_held_out(args.real, args.splits, args.seed)}
+            old["real_held_out"] = {
+                "files": args.real,
+                "splits": args.splits,
+                "seed": args.seed,
+                "rows": real_held_out(args.real, args.splits, args.seed),
+            }
         args.out.write_text(json.dumps(old, indent=2) + "\n")
         return
     rows = []

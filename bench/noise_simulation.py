@@ -83,16 +83,28 @@ def one_study(rho, k, n, n_boot, rng, old=True):
     lo, hi = (float(v) for v in disattenuated_ci(flo, fhi, rel[0], rel[1], 0.5))
     t_new = time.perf_counter() - t0
     lo_any, hi_any = (float(v) for v in disattenuated_ci(flo, fhi, rel[0], rel[1], 1e-9))  # no threshold
-    out = {"r": r, "cov_new": lo <= rho <= hi if np.isfinite(lo) else np.nan, "hw_new": (hi - lo) / 2,
-           "cov_new_any": lo_any <= rho <= hi_any if np.isfinite(lo_any) else np.nan,
-           "cov_fisher": flo <= rho <= fhi, "rel": rel[0], "rel_b": rel[1], "rel_true": true_reliability(st, 0),
-           "alpha": alpha_reliability(st["items"][0].astype(float), x),
-           "dis": float(disattenuate(r, rel[0], rel[1], 0.5)), "t_new": t_new,
-           "cov2": np.nan, "hw2": np.nan, "cov_ckpt_boot": np.nan, "t_old": np.nan}
+    out = {
+        "r": r,
+        "cov_new": lo <= rho <= hi if np.isfinite(lo) else np.nan,
+        "hw_new": (hi - lo) / 2,
+        "cov_new_any": lo_any <= rho <= hi_any if np.isfinite(lo_any) else np.nan,
+        "cov_fisher": flo <= rho <= fhi,
+        "rel": rel[0],
+        "rel_b": rel[1],
+        "rel_true": true_reliability(st, 0),
+        "alpha": alpha_reliability(st["items"][0].astype(float), x),
+        "dis": float(disattenuate(r, rel[0], rel[1], 0.5)),
+        "t_new": t_new,
+        "cov2": np.nan,
+        "hw2": np.nan,
+        "cov_ckpt_boot": np.nan,
+        "t_old": np.nan,
+    }
     if old:
         t0 = time.perf_counter()
-        boot = two_level_boot(st["x_items"].astype(float), [m.astype(float) for m in st["items"]], "linear",
-                              n_boot, rng)[:, 0, 1]
+        boot = two_level_boot(
+            st["x_items"].astype(float), [m.astype(float) for m in st["items"]], "linear", n_boot, rng
+        )[:, 0, 1]
         lo2, hi2 = basic_ci(r, boot, n=n)
         out.update(cov2=lo2 <= rho <= hi2, hw2=(hi2 - lo2) / 2, t_old=time.perf_counter() - t0 - t_new)
         ck = rng.integers(0, n, size=(n_boot, n))  # checkpoint-only percentile bootstrap (boot_ci_*)
@@ -110,33 +122,45 @@ def coverage_table(studies, n_boot, seed=0, min_defined=200, max_studies=4000):
         res = [one_study(rho, k, n, n_boot, rng) for _ in range(studies)]
         f = {key: np.array([r[key] for r in res], float) for key in res[0]}
         extra = []  # ci2 is NaN where a reliability < 0.5: more studies (ci2 only) until >= min_defined have it
-        while np.isfinite(f["cov_new"]).sum() + np.isfinite([e["cov_new"] for e in extra]).sum() < min_defined \
-                and studies + len(extra) < max_studies:
+        while (
+            np.isfinite(f["cov_new"]).sum() + np.isfinite([e["cov_new"] for e in extra]).sum() < min_defined
+            and studies + len(extra) < max_studies
+        ):
             extra.append(one_study(rho, k, n, n_boot, rng, old=False))
         new = np.r_[f["cov_new"], [e["cov_new"] for e in extra]]
         hw_new = np.r_[f["hw_new"], [e["hw_new"] for e in extra]]
         new_any = np.r_[f["cov_new_any"], [e["cov_new_any"] for e in extra]]
         ok = np.isfinite(f["dis"])
         err, err_a = f["rel"] - f["rel_true"], f["alpha"] - f["rel_true"]
-        row = {"rho": rho, "items": k, "checkpoints": n, "studies": studies,
-               "coverage_new_ci": float(np.nanmean(new)), "studies_new_ci_defined": int(np.isfinite(new).sum()),
-               "studies_new_ci_total": int(len(new)), "share_new_ci_defined": float(np.isfinite(new).mean()),
-               "median_half_width_new_ci": float(np.nanmedian(hw_new)),
-               "coverage_new_ci_any_reliability": float(np.nanmean(new_any)),
-               "coverage_two_level": float(np.nanmean(f["cov2"])),
-               "coverage_checkpoint_fisher": float(f["cov_fisher"].mean()),
-               "coverage_checkpoint_bootstrap": float(np.nanmean(f["cov_ckpt_boot"])),
-               "median_half_width_two_level": float(np.nanmedian(f["hw2"])),
-               "mean_r_observed": float(f["r"].mean()), "true_reliability_mean": float(f["rel_true"].mean()),
-               "reliability_estimate_mean": float(f["rel"].mean()), "reliability_bias": float(err.mean()),
-               "reliability_mae": float(np.abs(err).mean()),
-               "alpha_reliability_bias": float(err_a.mean()), "alpha_reliability_mae": float(np.abs(err_a).mean()),
-               "disattenuated_mean": float(f["dis"][ok].mean()) if ok.any() else None,
-               "disattenuated_bias": float(f["dis"][ok].mean() - rho) if ok.any() else None,
-               "share_disattenuated_defined": float(ok.mean()),
-               "ms_per_study_new_ci": round(1000 * float(f["t_new"].mean()), 2),
-               "ms_per_study_two_level": round(1000 * float(f["t_old"].mean()), 2),
-               "seconds": round(time.perf_counter() - t0, 1)}
+        row = {
+            "rho": rho,
+            "items": k,
+            "checkpoints": n,
+            "studies": studies,
+            "coverage_new_ci": float(np.nanmean(new)),
+            "studies_new_ci_defined": int(np.isfinite(new).sum()),
+            "studies_new_ci_total": int(len(new)),
+            "share_new_ci_defined": float(np.isfinite(new).mean()),
+            "median_half_width_new_ci": float(np.nanmedian(hw_new)),
+            "coverage_new_ci_any_reliability": float(np.nanmean(new_any)),
+            "coverage_two_level": float(np.nanmean(f["cov2"])),
+            "coverage_checkpoint_fisher": float(f["cov_fisher"].mean()),
+            "coverage_checkpoint_bootstrap": float(np.nanmean(f["cov_ckpt_boot"])),
+            "median_half_width_two_level": float(np.nanmedian(f["hw2"])),
+            "mean_r_observed": float(f["r"].mean()),
+            "true_reliability_mean": float(f["rel_true"].mean()),
+            "reliability_estimate_mean": float(f["rel"].mean()),
+            "reliability_bias": float(err.mean()),
+            "reliability_mae": float(np.abs(err).mean()),
+            "alpha_reliability_bias": float(err_a.mean()),
+            "alpha_reliability_mae": float(np.abs(err_a).mean()),
+            "disattenuated_mean": float(f["dis"][ok].mean()) if ok.any() else None,
+            "disattenuated_bias": float(f["dis"][ok].mean() - rho) if ok.any() else None,
+            "share_disattenuated_defined": float(ok.mean()),
+            "ms_per_study_new_ci": round(1000 * float(f["t_new"].mean()), 2),
+            "ms_per_study_two_level": round(1000 * float(f["t_old"].mean()), 2),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         rows.append(row)
         print(
             f"rho={rho:.1f} items={k:5d} n={n}: ci2 {row['coverage_new_ci']:.3f} ({row['studies_new_ci_defined']}/"
@@ -194,8 +218,11 @@ def plan_check(studies, n_boot, seed=1):
         "simulated_share_new_ci_defined": float(np.mean([np.isfinite(r["cov_new"]) for r in res])),
         "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2),
     }
-    print(f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
-          f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)", flush=True)
+    print(
+        f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
+        f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)",
+        flush=True,
+    )
     return out
 
 
@@ -244,8 +271,12 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
         return p
 
     warm = {k_: runs[k_] for k_ in list(runs)[:1]}  # imports and first-call costs outside the timings
-    compute_noise(warm, compute_partials(warm, methods, AnalyzeSettings(bootstrap=10)),
-                  AnalyzeSettings(reliability_splits=10), mats)
+    compute_noise(
+        warm,
+        compute_partials(warm, methods, AnalyzeSettings(bootstrap=10)),
+        AnalyzeSettings(reliability_splits=10),
+        mats,
+    )
     t0 = time.perf_counter()
     today()
     t_today = time.perf_counter() - t0
@@ -258,13 +289,28 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
         t0 = time.perf_counter()
         load_run_items(run, Path(tmp), stepv, ["mnli", *names])
         t_load = (time.perf_counter() - t0) * models * seeds
-    out = {"scale": {"models": models, "seeds": seeds, "checkpoints": steps, "testsets": ood + 1, "items": items,
-                     "bootstrap": n_boot, "methods": methods},
-           "today_s": round(t_today, 2), "with_noise_s": round(t_new, 2), "ratio": round(t_new / t_today, 2),
-           "noise_part_s": round(t_new - t_today, 2), "loading_predictions_s_estimated": round(t_load, 2),
-           "ratio_including_loading": round((t_new + t_load) / t_today, 2)}
-    print(f"runtime: today's analysis {t_today:.1f}s, with the noise analysis {t_new:.1f}s (x{t_new / t_today:.2f}); "
-          f"+ loading predictions ~{t_load:.1f}s (x{(t_new + t_load) / t_today:.2f} in all)", flush=True)
+    out = {
+        "scale": {
+            "models": models,
+            "seeds": seeds,
+            "checkpoints": steps,
+            "testsets": ood + 1,
+            "items": items,
+            "bootstrap": n_boot,
+            "methods": methods,
+        },
+        "today_s": round(t_today, 2),
+        "with_noise_s": round(t_new, 2),
+        "ratio": round(t_new / t_today, 2),
+        "noise_part_s": round(t_new - t_today, 2),
+        "loading_predictions_s_estimated": round(t_load, 2),
+        "ratio_including_loading": round((t_new + t_load) / t_today, 2),
+    }
+    print(
+        f"runtime: today's analysis {t_today:.1f}s, with the noise analysis {t_new:.1f}s (x{t_new / t_today:.2f}); "
+        f"+ loading predictions ~{t_load:.1f}s (x{(t_new + t_load) / t_today:.2f} in all)",
+        flush=True,
+    )
     return out
 
 
@@ -273,8 +319,13 @@ SCENARIOS = {  # name -> design_runs keywords (id_items None: as small as the OO
     "smooth": {"phi": 0.8, "id_items": 1000},
     "independent_small_id": {"phi": 0.0, "id_items": None},
     "smooth_small_id": {"phi": 0.8, "id_items": None},
-    "smooth_small_id_answer_bias": {"phi": 0.8, "id_items": None, "metric": "balanced_margin", "bias_sd": 1.0,
-                                    "yes_share": (1 / 3, 0.28, 0.40)},
+    "smooth_small_id_answer_bias": {
+        "phi": 0.8,
+        "id_items": None,
+        "metric": "balanced_margin",
+        "bias_sd": 1.0,
+        "yes_share": (1 / 3, 0.28, 0.40),
+    },
 }
 CHECKPOINTS, ITEMS, RHOS = (9, 20, 40, 63), (64, 128, 350, 1000), (0.0, 0.5, 0.8)
 QUICK = {"scenarios": ("smooth", "smooth_small_id_answer_bias"), "checkpoints": (20, 40), "items": (128, 350)}
@@ -298,8 +349,10 @@ def cell_draws(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, 
     rng = np.random.default_rng(seed)
     for start in range(0, reps, chunk):
         d = design_runs(min(chunk, reps - start), n, k, rho, rng=rng, **kw)
-        yield ([m.mean(-1, dtype=np.float64) for m in d["items"]],
-               [noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])])
+        yield (
+            [m.mean(-1, dtype=np.float64) for m in d["items"]],
+            [noise_cov(m, lab) for m, lab in zip(d["items"], d["labels"])],
+        )
 
 
 def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, chunk: int = 150) -> dict:
@@ -326,21 +379,29 @@ def grid_cell(scenario: str, n: int, k: int, rho: float, reps: int, seed: int, c
     excl = (f["lo"] > 0) | (f["hi"] < 0)
     ook = np.isfinite(f["old_lo"]) & np.isfinite(f["old_hi"])
     reasons = {str(r): int((f["reason"] == r).sum()) for r in np.unique(f["reason"]) if r}
-    out = {"scenario": scenario, "checkpoints": n, "items": k, "rho": rho, "replicates": reps,
-           "defined": int(ok.sum()), "share_defined": float(ok.mean()),
-           "coverage": float(cover[ok].mean()) if ok.any() else None,
-           "coverage_se": float(np.sqrt(cover[ok].mean() * (1 - cover[ok].mean()) / ok.sum())) if ok.any() else None,
-           "rejects_zero": float(excl[ok].mean()) if ok.any() else None,
-           "median_width": float(np.median((f["hi"] - f["lo"])[ok])) if ok.any() else None,
-           "zero_width": int(((f["hi"] - f["lo"]) <= 0)[ok].sum()),
-           "median_n_eff": float(np.nanmedian(f["n_eff"])),
-           "mean_r_hat": float(np.nanmean(f["r_hat"][ok])) if ok.any() else None,
-           "undefined_reasons": reasons,
-           "old_ci2_coverage": float(((f["old_lo"] <= rho) & (rho <= f["old_hi"]))[ook].mean()) if ook.any() else None,
-           "old_ci2_rejects_zero": float(((f["old_lo"] > 0) | (f["old_hi"] < 0))[ook].mean()) if ook.any() else None}
+    out = {
+        "scenario": scenario,
+        "checkpoints": n,
+        "items": k,
+        "rho": rho,
+        "replicates": reps,
+        "defined": int(ok.sum()),
+        "share_defined": float(ok.mean()),
+        "coverage": float(cover[ok].mean()) if ok.any() else None,
+        "coverage_se": float(np.sqrt(cover[ok].mean() * (1 - cover[ok].mean()) / ok.sum())) if ok.any() else None,
+        "rejects_zero": float(excl[ok].mean()) if ok.any() else None,
+        "median_width": float(np.median((f["hi"] - f["lo"])[ok])) if ok.any() else None,
+        "zero_width": int(((f["hi"] - f["lo"]) <= 0)[ok].sum()),
+        "median_n_eff": float(np.nanmedian(f["n_eff"])),
+        "mean_r_hat": float(np.nanmean(f["r_hat"][ok])) if ok.any() else None,
+        "undefined_reasons": reasons,
+        "old_ci2_coverage": float(((f["old_lo"] <= rho) & (rho <= f["old_hi"]))[ook].mean()) if ook.any() else None,
+        "old_ci2_rejects_zero": float(((f["old_lo"] > 0) | (f["old_hi"] < 0))[ook].mean()) if ook.any() else None,
+    }
     out["false_distinguishable"] = out["rejects_zero"] if rho == 0 else None
-    out["in_target"] = None if out["coverage"] is None or out["defined"] < 30 else \
-        bool(TARGET[0] <= out["coverage"] <= TARGET[1])
+    out["in_target"] = (
+        None if out["coverage"] is None or out["defined"] < 30 else bool(TARGET[0] <= out["coverage"] <= TARGET[1])
+    )
     return out
 
 
@@ -359,8 +420,11 @@ def interval_grid(reps: int, quick: bool = False, seed: int = 20, scenarios=None
                     fd = "" if rho else f" false-distinguishable {row['rejects_zero']:.3f}" if row["defined"] else ""
                     old = "-" if row["old_ci2_coverage"] is None else f"{row['old_ci2_coverage']:.3f}"
                     width = "-" if row["median_width"] is None else f"{row['median_width']:.2f}"
-                    print(f"{sc:28s} n={n:2d} items={k:4d} r={rho:.1f}: coverage {cov} (defined {row['defined']}/"
-                          f"{reps}) width {width}{fd} | earlier ci2 {old}", flush=True)
+                    print(
+                        f"{sc:28s} n={n:2d} items={k:4d} r={rho:.1f}: coverage {cov} (defined {row['defined']}/"
+                        f"{reps}) width {width}{fd} | earlier ci2 {old}",
+                        flush=True,
+                    )
     return grid_summary(rows, reps, quick, round(time.perf_counter() - t0, 1))
 
 
@@ -372,19 +436,35 @@ def grid_summary(rows: list, reps: int, quick: bool, seconds: float) -> dict:
         for rho in RHOS:
             sub = [r for r in rows if r["scenario"] == sc and r["rho"] == rho and r["in_target"] is not None]
             cv = [r["coverage"] for r in sub]
-            summary[f"{sc}|r={rho}"] = {"min": min(cv) if cv else None, "max": max(cv) if cv else None,
-                                        "cells": len(sub), "cells_in_target": sum(r["in_target"] for r in sub)}
+            summary[f"{sc}|r={rho}"] = {
+                "min": min(cv) if cv else None,
+                "max": max(cv) if cv else None,
+                "cells": len(sub),
+                "cells_in_target": sum(r["in_target"] for r in sub),
+            }
     fd = [r["rejects_zero"] for r in rows if r["rho"] == 0 and r["defined"] >= 30]
     keys = ("scenario", "checkpoints", "items", "rho", "coverage", "rejects_zero", "defined")
-    return {"replicates": reps, "quick": quick, "target": TARGET, "reliability_min": RELIABILITY_MIN,
-            "seconds": seconds, "cells": rows, "by_condition": summary,
-            "max_false_distinguishable": max(fd) if fd else None,
-            "cells_missing_target": [{k_: r[k_] for k_ in keys} for r in rows if r["in_target"] is False],
-            "cells_false_distinguishable_over_5pct": [{k_: r[k_] for k_ in keys} for r in rows
-                                                      if r["rho"] == 0 and r["defined"] >= 30
-                                                      and r["rejects_zero"] > 0.05],
-            "cells_too_few_defined": [{k_: r[k_] for k_ in ("scenario", "checkpoints", "items", "rho", "defined")}
-                                      for r in rows if r["in_target"] is None]}
+    return {
+        "replicates": reps,
+        "quick": quick,
+        "target": TARGET,
+        "reliability_min": RELIABILITY_MIN,
+        "seconds": seconds,
+        "cells": rows,
+        "by_condition": summary,
+        "max_false_distinguishable": max(fd) if fd else None,
+        "cells_missing_target": [{k_: r[k_] for k_ in keys} for r in rows if r["in_target"] is False],
+        "cells_false_distinguishable_over_5pct": [
+            {k_: r[k_] for k_ in keys}
+            for r in rows
+            if r["rho"] == 0 and r["defined"] >= 30 and r["rejects_zero"] > 0.05
+        ],
+        "cells_too_few_defined": [
+            {k_: r[k_] for k_ in ("scenario", "checkpoints", "items", "rho", "defined")}
+            for r in rows
+            if r["in_target"] is None
+        ],
+    }
 
 
 def grid_markdown(grid: dict) -> str:
@@ -392,15 +472,19 @@ def grid_markdown(grid: dict) -> str:
     items."""
     cells = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in grid["cells"]}
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    lines = ["| scenario | checkpoints | items | coverage r=0 | r=0.5 | r=0.8 | false distinguishable (r=0) | "
-             "median width (r=0) | defined (min share) | earlier ci2 coverage r=0 / 0.5 / 0.8 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | checkpoints | items | coverage r=0 | r=0.5 | r=0.8 | false distinguishable (r=0) | "
+        "median width (r=0) | defined (min share) | earlier ci2 coverage r=0 / 0.5 / 0.8 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for sc, n, k in dict.fromkeys((c["scenario"], c["checkpoints"], c["items"]) for c in grid["cells"]):
         row = [cells[(sc, n, k, r)] for r in RHOS]
         cov = [("*" if c["in_target"] is None else "") + fmt(c["coverage"]) for c in row]
         old = " / ".join(fmt(c["old_ci2_coverage"]) for c in row)
-        lines.append(f"| {sc} | {n} | {k} | {' | '.join(cov)} | {fmt(row[0]['rejects_zero'])} | "
-                     f"{fmt(row[0]['median_width'])} | {min(c['share_defined'] for c in row):.2f} | {old} |")
+        lines.append(
+            f"| {sc} | {n} | {k} | {' | '.join(cov)} | {fmt(row[0]['rejects_zero'])} | "
+            f"{fmt(row[0]['median_width'])} | {min(c['share_defined'] for c in row):.2f} | {old} |"
+        )
     return "\n".join(lines)
 
 
@@ -422,10 +506,23 @@ def plan_power_check(reps: int, seed: int = 7) -> list[dict]:
         rej = float(((res["ci_low"] > 0) | (res["ci_high"] < 0))[ok].mean())
         rel = float(np.nanmedian(res["A"]))
         pred = power(n, rho, rel, phi)
-        out.append({"checkpoints": n, "items": k, "rho": rho, "phi": phi, "reliability": rel, "predicted_power": pred,
-                    "simulated_rejection": rej, "mc_se": float(np.sqrt(rej * (1 - rej) / ok.sum()))})
-        print(f"plan power n={n} items={k} r={rho} phi={phi}: predicted {pred:.3f} simulated {rej:.3f} "
-              f"(reliability {rel:.2f})", flush=True)
+        out.append(
+            {
+                "checkpoints": n,
+                "items": k,
+                "rho": rho,
+                "phi": phi,
+                "reliability": rel,
+                "predicted_power": pred,
+                "simulated_rejection": rej,
+                "mc_se": float(np.sqrt(rej * (1 - rej) / ok.sum())),
+            }
+        )
+        print(
+            f"plan power n={n} items={k} r={rho} phi={phi}: predicted {pred:.3f} simulated {rej:.3f} "
+            f"(reliability {rel:.2f})",
+            flush=True,
+        )
     return out
 
 
@@ -433,28 +530,50 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="interval grid: a CI-sized subset, 100 replicates")
     ap.add_argument("--reps", type=int, default=None, help="interval grid replicates per cell (default 300)")
-    ap.add_argument("--scenarios", nargs="*", choices=list(SCENARIOS), default=None,
-                    help="interval grid: only these scenarios (e.g. one per process)")
+    ap.add_argument(
+        "--scenarios",
+        nargs="*",
+        choices=list(SCENARIOS),
+        default=None,
+        help="interval grid: only these scenarios (e.g. one per process)",
+    )
     ap.add_argument("--markdown", action="store_true", help="print the interval grid of --out as a markdown table")
-    ap.add_argument("--merge", nargs="*", default=None,
-                    help="interval grid: merge the cells of these results files (runs split by --scenarios) into --out")
+    ap.add_argument(
+        "--merge",
+        nargs="*",
+        default=None,
+        help="interval grid: merge the cells of these results files (runs split by --scenarios) into --out",
+    )
     ap.add_argument("--studies", type=int, default=200)
     ap.add_argument("--boot", type=int, default=500, help="bootstrap replicates per simulated study")
     ap.add_argument("--runtime-boot", type=int, default=1000)
-    ap.add_argument("--min-defined", type=int, default=200,
-                    help="studies per condition with a defined ci2 (both reliabilities >= 0.5) at least")
-    ap.add_argument("--skip", nargs="*", default=["coverage", "plan", "runtime"],
-                    choices=["grid", "power", "coverage", "plan", "runtime"],
-                    help="parts to skip (default: only the interval grid and the plan power check run; the earlier "
-                         "parts 1-3 are kept for comparison)")
+    ap.add_argument(
+        "--min-defined",
+        type=int,
+        default=200,
+        help="studies per condition with a defined ci2 (both reliabilities >= 0.5) at least",
+    )
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        default=["coverage", "plan", "runtime"],
+        choices=["grid", "power", "coverage", "plan", "runtime"],
+        help="parts to skip (default: only the interval grid and the plan power check run; the earlier "
+        "parts 1-3 are kept for comparison)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_simulation.json"))
     args = ap.parse_args()
     if args.markdown:
         print(grid_markdown(json.loads(Path(args.out).read_text())["interval_grid"]))
         return
-    result = {"python": platform.python_version(), "cpus": os.cpu_count(),
-              "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "tau": TAU, "id_items": ID_ITEMS,
-              "boot_per_study": args.boot}
+    result = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "tau": TAU,
+        "id_items": ID_ITEMS,
+        "boot_per_study": args.boot,
+    }
     if args.merge:
         parts = [json.loads(Path(f).read_text())["interval_grid"] for f in args.merge]
         rows = [c for p in parts for c in p["cells"]]
@@ -463,7 +582,8 @@ def main():
         result["interval_grid"] = grid_summary(rows, parts[0]["replicates"], False, sum(p["seconds"] for p in parts))
     elif "grid" not in args.skip:
         result["interval_grid" + ("_quick" if args.quick else "")] = interval_grid(
-            args.reps or (100 if args.quick else 300), args.quick, scenarios=args.scenarios)
+            args.reps or (100 if args.quick else 300), args.quick, scenarios=args.scenarios
+        )
     if "power" not in args.skip:
         result["plan_power_check"] = plan_power_check(args.reps or (200 if args.quick else 400))
     if "coverage" not in args.skip:

@@ -39,17 +39,34 @@ def main(argv=None) -> dict:
         noise = kernel_share(N, ELL) * (1 - rel) / rel - leak  # signal variance 1: the residual's reliability is rel
         with one_thread():
             c = design_curve([design_terms(N, noise, noise, leak)], 1.0, 1.0, ELL, RHO, copies=[SEEDS], floor=FLOOR)
-        sim = simulate_design(N, SEEDS, noise, NOISE_ID, 1.0, ELL, BETA, RHO, 0.3, args.reps, seed=int(rel * 100),
-                              floor=FLOOR)
+        sim = simulate_design(
+            N, SEEDS, noise, NOISE_ID, 1.0, ELL, BETA, RHO, 0.3, args.reps, seed=int(rel * 100), floor=FLOOR
+        )
         gate_sim = 1 - sim["gated"] / max(sim["reps"], 1)
-        cells.append({"reliability": rel, "noise": noise, "reps": sim["reps"], "predicted_gate": float(c["gate"][0]),
-                      "simulated_gate": gate_sim, "gate_se": math.sqrt(gate_sim * (1 - gate_sim) / max(sim["reps"], 1)),
-                      "predicted_power_ungated": float(c["power"][0]),
-                      "predicted_power": float(c["power"][0] * c["gate"][0]), "simulated_power": sim["excludes_0"],
-                      "power_se": sim["se"]})
+        cells.append(
+            {
+                "reliability": rel,
+                "noise": noise,
+                "reps": sim["reps"],
+                "predicted_gate": float(c["gate"][0]),
+                "simulated_gate": gate_sim,
+                "gate_se": math.sqrt(gate_sim * (1 - gate_sim) / max(sim["reps"], 1)),
+                "predicted_power_ungated": float(c["power"][0]),
+                "predicted_power": float(c["power"][0] * c["gate"][0]),
+                "simulated_power": sim["excludes_0"],
+                "power_se": sim["se"],
+            }
+        )
         print(json.dumps(cells[-1]), flush=True)
-    result = {"checkpoints": N, "seeds": SEEDS, "ell": ELL, "rho": RHO, "floor": FLOOR, "cells": cells,
-              "note": "simulated power counts a gated study as no verdict; np: " + np.__version__}
+    result = {
+        "checkpoints": N,
+        "seeds": SEEDS,
+        "ell": ELL,
+        "rho": RHO,
+        "floor": FLOOR,
+        "cells": cells,
+        "note": "simulated power counts a gated study as no verdict; np: " + np.__version__,
+    }
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     return result
 

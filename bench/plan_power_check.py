@@ -61,8 +61,9 @@ def predict(ell, n, seeds, rel, rho) -> tuple[float, float, float, float]:
     noise_id = noise / 2
     power, null = _curve(n, noise, BETA * BETA * noise_id, 1.0, ell, MARGIN, 0.05, np.array([seeds]))
     if rho:  # the power at the cell's own r (the planner's headline is at r = 0.5)
-        power = design_curve([design_terms(n, noise, noise, BETA * BETA * noise_id)], 1.0, 1.0, ell, rho,
-                             copies=[seeds])["power"]
+        power = design_curve(
+            [design_terms(n, noise, noise, BETA * BETA * noise_id)], 1.0, 1.0, ell, rho, copies=[seeds]
+        )["power"]
     return float(power[0]), float(null[0]), noise, noise_id
 
 
@@ -71,17 +72,32 @@ def run_cell(name, ell, n, seeds, rel, rho, reps, rng) -> dict:
     t0 = time.time()
     x0 = 0.55 + 0.3 * (1 - np.exp(-4 * np.linspace(0.0, 1.0, n)))  # this check's ID curve
     sim = simulate.simulate_design(n, seeds, noise, noise_id, 1.0, ell, BETA, rho, MARGIN, reps, seed=rng, x0=x0)
-    return {"cell": name, "ell": ell, "checkpoints": n, "seeds": seeds, "reliability": rel, "rho": rho,
-            "reps": sim["reps"], "predicted_power": power, "simulated_exclusion": sim["excludes_0"],
-            "se": sim["se"], "predicted_consistent_null": null,
-            "simulated_consistent_null": sim["consistent_null"], "seconds": round(time.time() - t0, 1)}
+    return {
+        "cell": name,
+        "ell": ell,
+        "checkpoints": n,
+        "seeds": seeds,
+        "reliability": rel,
+        "rho": rho,
+        "reps": sim["reps"],
+        "predicted_power": power,
+        "simulated_exclusion": sim["excludes_0"],
+        "se": sim["se"],
+        "predicted_consistent_null": null,
+        "simulated_consistent_null": sim["consistent_null"],
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def pooled(old: dict, new: dict) -> dict:
     """A cell's replicates from two runs (different seeds) as one: rates weighted by replicates, seeds listed."""
     n = old["reps"] + new["reps"]
-    out = dict(new, reps=n, seconds=round(old["seconds"] + new["seconds"], 1),
-               seed=[*(old["seed"] if isinstance(old["seed"], list) else [old["seed"]]), new["seed"]])
+    out = dict(
+        new,
+        reps=n,
+        seconds=round(old["seconds"] + new["seconds"], 1),
+        seed=[*(old["seed"] if isinstance(old["seed"], list) else [old["seed"]]), new["seed"]],
+    )
     for k in ("simulated_exclusion", "simulated_consistent_null"):
         out[k] = (old[k] * old["reps"] + new[k] * new["reps"]) / n
     p = out["simulated_exclusion"]
@@ -91,15 +107,20 @@ def pooled(old: dict, new: dict) -> dict:
 
 def markdown(result: dict) -> str:
     """The docs' table (docs/statistics-reference.md) from a results file's contents."""
-    lines = ["| curves | length-scale | checkpoints | seeds | reliability | r | excludes 0: predicted | simulated "
-             "| consistent null: predicted | simulated | replicates |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| curves | length-scale | checkpoints | seeds | reliability | r | excludes 0: predicted | simulated "
+        "| consistent null: predicted | simulated | replicates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in result["cells"]:
         sn = math.sqrt(c["simulated_consistent_null"] * (1 - c["simulated_consistent_null"]) / max(c["reps"], 1))
         pred = f"{c['predicted_power']:.2f}" if c["rho"] else "0.05 (α)"  # at r = 0: the false-exclusion rate
-        lines.append(f"| {c['cell']} | {c['ell']:g} | {c['checkpoints']} | {c['seeds']} | {c['reliability']:g} | "
-                     f"{c['rho']:g} | {pred} | {c['simulated_exclusion']:.2f} ± {c['se']:.2f} | "
-                     f"{c['predicted_consistent_null']:.2f} | {c['simulated_consistent_null']:.2f} ± {sn:.2f} | "
-                     f"{c['reps']} |")
+        lines.append(
+            f"| {c['cell']} | {c['ell']:g} | {c['checkpoints']} | {c['seeds']} | {c['reliability']:g} | "
+            f"{c['rho']:g} | {pred} | {c['simulated_exclusion']:.2f} ± {c['se']:.2f} | "
+            f"{c['predicted_consistent_null']:.2f} | {c['simulated_consistent_null']:.2f} ± {sn:.2f} | "
+            f"{c['reps']} |"
+        )
     return "\n".join(lines)
 
 
@@ -110,10 +131,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--markdown", action="store_true", help="print the docs' table from --out and stop")
-    ap.add_argument("--pool", action="store_true",
-                    help="add the cells' new replicates to those in --out (a new --seed) instead of replacing them")
-    ap.add_argument("--predict", action="store_true",
-                    help="recompute the planner's columns of --out's cells (the simulations are kept) and stop")
+    ap.add_argument(
+        "--pool",
+        action="store_true",
+        help="add the cells' new replicates to those in --out (a new --seed) instead of replacing them",
+    )
+    ap.add_argument(
+        "--predict",
+        action="store_true",
+        help="recompute the planner's columns of --out's cells (the simulations are kept) and stop",
+    )
     args = ap.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())))
@@ -122,7 +149,8 @@ def main() -> None:
         result = json.loads(args.out.read_text())
         for c in result["cells"]:
             c["predicted_power"], c["predicted_consistent_null"], *_ = predict(
-                c["ell"], c["checkpoints"], c["seeds"], c["reliability"], c["rho"])
+                c["ell"], c["checkpoints"], c["seeds"], c["reliability"], c["rho"]
+            )
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(markdown(result))
         return
@@ -136,11 +164,14 @@ def main() -> None:
             old = next((c for c in kept if c["cell"] == row["cell"]), None)
             if args.pool and old:
                 row = pooled(old, row)
-            kept = sorted([c for c in kept if c["cell"] != row["cell"] and c["cell"] in order] + [row],
-                          key=lambda c: order.index(c["cell"]))
+            kept = sorted(
+                [c for c in kept if c["cell"] != row["cell"] and c["cell"] in order] + [row],
+                key=lambda c: order.index(c["cell"]),
+            )
             print(json.dumps(row), flush=True)
-            args.out.write_text(json.dumps({"margin": MARGIN, "beta": BETA, "kernel": KERNEL, "cells": kept},
-                                           indent=2) + "\n")
+            args.out.write_text(
+                json.dumps({"margin": MARGIN, "beta": BETA, "kernel": KERNEL, "cells": kept}, indent=2) + "\n"
+            )
 
 
 if __name__ == "__main__":

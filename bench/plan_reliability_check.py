@@ -37,24 +37,36 @@ from oodcorr.planner.pilot import _seed_inputs, pilot_files, pilot_model  # noqa
 OUT = ROOT / "bench" / "results" / "plan_reliability_check.json"
 METRIC = "balanced_margin"
 # (pilot, target): each study planned for itself, and each study from the one whose runs planned it
-CASES = (("pilot", "twofamily"), ("twofamily", "twofamily"), ("sick-first-pass", "sick-first-pass"),
-         ("sick-first-pass", "sick"))
+CASES = (
+    ("pilot", "twofamily"),
+    ("twofamily", "twofamily"),
+    ("sick-first-pass", "sick-first-pass"),
+    ("sick-first-pass", "sick"),
+)
 
 
 def target_design(name: str) -> dict:
     """Checkpoints and items per testset of a saved study's runs, from their metrics files."""
-    rows = pd.concat([pd.read_json(f, lines=True) for f in sorted((ROOT / "studies" / name / "runs").glob(
-        "*/eval/metrics.jsonl"))])
+    rows = pd.concat(
+        [pd.read_json(f, lines=True) for f in sorted((ROOT / "studies" / name / "runs").glob("*/eval/metrics.jsonl"))]
+    )
     items = rows.groupby("testset")["n"].max().astype(int).to_dict()
-    return {"checkpoints": int(rows.groupby("run")["step"].nunique().median()), "items": items,
-            "runs": int(rows["run"].nunique())}
+    return {
+        "checkpoints": int(rows.groupby("run")["step"].nunique().median()),
+        "items": items,
+        "runs": int(rows["run"].nunique()),
+    }
 
 
 def fitted(name: str) -> dict:
     """{testset: median fitted reliability} over the study's per-run linear rows (both sides of each pair)."""
     pc = pd.read_csv(ROOT / "studies" / name / "results" / "partial_correlations.csv").query("method == 'linear'")
-    rel = pd.concat([pc[["testset_a", "rel_a"]].set_axis(["testset", "rel"], axis=1),
-                     pc[["testset_b", "rel_b"]].set_axis(["testset", "rel"], axis=1)]).dropna()
+    rel = pd.concat(
+        [
+            pc[["testset_a", "rel_a"]].set_axis(["testset", "rel"], axis=1),
+            pc[["testset_b", "rel_b"]].set_axis(["testset", "rel"], axis=1),
+        ]
+    ).dropna()
     return {t: float(g.median()) for t, g in rel.groupby("testset")["rel"]}
 
 
@@ -65,8 +77,12 @@ def raw_item_var(pilot: str, names) -> dict:
 
     runs = build_runs(load_metrics(pilot_files([ROOT / "studies" / pilot])))
     data = _seed_inputs(runs, load_items(runs), METRIC, 10)
-    return {name: float(np.median([np.mean(np.diag(d["V"][name])) * d["n_items"][name] for d in data.values()
-                                   if name in d["V"]])) for name in names}
+    return {
+        name: float(
+            np.median([np.mean(np.diag(d["V"][name])) * d["n_items"][name] for d in data.values() if name in d["V"]])
+        )
+        for name in names
+    }
 
 
 def case(pilot: str, target: str) -> dict:
@@ -74,8 +90,9 @@ def case(pilot: str, target: str) -> dict:
     design, fit = target_design(target), fitted(target)
     id_name = pm["id"]["name"]
     raw = raw_item_var(pilot, [*pm["ood"], id_name])
-    noise = {name: {"raw": raw[name], "residual": t["item_var"]} for name, t in [*pm["ood"].items(),
-                                                                                  (id_name, pm["id"])]}
+    noise = {
+        name: {"raw": raw[name], "residual": t["item_var"]} for name, t in [*pm["ood"].items(), (id_name, pm["id"])]
+    }
     n, ell, beta = design["checkpoints"], pm["ell"], pm["beta"]
     i_id = design["items"][id_name]
     rows = []
@@ -83,29 +100,51 @@ def case(pilot: str, target: str) -> dict:
         if name not in fit or name not in design["items"]:
             continue
         i = design["items"][name]
-        planned = {k: reliability(t["signal_var"], noise[name][k], i, n, ell, beta * beta * noise[id_name][k] / i_id)
-                   for k in ("raw", "residual")}
-        rows.append({"testset": name, "items": i, "id_items": i_id, "planned_raw": planned["raw"],
-                     "planned": planned["residual"], "fitted": fit[name],
-                     "noise_ratio": noise[name]["residual"] / noise[name]["raw"]})
-    return {"pilot": pilot, "target": target, "checkpoints": n, "target_runs": design["runs"], "pilot_runs":
-            pm["n_runs"], "ell": ell, "beta": beta, "rows": rows,
-            "mean_abs_error": float(np.mean([abs(r["planned"] - r["fitted"]) for r in rows])),
-            "mean_abs_error_raw": float(np.mean([abs(r["planned_raw"] - r["fitted"]) for r in rows]))}
+        planned = {
+            k: reliability(t["signal_var"], noise[name][k], i, n, ell, beta * beta * noise[id_name][k] / i_id)
+            for k in ("raw", "residual")
+        }
+        rows.append(
+            {
+                "testset": name,
+                "items": i,
+                "id_items": i_id,
+                "planned_raw": planned["raw"],
+                "planned": planned["residual"],
+                "fitted": fit[name],
+                "noise_ratio": noise[name]["residual"] / noise[name]["raw"],
+            }
+        )
+    return {
+        "pilot": pilot,
+        "target": target,
+        "checkpoints": n,
+        "target_runs": design["runs"],
+        "pilot_runs": pm["n_runs"],
+        "ell": ell,
+        "beta": beta,
+        "rows": rows,
+        "mean_abs_error": float(np.mean([abs(r["planned"] - r["fitted"]) for r in rows])),
+        "mean_abs_error_raw": float(np.mean([abs(r["planned_raw"] - r["fitted"]) for r in rows])),
+    }
 
 
 NAMES = {"scitail_real": "SciTail", "snli_real": "SNLI", "sick": "SICK", "hans_real": "HANS"}
 
 
 def markdown(result: dict) -> str:
-    lines = ["| pilot → study (runs) | testset (items; ID items) | planned, raw item noise | planned now | fitted |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| pilot → study (runs) | testset (items; ID items) | planned, raw item noise | planned now | fitted |",
+        "|---|---|---|---|---|",
+    ]
     for c in result["cases"]:
         for r in c["rows"]:
-            lines.append(f"| {c['pilot']} → {c['target']} ({c['target_runs']}) | "
-                         f"{NAMES.get(r['testset'], r['testset'])}"
-                         f" ({r['items']}; {r['id_items']}) | {r['planned_raw']:.2f} | {r['planned']:.2f} | "
-                         f"{r['fitted']:.2f} |")
+            lines.append(
+                f"| {c['pilot']} → {c['target']} ({c['target_runs']}) | "
+                f"{NAMES.get(r['testset'], r['testset'])}"
+                f" ({r['items']}; {r['id_items']}) | {r['planned_raw']:.2f} | {r['planned']:.2f} | "
+                f"{r['fitted']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -121,11 +160,15 @@ def main() -> None:
     result = {"metric": METRIC, "cases": cases}
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     for c in cases:
-        print(f"{c['pilot']} -> {c['target']} ({c['target_runs']} runs, {c['checkpoints']} checkpoints): mean |planned"
-              f" - fitted| {c['mean_abs_error']:.2f} (raw item noise: {c['mean_abs_error_raw']:.2f})")
+        print(
+            f"{c['pilot']} -> {c['target']} ({c['target_runs']} runs, {c['checkpoints']} checkpoints): mean |planned"
+            f" - fitted| {c['mean_abs_error']:.2f} (raw item noise: {c['mean_abs_error_raw']:.2f})"
+        )
         for r in c["rows"]:
-            print(f"  {r['testset']:<13} {r['items']:>4} items, ID {r['id_items']}: planned {r['planned']:.2f} "
-                  f"(raw {r['planned_raw']:.2f}), fitted {r['fitted']:.2f}; residual/raw noise {r['noise_ratio']:.2f}")
+            print(
+                f"  {r['testset']:<13} {r['items']:>4} items, ID {r['id_items']}: planned {r['planned']:.2f} "
+                f"(raw {r['planned_raw']:.2f}), fitted {r['fitted']:.2f}; residual/raw noise {r['noise_ratio']:.2f}"
+            )
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

@@ -25,8 +25,14 @@ OUT = ROOT / "bench" / "results" / "plan_settled_check.json"
 METRIC = "balanced_margin"
 SETTLED = ("consistent_positive", "consistent_negative", "consistent_null")
 # (pilot, target): each study planned from the study that sized it, and from itself
-CASES = (("pilot", "twofamily"), ("twofamily", "twofamily"), ("sick-first-pass", "sick"), ("sick", "sick"),
-         ("sick-first-pass", "sick-first-pass"), ("pilot", "pilot"))
+CASES = (
+    ("pilot", "twofamily"),
+    ("twofamily", "twofamily"),
+    ("sick-first-pass", "sick"),
+    ("sick", "sick"),
+    ("sick-first-pass", "sick-first-pass"),
+    ("pilot", "pilot"),
+)
 # measured CPU-hours of the scored study (docs/benchmarks.md: twofamily's two passes 7.3 + 8; sick's 8 runs and the
 # first pass that re-planned it 13; docs/studies.md: sick-first-pass 2.8)
 CPU_HOURS = {"twofamily": 15.3, "sick": 13.2, "sick-first-pass": 2.8}
@@ -73,21 +79,40 @@ def main(argv=None) -> dict:
         names = sorted(set(p["ood"]) & set(t["ood"]))
         model = {**p, "ood": {n: {**p["ood"][n], "size": t["ood"][n]["items"]} for n in names}}
         seeds = max(1, t["n_runs"] // len(t["families"]))
-        design = {"checkpoints": t["checkpoints"], "seeds": seeds,
-                  "ood_items": max(x["items"] for x in t["ood"].values()),
-                  "id_items": t["id"]["items"], "hours": CPU_HOURS.get(target, float("nan"))}
+        design = {
+            "checkpoints": t["checkpoints"],
+            "seeds": seeds,
+            "ood_items": max(x["items"] for x in t["ood"].values()),
+            "id_items": t["id"]["items"],
+            "hours": CPU_HOURS.get(target, float("nan")),
+        }
         with one_thread():
-            st = expected_settled(model, design, names, len(t["families"]), s.equivalence, s.alpha, 0.5,
-                                  s.reliability_min)
+            st = expected_settled(
+                model, design, names, len(t["families"]), s.equivalence, s.alpha, 0.5, s.reliability_min
+            )
         got, pairs = settled(studies / target)
-        rows.append({"pilot": pilot, "target": target, "checkpoints": design["checkpoints"], "seeds": seeds,
-                     "families": len(t["families"]), "items": {n: t["ood"][n]["items"] for n in names},
-                     "id_items": design["id_items"], "pairs": st["pairs"], "expected_if_r05": st["if_r"],
-                     "expected_if_0": st["if_0"], "per_pair": st["per_pair"], "settled": got,
-                     "verdict_pairs": pairs, "cpu_hours": CPU_HOURS.get(target),
-                     "cpu_h_per_settled": CPU_HOURS[target] / got if target in CPU_HOURS and got else None,
-                     "planned_cpu_h_per_settled": CPU_HOURS[target] / st["if_r"]
-                     if target in CPU_HOURS and st["if_r"] > 0 else None})
+        rows.append(
+            {
+                "pilot": pilot,
+                "target": target,
+                "checkpoints": design["checkpoints"],
+                "seeds": seeds,
+                "families": len(t["families"]),
+                "items": {n: t["ood"][n]["items"] for n in names},
+                "id_items": design["id_items"],
+                "pairs": st["pairs"],
+                "expected_if_r05": st["if_r"],
+                "expected_if_0": st["if_0"],
+                "per_pair": st["per_pair"],
+                "settled": got,
+                "verdict_pairs": pairs,
+                "cpu_hours": CPU_HOURS.get(target),
+                "cpu_h_per_settled": CPU_HOURS[target] / got if target in CPU_HOURS and got else None,
+                "planned_cpu_h_per_settled": CPU_HOURS[target] / st["if_r"]
+                if target in CPU_HOURS and st["if_r"] > 0
+                else None,
+            }
+        )
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "per_pair"}), flush=True)
     result = {"metric": METRIC, "r": 0.5, "cases": rows}
     OUT.write_text(json.dumps(result, indent=1) + "\n")
@@ -95,15 +120,19 @@ def main(argv=None) -> dict:
 
 
 def print_markdown(result: dict) -> dict:
-    print("| study (design) | planned from | expected settled if every \\|r\\| = 0.5 / if every r = 0 | settled | "
-          "CPU-h per settled pair: planned / actual |")
+    print(
+        "| study (design) | planned from | expected settled if every \\|r\\| = 0.5 / if every r = 0 | settled | "
+        "CPU-h per settled pair: planned / actual |"
+    )
     print("|---|---|---|---|---|")
     for c in result["cases"]:
-        f = (lambda v: "–" if v is None else f"{v:.1f}")  # noqa: E731
-        print(f"| `{c['target']}` ({c['families']} families x {c['seeds']} seeds, {c['checkpoints']} checkpoints) | "
-              f"`{c['pilot']}` | {c['expected_if_r05']:.1f} / {c['expected_if_0']:.1f} of {c['pairs']} | "
-              f"{c['settled']} of {c['verdict_pairs']} | {f(c['planned_cpu_h_per_settled'])} / "
-              f"{f(c['cpu_h_per_settled'])} |")
+        f = lambda v: "–" if v is None else f"{v:.1f}"  # noqa: E731
+        print(
+            f"| `{c['target']}` ({c['families']} families x {c['seeds']} seeds, {c['checkpoints']} checkpoints) | "
+            f"`{c['pilot']}` | {c['expected_if_r05']:.1f} / {c['expected_if_0']:.1f} of {c['pairs']} | "
+            f"{c['settled']} of {c['verdict_pairs']} | {f(c['planned_cpu_h_per_settled'])} / "
+            f"{f(c['cpu_h_per_settled'])} |"
+        )
     return result
 
 

@@ -57,11 +57,21 @@ def predict(cell: dict) -> dict | None:
         return None
     k = kernel_share(n, ell)
     terms = design_terms(n, k * (1 - rel[0]) / rel[0], k * (1 - rel[1]) / rel[1])
-    return {"key": cell["key"], "dependence": cell["dependence"], "id_items": cell["id_items"], "seeds": seeds,
-            "checkpoints": n, "rho": cell["rho"], "n_eff_per_seed": new["median_n_eff"] / seeds, "ell": ell,
-            "rel_a": rel[0], "rel_b": rel[1], "predicted": design_power([terms], 1.0, 1.0, ell, cell["rho"],
-                                                                        copies=seeds),
-            "simulated": new["power"], "replicates": new["replicates"]}
+    return {
+        "key": cell["key"],
+        "dependence": cell["dependence"],
+        "id_items": cell["id_items"],
+        "seeds": seeds,
+        "checkpoints": n,
+        "rho": cell["rho"],
+        "n_eff_per_seed": new["median_n_eff"] / seeds,
+        "ell": ell,
+        "rel_a": rel[0],
+        "rel_b": rel[1],
+        "predicted": design_power([terms], 1.0, 1.0, ell, cell["rho"], copies=seeds),
+        "simulated": new["power"],
+        "replicates": new["replicates"],
+    }
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -73,21 +83,34 @@ def summary(rows: list[dict]) -> list[dict]:
                 continue
             err = np.array([x["predicted"] - x["simulated"] for x in r])
             mc = np.array([x["simulated"] * (1 - x["simulated"]) / x["replicates"] for x in r])
-            out.append({"dependence": dep, "seeds": "1" if one else "3, 5", "cells": len(r),
-                        "predicted": float(np.mean([x["predicted"] for x in r])),
-                        "simulated": float(np.mean([x["simulated"] for x in r])),
-                        "mean_error": float(err.mean()), "mean_error_se": float(math.sqrt(mc.sum()) / len(r)),
-                        "rms_error": float(math.sqrt((err ** 2).mean())), "rms_mc": float(math.sqrt(mc.mean()))})
+            out.append(
+                {
+                    "dependence": dep,
+                    "seeds": "1" if one else "3, 5",
+                    "cells": len(r),
+                    "predicted": float(np.mean([x["predicted"] for x in r])),
+                    "simulated": float(np.mean([x["simulated"] for x in r])),
+                    "mean_error": float(err.mean()),
+                    "mean_error_se": float(math.sqrt(mc.sum()) / len(r)),
+                    "rms_error": float(math.sqrt((err**2).mean())),
+                    "rms_mc": float(math.sqrt(mc.mean())),
+                }
+            )
     return out
 
 
 def markdown(result: dict) -> str:
-    lines = ["| trajectories | seeds | cells | mean power: predicted | simulated | mean error | rms error "
-             "| of which Monte Carlo |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trajectories | seeds | cells | mean power: predicted | simulated | mean error | rms error "
+        "| of which Monte Carlo |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in result["summary"]:
-        lines.append(f"| {s['dependence']} | {s['seeds']} | {s['cells']} | {s['predicted']:.2f} | "
-                     f"{s['simulated']:.2f} | {s['mean_error']:+.3f} ± {s['mean_error_se']:.3f} | "
-                     f"{s['rms_error']:.3f} | {s['rms_mc']:.3f} |")
+        lines.append(
+            f"| {s['dependence']} | {s['seeds']} | {s['cells']} | {s['predicted']:.2f} | "
+            f"{s['simulated']:.2f} | {s['mean_error']:+.3f} ± {s['mean_error_se']:.3f} | "
+            f"{s['rms_error']:.3f} | {s['rms_mc']:.3f} |"
+        )
     return "\n".join(lines)
 
 

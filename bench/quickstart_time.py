@@ -84,13 +84,20 @@ def main():
             if res.returncode != 0:
                 raise SystemExit(f"dvc repro failed:\n{res.stderr[-3000:]}")
             times.append(round(took, 1))
-            print(f"run {i + 1}: {took:.0f} s wall, {cpu[-1]:.0f} s CPU (load average at start {loads[-1]:.2f})",
-                  flush=True)
+            print(
+                f"run {i + 1}: {took:.0f} s wall, {cpu[-1]:.0f} s CPU (load average at start {loads[-1]:.2f})",
+                flush=True,
+            )
             if a.keep and i == a.repeat - 1:
                 keep_outputs(root)
-    out = {"seconds": times, "median_s": statistics.median(times), "cpu_seconds": cpu,
-           "median_cpu_s": statistics.median(cpu), "loadavg_at_start": loads,
-           "cores": os.cpu_count()}
+    out = {
+        "seconds": times,
+        "median_s": statistics.median(times),
+        "cpu_seconds": cpu,
+        "median_cpu_s": statistics.median(cpu),
+        "loadavg_at_start": loads,
+        "cores": os.cpu_count(),
+    }
     print(json.dumps(out))
     (REPO / "bench" / "results" / "quickstart_time.json").write_text(json.dumps(out, indent=1) + "\n")
 

@@ -47,8 +47,10 @@ def item_matrix(run_dir: Path, testset: str):
 
     pred = run_dir / "eval" / "predictions"
     steps = sorted(int(p.name.split("-")[1]) for p in pred.iterdir())
-    tabs = [pd.read_parquet(pred / f"step-{s}" / f"{testset}.parquet").sort_values("id").reset_index(drop=True)
-            for s in steps]
+    tabs = [
+        pd.read_parquet(pred / f"step-{s}" / f"{testset}.parquet").sort_values("id").reset_index(drop=True)
+        for s in steps
+    ]
     M = np.stack([item_scores(t, METRIC) for t in tabs])
     return np.array(steps, float) / max(steps), M, np.asarray(gold_entailment(tabs[0]))
 
@@ -67,8 +69,10 @@ def split_half(M, g, rng, splits: int) -> dict:
     E = D.T @ D / len(D)
     J = np.eye(n) - 1.0 / n
     d2 = np.diff(np.eye(n), 2, axis=0)
-    return {"centred": float(np.trace(J @ E @ J) / np.trace(J @ V @ J)),
-            "rough": float(np.trace(d2 @ E @ d2.T) / np.trace(d2 @ V @ d2.T))}
+    return {
+        "centred": float(np.trace(J @ E @ J) / np.trace(J @ V @ J)),
+        "rough": float(np.trace(d2 @ E @ d2.T) / np.trace(d2 @ V @ d2.T)),
+    }
 
 
 def bands(study: Path, runs: list[str], ell: float, a: str, b: str, id_name: str) -> dict:
@@ -87,10 +91,19 @@ def bands(study: Path, runs: list[str], ell: float, a: str, b: str, id_name: str
         for name, cols in (("slow", slice(0, SLOW_MODES)), ("fast", slice(SLOW_MODES, m)), ("all", slice(0, m))):
             B = U[:, cols]
             pa, pb = B.T @ za, B.T @ zb
-            acc[name] += [pa @ pb - np.trace(B.T @ s["C"] @ B), pa @ pa - np.trace(B.T @ s["Na"] @ B),
-                          pb @ pb - np.trace(B.T @ s["Nb"] @ B)]
-    return {k: {"r": float(c / math.sqrt(max(va, 1e-12) * max(vb, 1e-12))), "signal_var_a": float(va),
-                "signal_var_b": float(vb)} for k, (c, va, vb) in acc.items()}
+            acc[name] += [
+                pa @ pb - np.trace(B.T @ s["C"] @ B),
+                pa @ pa - np.trace(B.T @ s["Na"] @ B),
+                pb @ pb - np.trace(B.T @ s["Nb"] @ B),
+            ]
+    return {
+        k: {
+            "r": float(c / math.sqrt(max(va, 1e-12) * max(vb, 1e-12))),
+            "signal_var_a": float(va),
+            "signal_var_b": float(vb),
+        }
+        for k, (c, va, vb) in acc.items()
+    }
 
 
 def own_model(reps: int, rng, rho=0.76, ell=0.08, n=17, seeds=4, beta=0.69) -> list[dict]:
@@ -111,18 +124,33 @@ def own_model(reps: int, rng, rho=0.76, ell=0.08, n=17, seeds=4, beta=0.69) -> l
                         z1, z2 = rng.standard_normal((2, n))
                         u, v = L @ z1, L @ (rho * z1 + math.sqrt(1 - rho * rho) * z2)
                         e = math.sqrt(noise) * (Ln @ rng.standard_normal((n, 2)))
-                        runs.append({"t": t, "x": x0 + 0.1 * rng.standard_normal(n), "ya": beta * x0 + u + e[:, 0],
-                                     "yb": beta * x0 + v + e[:, 1], "Vx": 0.01 * np.eye(n), "Va": noise * C,
-                                     "Vb": noise * C})
+                        runs.append(
+                            {
+                                "t": t,
+                                "x": x0 + 0.1 * rng.standard_normal(n),
+                                "ya": beta * x0 + u + e[:, 0],
+                                "yb": beta * x0 + v + e[:, 1],
+                                "Vx": 0.01 * np.eye(n),
+                                "Va": noise * C,
+                                "Vb": noise * C,
+                            }
+                        )
                     res = gp_interval(runs)
                     if res["reason"]:
                         continue
                     rs.append(res["r_hat"])
                     cover += res["ci_low"] <= rho <= res["ci_high"]
             cov = cover / len(rs)
-            out.append({"noise": "white" if noise_ell == 0 else f"smooth (length-scale {noise_ell})",
-                        "items": items, "defined": len(rs), "median_r": float(np.median(rs)), "coverage": cov,
-                        "coverage_se": math.sqrt(cov * (1 - cov) / len(rs))})
+            out.append(
+                {
+                    "noise": "white" if noise_ell == 0 else f"smooth (length-scale {noise_ell})",
+                    "items": items,
+                    "defined": len(rs),
+                    "median_r": float(np.median(rs)),
+                    "coverage": cov,
+                    "coverage_se": math.sqrt(cov * (1 - cov) / len(rs)),
+                }
+            )
     return out
 
 
@@ -140,7 +168,8 @@ def main():
     study = ROOT / "studies" / args.study
     params = read_yaml((study / "params.yaml").read_text())
     pooled = pd.read_csv(study / "results" / "pooled_seeds.csv").query(
-        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
+        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'"
+    )
     rng = np.random.default_rng(0)
     halves = {}
     for run in params["runs"]:
@@ -151,17 +180,30 @@ def main():
     band = {}
     for row in pooled.itertuples(index=False):
         runs = [k for k, v in params["runs"].items() if v["model"] == row.model]
-        band[row.model] = {"ell": float(row.ci2_ell), "likelihood_r": float(row.r_disattenuated),
-                           **bands(study, runs, float(row.ci2_ell), "scitail_real", "snli_real", "mnli_real")}
-        print(row.model, {k: (round(v["r"], 2) if isinstance(v, dict) else v) for k, v in band[row.model].items()},
-              flush=True)
+        band[row.model] = {
+            "ell": float(row.ci2_ell),
+            "likelihood_r": float(row.r_disattenuated),
+            **bands(study, runs, float(row.ci2_ell), "scitail_real", "snli_real", "mnli_real"),
+        }
+        print(
+            row.model,
+            {k: (round(v["r"], 2) if isinstance(v, dict) else v) for k, v in band[row.model].items()},
+            flush=True,
+        )
     sim = own_model(args.reps, rng)
     for s in sim:
         print(s, flush=True)
     ratios = np.array([[v["centred"], v["rough"]] for v in halves.values()])
-    out = {"study": args.study, "splits": args.splits, "reps": args.reps, "slow_modes": SLOW_MODES,
-           "split_half": halves, "split_half_range": [float(ratios.min()), float(ratios.max())],
-           "bands": band, "own_model": sim}
+    out = {
+        "study": args.study,
+        "splits": args.splits,
+        "reps": args.reps,
+        "slow_modes": SLOW_MODES,
+        "split_half": halves,
+        "split_half_range": [float(ratios.min()), float(ratios.max())],
+        "bands": band,
+        "own_model": sim,
+    }
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"split-half / estimated noise: {ratios.min():.2f}-{ratios.max():.2f}; wrote {args.out}")
 

@@ -59,8 +59,10 @@ def main():
     for dtype in a.dtypes.split(","):
         model, tok, _ = load_base_model(SMOLLM2, quantization="none", dtype=dtype)
         prompter = Prompter(tok, max_length=256)
-        enc = {t: prompter.encode([r["premise"] for r in data[t]], [r["hypothesis"] for r in data[t]])
-               for t in ("mnli", "snli")}
+        enc = {
+            t: prompter.encode([r["premise"] for r in data[t]], [r["hypothesis"] for r in data[t]])
+            for t in ("mnli", "snli")
+        }
 
         def run(seqs, budget=CPU_TOKEN_BUDGET, m=model):
             return score(m, seqs, prompter.verbalizer_ids, tok.pad_token_id, token_budget=budget)
@@ -82,10 +84,15 @@ def main():
         first_s, _ = timed(lambda: run(enc["mnli"]))
         again_s, (lp1, _) = timed(lambda: run(enc["mnli"]))
         other_s, _ = timed(lambda: run(enc["snli"]))
-        res["compile"] = {"eager_s": eager_s, "first_call_s": first_s, "compiled_s": again_s,
-                          "speedup_same_pairs": eager_s / again_s, "speedup_other_testset": eager_other / other_s,
-                          "compile_overhead_s": first_s - again_s,
-                          "max_abs_logp_diff_vs_eager": float(np.abs(lp0 - lp1).max())}
+        res["compile"] = {
+            "eager_s": eager_s,
+            "first_call_s": first_s,
+            "compiled_s": again_s,
+            "speedup_same_pairs": eager_s / again_s,
+            "speedup_other_testset": eager_other / other_s,
+            "compile_overhead_s": first_s - again_s,
+            "max_abs_logp_diff_vs_eager": float(np.abs(lp0 - lp1).max()),
+        }
         print(dtype, json.dumps(res), flush=True)
         del model, backbone
         torch._dynamo.reset()

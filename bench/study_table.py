@@ -54,9 +54,12 @@ def table(name: str) -> str:
                 cells.append("not run")
                 continue
             r = row.iloc[0]
-            cells.append(f"{_cell(r)}, reliability {r['rel_a']:.2f} / {r['rel_b']:.2f}; "
-                         f"even {_num(r['r_even'])} {_iv(r['ci2even_low'], r['ci2even_high'])}"
-                         if pd.notna(r["r_even"]) else _cell(r))
+            cells.append(
+                f"{_cell(r)}, reliability {r['rel_a']:.2f} / {r['rel_b']:.2f}; "
+                f"even {_num(r['r_even'])} {_iv(r['ci2even_low'], r['ci2even_high'])}"
+                if pd.notna(r["r_even"])
+                else _cell(r)
+            )
         v = verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)]
         cells.append(str(v.iloc[0]["verdict"]).replace("_", " ") if len(v) else "one family")
         lines.append("| " + " | ".join(cells) + " |")
@@ -70,8 +73,12 @@ def _cell(r) -> str:
     return f"{_num(point) if pd.notna(point) else '–'} {_iv(lo, hi)}"
 
 
-ACROSS = {"consistent_positive": "**same sign, positive**", "consistent_negative": "**same sign, negative**",
-          "model_dependent": "**opposite signs**", "consistent_null": "**no relation beyond ±0.3 in either**"}
+ACROSS = {
+    "consistent_positive": "**same sign, positive**",
+    "consistent_negative": "**same sign, negative**",
+    "model_dependent": "**opposite signs**",
+    "consistent_null": "**no relation beyond ±0.3 in either**",
+}
 
 
 def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
@@ -80,8 +87,9 @@ def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
         for t, col in ((a, "rel_a"), (b, "rel_b")):
             if (rows[col] < FLOOR).any():
                 return f"unsettled: {NAMES.get(t, t)} reliability " + " / ".join(f"{x:.2f}" for x in rows[col])
-    short = [FAMILIES.get(r.model, r.model).split("-")[0] for r in rows.itertuples()
-             if not (r.ci2_low > 0 or r.ci2_high < 0)]
+    short = [
+        FAMILIES.get(r.model, r.model).split("-")[0] for r in rows.itertuples() if not (r.ci2_low > 0 or r.ci2_high < 0)
+    ]
     if len(short) == len(rows):
         return "unsettled: both intervals include 0"
     return f"unsettled: {' and '.join(short)}'s interval includes 0"
@@ -147,8 +155,10 @@ def facts(name: str) -> str:
     for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
         lines.append(f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}")
         for method in ("rank", "gam"):
-            cells = ", ".join(f"{FAMILIES.get(r.model, r.model).split('-')[0]} {_cell(r)}"
-                              for r in g[g["method"] == method].itertuples())
+            cells = ", ".join(
+                f"{FAMILIES.get(r.model, r.model).split('-')[0]} {_cell(r)}"
+                for r in g[g["method"] == method].itertuples()
+            )
             lines.append(f"  {method}: {verdicts.get((method, a, b), '?')}; {cells}")
         for m in sorted(g["model"].unique()):
             got = alone.get((m, a, b), [])

@@ -59,9 +59,17 @@ def power(n: int, r1: float, rel: float, phi: float = 0.0, seeds: int = 1, alpha
     return float(stats.norm.sf(q - z) + stats.norm.cdf(-q - z))
 
 
-def checkpoints_for_power(r1: float, rel: float, target: float = 0.8, phi: float = 0.0, seeds: int = 1,
-                          alpha: float = ALPHA, max_checkpoints: int = MAX_CHECKPOINTS):
+def checkpoints_for_power(
+    r1: float,
+    rel: float,
+    target: float = 0.8,
+    phi: float = 0.0,
+    seeds: int = 1,
+    alpha: float = ALPHA,
+    max_checkpoints: int = MAX_CHECKPOINTS,
+):
     """Smallest n with power >= target (None if not reached by max_checkpoints): doubling, then bisection."""
+
     def ok(n):
         p = power(n, r1, rel, phi, seeds, alpha)
         return np.isfinite(p) and p >= target
@@ -80,9 +88,17 @@ def checkpoints_for_power(r1: float, rel: float, target: float = 0.8, phi: float
     return lo
 
 
-def power_table(signal_var: float, noise_var_item: float, r1: float, target: float = 0.8, phi: float = 0.0,
-                seeds: int = 1, items=ITEM_COUNTS, rel_product: float | None = None,
-                alpha: float = ALPHA) -> list[dict]:
+def power_table(
+    signal_var: float,
+    noise_var_item: float,
+    r1: float,
+    target: float = 0.8,
+    phi: float = 0.0,
+    seeds: int = 1,
+    items=ITEM_COUNTS,
+    rel_product: float | None = None,
+    alpha: float = ALPHA,
+) -> list[dict]:
     """Rows {items, reliability, checkpoints, n_eff, power} for each testset size (and one row at a stated
     reliability product rel_a * rel_b when given: items None). `reliability` is each trajectory's (both equal)."""
     if not 0 < abs(r1) < 1:
@@ -99,9 +115,15 @@ def power_table(signal_var: float, noise_var_item: float, r1: float, target: flo
     rows = []
     for k, rel in cases:
         n = checkpoints_for_power(r1, rel, target, phi, seeds, alpha)
-        rows.append({"items": k, "reliability": rel, "checkpoints": n,
-                     "n_eff": None if n is None else effective_dof(n, phi, rel, r1) + 4,
-                     "power": None if n is None else power(n, r1, rel, phi, seeds, alpha)})
+        rows.append(
+            {
+                "items": k,
+                "reliability": rel,
+                "checkpoints": n,
+                "n_eff": None if n is None else effective_dof(n, phi, rel, r1) + 4,
+                "power": None if n is None else power(n, r1, rel, phi, seeds, alpha),
+            }
+        )
     return rows
 
 

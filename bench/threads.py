@@ -65,8 +65,15 @@ def main() -> None:
 
     print("warm-up", flush=True)
     rate(1)  # warm-up
-    res = {"cores": os.cpu_count(), "default_threads": default_threads, "n": args.n, "model": args.model,
-           "loadavg_start": os.getloadavg(), "python": platform.python_version(), "torch": torch.__version__}
+    res = {
+        "cores": os.cpu_count(),
+        "default_threads": default_threads,
+        "n": args.n,
+        "model": args.model,
+        "loadavg_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     res["idle_policy_threads"] = threads.auto_threads()
     res["idle_default"] = rate(default_threads)
     res["idle_1_thread"] = rate(1)
@@ -82,15 +89,19 @@ def main() -> None:
         proc.wait()
     res["loadavg_end"] = os.getloadavg()
     base = res["idle_default"]
-    res["ratios_vs_idle_default"] = {k: round(res[k] / base, 3) for k in
-                                     ("idle_default", "idle_1_thread", "busy_default", "busy_1_thread", "busy_policy")}
+    res["ratios_vs_idle_default"] = {
+        k: round(res[k] / base, 3)
+        for k in ("idle_default", "idle_1_thread", "busy_default", "busy_1_thread", "busy_policy")
+    }
     res["slowdown_busy_default"] = round(base / res["busy_default"], 2)
     res["slowdown_busy_policy"] = round(base / res["busy_policy"], 2)
     for k in ("idle_default", "idle_1_thread", "busy_default", "busy_1_thread", "busy_policy"):
         print(f"{k:15s} {res[k]:7.2f} ex/s  x{res['ratios_vs_idle_default'][k]:.2f}")
-    print(f"policy threads: idle {res['idle_policy_threads']}, one core busy {res['busy_policy_threads']}; "
-          f"busy core costs {res['slowdown_busy_default']}x with default threads, "
-          f"{res['slowdown_busy_policy']}x with the policy")
+    print(
+        f"policy threads: idle {res['idle_policy_threads']}, one core busy {res['busy_policy_threads']}; "
+        f"busy core costs {res['slowdown_busy_default']}x with default threads, "
+        f"{res['slowdown_busy_policy']}x with the policy"
+    )
     out = HERE / "results" / "threads.json"
     out.write_text(json.dumps(res, indent=2) + "\n")
     print(f"-> {out}")

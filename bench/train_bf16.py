@@ -56,8 +56,12 @@ def read_run(root: Path, key: str) -> dict:
     gaps = [losses[b][1] - losses[a][1] for a, b in zip(steps, steps[1:])]
     acc = pd.read_csv(root / "runs" / key / "eval" / "accuracy.csv")
     acc = acc[acc["testset"] == ID_TESTSET]
-    return {"steps": steps, "loss": [losses[s][0] for s in steps], "median_step_s": statistics.median(gaps),
-            "id_accuracy": dict(zip(acc["step"].astype(int).tolist(), acc["accuracy"].round(6).tolist()))}
+    return {
+        "steps": steps,
+        "loss": [losses[s][0] for s in steps],
+        "median_step_s": statistics.median(gaps),
+        "id_accuracy": dict(zip(acc["step"].astype(int).tolist(), acc["accuracy"].round(6).tolist())),
+    }
 
 
 def final_acc(run: dict) -> float:
@@ -85,35 +89,50 @@ def main():
                 root = fresh_copy(Path(d))
                 key = configure(root, a.model, seed, dtype, a.steps)
                 t0 = time.time()
-                res = subprocess.run(["dvc", "repro", f"evaluate@{key}"], cwd=root, env=env, capture_output=True,
-                                     text=True)
+                res = subprocess.run(
+                    ["dvc", "repro", f"evaluate@{key}"], cwd=root, env=env, capture_output=True, text=True
+                )
                 if res.returncode != 0:
                     raise SystemExit(f"dvc repro failed:\n{res.stderr[-3000:]}")
                 r = runs[f"{dtype}_s{seed}"] = {**read_run(root, key), "wall_s": round(time.time() - t0, 1)}
-                print(f"seed {seed} {dtype}: step {r['median_step_s']:.2f} s, final loss {r['loss'][-1]:.3f}, "
-                      f"ID accuracy {final_acc(r):.3f}", flush=True)
+                print(
+                    f"seed {seed} {dtype}: step {r['median_step_s']:.2f} s, final loss {r['loss'][-1]:.3f}, "
+                    f"ID accuracy {final_acc(r):.3f}",
+                    flush=True,
+                )
     window = max(2, a.steps // 4)  # the last quarter of training
     cmp = {}
     for s in seeds:
         f, b = runs[f"float32_s{s}"], runs[f"bfloat16_s{s}"]
         diff = [y - x for x, y in zip(f["loss"], b["loss"])]
         accs = [final_acc(f), final_acc(b)]
-        cmp[s] = {"step_speedup": f["median_step_s"] / b["median_step_s"],
-                  "loss_diff_median_abs": statistics.median(abs(x) for x in diff),
-                  "loss_diff_max_abs": max(abs(x) for x in diff),
-                  "loss_last_quarter_mean": {"float32": statistics.mean(f["loss"][-window:]),
-                                             "bfloat16": statistics.mean(b["loss"][-window:])},
-                  "loss_last_quarter_se": statistics.stdev(f["loss"][-window:]) / math.sqrt(window),
-                  "final_id_accuracy": {"float32": accs[0], "bfloat16": accs[1]},
-                  "final_id_accuracy_se_of_difference": math.sqrt(sum(p * (1 - p) for p in accs) / ID_ITEMS)}
-    out = {"model": a.model, "steps": a.steps, "native_bf16": native_bf16_cpu(), "cores": os.cpu_count(),
-           "bf16_vs_float32": cmp}
+        cmp[s] = {
+            "step_speedup": f["median_step_s"] / b["median_step_s"],
+            "loss_diff_median_abs": statistics.median(abs(x) for x in diff),
+            "loss_diff_max_abs": max(abs(x) for x in diff),
+            "loss_last_quarter_mean": {
+                "float32": statistics.mean(f["loss"][-window:]),
+                "bfloat16": statistics.mean(b["loss"][-window:]),
+            },
+            "loss_last_quarter_se": statistics.stdev(f["loss"][-window:]) / math.sqrt(window),
+            "final_id_accuracy": {"float32": accs[0], "bfloat16": accs[1]},
+            "final_id_accuracy_se_of_difference": math.sqrt(sum(p * (1 - p) for p in accs) / ID_ITEMS),
+        }
+    out = {
+        "model": a.model,
+        "steps": a.steps,
+        "native_bf16": native_bf16_cpu(),
+        "cores": os.cpu_count(),
+        "bf16_vs_float32": cmp,
+    }
     if len(seeds) > 1:
         f0, f1 = runs[f"float32_s{seeds[0]}"], runs[f"float32_s{seeds[1]}"]
         out["float32_seed_spread"] = {
             "final_id_accuracy_diff": final_acc(f1) - final_acc(f0),
-            "loss_last_quarter_mean_diff": (statistics.mean(f1["loss"][-window:])
-                                            - statistics.mean(f0["loss"][-window:]))}
+            "loss_last_quarter_mean_diff": (
+                statistics.mean(f1["loss"][-window:]) - statistics.mean(f0["loss"][-window:])
+            ),
+        }
     out["runs"] = runs
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}, indent=1))
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -35,8 +35,14 @@ def start_and_time(cmd: list[str], port: int, cwd: Path, timeout: float = 300) -
     """Seconds until / and /health answer; number of stderr lines mentioning a warning."""
     err = tempfile.TemporaryFile()
     t0 = time.time()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        start_new_session=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     try:
         while time.time() - t0 < timeout:
             try:
@@ -77,18 +83,38 @@ def main():
     for _ in range(a.repeat):
         for name in times:
             port = free_port()
-            cmd = ([str(oodcorr), "ui", "--port", str(port)] if name == "oodcorr_ui" else
-                   [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
-                    "--default-artifact-root", str(root / "mlruns" / "artifacts"), "--host", "127.0.0.1",
-                    "--port", str(port)])
+            cmd = (
+                [str(oodcorr), "ui", "--port", str(port)]
+                if name == "oodcorr_ui"
+                else [
+                    sys.executable,
+                    "-m",
+                    "mlflow",
+                    "server",
+                    "--backend-store-uri",
+                    f"sqlite:///{db}",
+                    "--default-artifact-root",
+                    str(root / "mlruns" / "artifacts"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ]
+            )
             t, w = start_and_time(cmd, port, root)
             times[name].append(round(t, 2))
             warns[name].append(w)
             print(f"{name}: {t:.1f} s, {w} warning line(s)", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    out = {"repeat": a.repeat, "seconds": times, "median_s": med, "warning_lines": warns,
-           "ratio_oodcorr_ui_vs_mlflow_server": round(med["oodcorr_ui"] / med["mlflow_server"], 3),
-           "loadavg_start_end": os.getloadavg(), "cores": os.cpu_count()}
+    out = {
+        "repeat": a.repeat,
+        "seconds": times,
+        "median_s": med,
+        "warning_lines": warns,
+        "ratio_oodcorr_ui_vs_mlflow_server": round(med["oodcorr_ui"] / med["mlflow_server"], 3),
+        "loadavg_start_end": os.getloadavg(),
+        "cores": os.cpu_count(),
+    }
     print(json.dumps(out, indent=1))
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "ui_startup.json").write_text(json.dumps(out, indent=1) + "\n")

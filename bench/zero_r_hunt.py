@@ -27,8 +27,7 @@ def main():
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "zero_r_hunt.json")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
-    out = {m: {"anli_pairs": 0, "anli_zero": 0, "anli_flagged": 0, "other_pairs": 0, "other_zero": 0}
-           for m in METHODS}
+    out = {m: {"anli_pairs": 0, "anli_zero": 0, "anli_flagged": 0, "other_pairs": 0, "other_zero": 0} for m in METHODS}
     for _ in range(a.trials):
         n, N = int(rng.integers(3, 12)), int(rng.choice([20, 50, 100, 200]))
         x = rng.binomial(400, 0.5 + 0.1 * rng.random(), n) / 400
@@ -44,8 +43,10 @@ def main():
                 if kind == "anli":
                     out[m]["anli_flagged"] += int("one_change:anli" in r["flag"])
     for m, c in out.items():
-        print(f"{m:7s} ANLI-like pairs: {c['anli_zero']}/{c['anli_pairs']} reported r=0, "
-              f"{c['anli_flagged']} flagged one_change; other pairs: {c['other_zero']}/{c['other_pairs']} r=0")
+        print(
+            f"{m:7s} ANLI-like pairs: {c['anli_zero']}/{c['anli_pairs']} reported r=0, "
+            f"{c['anli_flagged']} flagged one_change; other pairs: {c['other_zero']}/{c['other_pairs']} r=0"
+        )
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"trials": a.trials, "by_method": out}, indent=1) + "\n")
 

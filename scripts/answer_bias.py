@@ -31,19 +31,29 @@ def answer_bias(project: Path) -> pd.DataFrame:
     df = load_metrics(metrics_files(params, Project.from_params(params)))
     runs = build_runs(df)
     series.attach(runs, df, BIAS_FREE_METRIC, load_items(runs))
-    ser = {run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"], **d["series"]}
-           for run, d in runs.items()}
+    ser = {
+        run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"], **d["series"]}
+        for run, d in runs.items()
+    }
     diag = diagnose(ser, {run: d["meta"] for run, d in runs.items()}, BIAS_FREE_METRIC)
     n = df.groupby(["run", "testset"])["n"].last()
     out = []
     for row in diag.itertuples(index=False):
         acc, yes = ser[row.run]["accuracy"][row.testset], ser[row.run]["yes_rate"][row.testset]
         r = np.corrcoef(acc, yes)[0, 1] if yes.std() > 0 and acc.std() > 0 else np.nan
-        out.append({"run": row.run, "testset": row.testset, "n_items": int(n[(row.run, row.testset)]),
-                    "share_entailment_labels": round(row.yes_share_gold, 3),
-                    "answers_entailment_min": round(row.yes_rate_min, 3),
-                    "answers_entailment_max": round(row.yes_rate_max, 3), "r_accuracy_vs_answers": round(r, 3),
-                    "r2_accuracy": row.r2_accuracy, "r2_bias_free": row.r2_bias_free})
+        out.append(
+            {
+                "run": row.run,
+                "testset": row.testset,
+                "n_items": int(n[(row.run, row.testset)]),
+                "share_entailment_labels": round(row.yes_share_gold, 3),
+                "answers_entailment_min": round(row.yes_rate_min, 3),
+                "answers_entailment_max": round(row.yes_rate_max, 3),
+                "r_accuracy_vs_answers": round(r, 3),
+                "r2_accuracy": row.r2_accuracy,
+                "r2_bias_free": row.r2_bias_free,
+            }
+        )
     return pd.DataFrame(out).sort_values(["run", "testset"]).reset_index(drop=True)
 
 

@@ -152,22 +152,34 @@ SUBSETS = {
 }
 # Origin commits (from <src>/SOURCES.md), repeated here so SOURCES.md in the output is self-contained.
 ORIGIN = {
-    "mnli_real": ("tommccoy1/hans@7299f6f657089ce06a0f98e7e81f8d0f5b7741ce "
-                  "berts_of_a_feather/mnli_development_set_number_of_correct_responses.txt"),
+    "mnli_real": (
+        "tommccoy1/hans@7299f6f657089ce06a0f98e7e81f8d0f5b7741ce "
+        "berts_of_a_feather/mnli_development_set_number_of_correct_responses.txt"
+    ),
     "snli_real": "OanaMariaCamburu/e-SNLI@7b585a3f077fdea899780eb0473940522ae44a2e dataset/eSNLI/{s1,s2,labels}.test",
-    "scitail_real": ("felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 "
-                     "nli_datasets/scitail/dev.csv (= SciTail test)"),
+    "scitail_real": (
+        "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 "
+        "nli_datasets/scitail/dev.csv (= SciTail test)"
+    ),
     "rte_real": "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 nli_datasets/rte/dev.csv",
-    "hans_real": ("nikotang/RD-UU-MPLT@fa1dfcc482579e8823dfc35f7b2ec384a4e14688 "
-                  "hans.zip (validation+test = the HANS evaluation set)"),
-    "anli_r1_real": ("facebookresearch/anli@b5ce27af54a53bd495af7260fdc485000eed15f8 "
-                     "anlizinganli/anli_annot_v0.2/ANLI_analysis_r1_dev.csv"),
+    "hans_real": (
+        "nikotang/RD-UU-MPLT@fa1dfcc482579e8823dfc35f7b2ec384a4e14688 "
+        "hans.zip (validation+test = the HANS evaluation set)"
+    ),
+    "anli_r1_real": (
+        "facebookresearch/anli@b5ce27af54a53bd495af7260fdc485000eed15f8 "
+        "anlizinganli/anli_annot_v0.2/ANLI_analysis_r1_dev.csv"
+    ),
     "wnli_real": "felipessalvatore/NLI_datasets@9551b739a830fafb2ec4b98d49a9ecd4bf3dcbd0 nli_datasets/wnli/train.csv",
     "paws_qqp_real": "uds-lsv/llmft@3acc3894fa4111d9155190a98a147e3e664ff3da data/paws_qqp/dev_and_test.tsv",
-    "mnli_real_train": ("ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
-                        "data/glue_pretrain/MNLI/{train,dev}.json"),
-    "snli_real_train": ("ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
-                        "data/glue_pretrain/SNLI/{train,dev}.json"),
+    "mnli_real_train": (
+        "ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
+        "data/glue_pretrain/MNLI/{train,dev}.json"
+    ),
+    "snli_real_train": (
+        "ZhengxiangShi/PowerfulPromptFT@b4ecdea060847115e9909b442ab4eb15bcb2a2c4 "
+        "data/glue_pretrain/SNLI/{train,dev}.json"
+    ),
 }
 
 
@@ -222,17 +234,22 @@ def build(src: Path, out: Path, max_rows: int = 2000, seed: int = 0, names=None)
                 rid = ":".join(str(r[c]) for c in idcol)
             else:
                 rid = str(r[idcol]) if idcol else f"{Path(rel).name}:{i + 1}"
-            rec = {"id": rid,
-                   "premise": r[pcol], "hypothesis": r[hcol], "label": str(r[lcol])}
+            rec = {"id": rid, "premise": r[pcol], "hypothesis": r[hcol], "label": str(r[lcol])}
             if "heuristic" in strat:
                 rec["heuristic"] = r["heuristic"]
             lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
         data = "".join(lines).encode("utf-8")
         (out / f"{name}.jsonl").write_bytes(data)
         counts = Counter("|".join(str(rows[i][c]) for c in strat) for i in keep)
-        summary[name] = {"file": f"{name}.jsonl", "source": rel, "source_rows": len(rows), "rows": len(keep),
-                         "strata": dict(sorted(counts.items())), "sha256": hashlib.sha256(data).hexdigest(),
-                         "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+        summary[name] = {
+            "file": f"{name}.jsonl",
+            "source": rel,
+            "source_rows": len(rows),
+            "rows": len(keep),
+            "strata": dict(sorted(counts.items())),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        }
     if not names:
         (out / "SOURCES.md").write_text(sources_md(summary, max_rows, seed), encoding="utf-8")
     return summary
@@ -259,8 +276,10 @@ def sources_md(summary: dict, max_rows: int, seed: int) -> str:
     for name, s in summary.items():
         _, _, _, _, _, _, _, role, what, lic = SUBSETS[name]
         strata = ", ".join(f"{k}: {v}" for k, v in s["strata"].items())
-        lines.append(f"| {s['file']} | {role} | {what} | {s['rows']:,} ({s['source_rows']:,}) | {strata} | "
-                     f"{ORIGIN[name]} | {lic} | `{s['sha256'][:16]}` |")
+        lines.append(
+            f"| {s['file']} | {role} | {what} | {s['rows']:,} ({s['source_rows']:,}) | {strata} | "
+            f"{ORIGIN[name]} | {lic} | `{s['sha256'][:16]}` |"
+        )
     lines += ["", "Source files (sha256 of the copy read):", ""]
     lines += [f"- `{s['source']}`: `{s['source_sha256']}`" for s in summary.values()]
     return "\n".join(lines) + "\n"

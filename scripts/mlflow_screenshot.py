@@ -37,8 +37,11 @@ def free_port() -> int:
 
 
 def rest(base: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(f"{base}/api/2.0/mlflow/{path}", data=json.dumps(body).encode() if body else None,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/api/2.0/mlflow/{path}",
+        data=json.dumps(body).encode() if body else None,
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -46,9 +49,22 @@ def rest(base: str, path: str, body: dict | None = None) -> dict:
 def serve(project: Path, port: int) -> subprocess.Popen:
     """`mlflow server` on the project's sqlite store, 127.0.0.1 only, one worker."""
     db = project / "mlruns" / "mlflow.db"
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
-           "--default-artifact-root", (project / "mlruns" / "artifacts").as_uri(), "--host", "127.0.0.1",
-           "--port", str(port), "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{db}",
+        "--default-artifact-root",
+        (project / "mlruns" / "artifacts").as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300  # a loaded machine: MLflow's server import alone can take a minute
@@ -80,8 +96,16 @@ CLOSE_ASSISTANT_JS = """(() => { const b = document.querySelector(
   if (b) { b.click(); return 'closed'; } return document.querySelector('[data-assistant-ui]') ? 'open' : 'none'; })()"""
 
 
-def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeout: float = 600,
-               settle: float = 240, probe: str | None = None, close_assistant: bool = True) -> tuple[str, str]:
+def screenshot(
+    url: str,
+    out: Path,
+    size=(1400, 1000),
+    wait_for: str = "",
+    timeout: float = 600,
+    settle: float = 240,
+    probe: str | None = None,
+    close_assistant: bool = True,
+) -> tuple[str, str]:
     """Load `url` in headless Chromium, wait until the page's text contains `wait_for` (the React UI renders
     long after the load event), close the Assistant panel if MLflow opened it, wait up to `settle` s for the
     charts to draw, save a PNG; returns the page's text and the value of the JavaScript `probe` (evaluated
@@ -116,8 +140,13 @@ def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeo
                         if data.get("id") == i:
                             return data.get("result", {})
 
-                await call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1],
-                           deviceScaleFactor=1, mobile=False)
+                await call(
+                    "Emulation.setDeviceMetricsOverride",
+                    width=size[0],
+                    height=size[1],
+                    deviceScaleFactor=1,
+                    mobile=False,
+                )
                 await call("Emulation.setFocusEmulationEnabled", enabled=True)
 
                 async def load(target: str) -> str:
@@ -125,8 +154,7 @@ def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeo
                     deadline, text = time.time() + timeout, ""
                     while time.time() < deadline:
                         await asyncio.sleep(1)
-                        res = await call("Runtime.evaluate",
-                                         expression="document.body ? document.body.innerText : ''")
+                        res = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''")
                         text = res.get("result", {}).get("value", "")
                         if wait_for in text and "Loading" not in text[:200]:
                             break
@@ -157,12 +185,25 @@ def screenshot(url: str, out: Path, size=(1400, 1000), wait_for: str = "", timeo
                 return text, probed
 
     with tempfile.TemporaryDirectory() as profile:
-        cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--hide-scrollbars", f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
-               f"--remote-debugging-port={port}",
-               # software WebGL: the charts draw with plotly, which needs a WebGL context
-               "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "about:blank"]
+        cmd = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={size[0]},{size[1]}",
+            f"--remote-debugging-port={port}",
+            # software WebGL: the charts draw with plotly, which needs a WebGL context
+            "--use-angle=swiftshader",
+            "--enable-unsafe-swiftshader",
+            "about:blank",
+        ]
         browser = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             return asyncio.run(drive())
@@ -191,16 +232,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--project", default=".", type=Path)
     ap.add_argument("--out", default="docs/mlflow-run-view.png", type=Path)
-    ap.add_argument("--view", default="table",
-                    choices=["table", "chart", "report", "run", "figure", "analysis", "report-link"])
+    ap.add_argument(
+        "--view", default="table", choices=["table", "chart", "report", "run", "figure", "analysis", "report-link"]
+    )
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--port", default=0, type=int)
     ap.add_argument("--base", default=None, help="an already running server (skip starting one)")
     ap.add_argument("--text", action="store_true", help="also print the page's visible text")
-    ap.add_argument("--keep-assistant", action="store_true",
-                    help="leave MLflow's Assistant panel open, as a first visit shows it (the README says to close it)")
-    ap.add_argument("--titles", action="store_true",
-                    help="chart view: also print each chart's title and its full / shown width in px (JSON)")
+    ap.add_argument(
+        "--keep-assistant",
+        action="store_true",
+        help="leave MLflow's Assistant panel open, as a first visit shows it (the README says to close it)",
+    )
+    ap.add_argument(
+        "--titles",
+        action="store_true",
+        help="chart view: also print each chart's title and its full / shown width in px (JSON)",
+    )
     args = ap.parse_args(argv)
     if args.view == "report":
         url = (args.project.resolve() / "results" / "report.html").as_uri()
@@ -217,18 +265,29 @@ def main(argv=None) -> int:
     try:
         exp_id, run_id, analysis_id = find_runs(base, args.experiment)
         direct = links(base, exp_id, TABLE_VIEW)  # the runs table's view, as `oodcorr ui` stores it
-        url = {"table": direct["runs table"], "chart": direct["chart view"],
-               "run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
-               "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
-               "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}",
-               "report-link": f"{base}/{report_link(analysis_id, exp_id)}"}[args.view]
-        text, titles = screenshot(url, args.out, wait_for={"run": "acc/", "figure": "accuracy_by_testset",
-                                                           "table": "Run Name", "chart": "acc/",
-                                                           "analysis": "report",
-                                                           "report-link": "report.html"}[args.view],
-                                  settle=240 if args.view in ("run", "chart") else 15,
-                                  probe=TITLES_JS if args.titles else None,
-                                  close_assistant=not args.keep_assistant)
+        url = {
+            "table": direct["runs table"],
+            "chart": direct["chart view"],
+            "run": f"{base}/#/experiments/{exp_id}/runs/{run_id}/model-metrics",
+            "figure": f"{base}/#/experiments/{exp_id}/runs/{run_id}/artifacts/eval/accuracy_by_testset.png",
+            "analysis": f"{base}/#/experiments/{exp_id}/runs/{analysis_id}",
+            "report-link": f"{base}/{report_link(analysis_id, exp_id)}",
+        }[args.view]
+        text, titles = screenshot(
+            url,
+            args.out,
+            wait_for={
+                "run": "acc/",
+                "figure": "accuracy_by_testset",
+                "table": "Run Name",
+                "chart": "acc/",
+                "analysis": "report",
+                "report-link": "report.html",
+            }[args.view],
+            settle=240 if args.view in ("run", "chart") else 15,
+            probe=TITLES_JS if args.titles else None,
+            close_assistant=not args.keep_assistant,
+        )
         if args.text:
             print(text)
         if args.titles:

@@ -42,8 +42,10 @@ CONFIGS = {
     "GD": ("gemma3-270m", dict(lr=3e-3, max_steps=60, shots=128, loss="verbalizer", targets="all")),
     # more data, not more passes: 1,024 shots seen once (batch 16 x 64 steps)
     "F": ("smollm2-135m", dict(lr=2e-3, max_steps=64, shots=1024, loss="verbalizer", targets="all", batch_size=16)),
-    "GF": ("gemma3-270m", dict(lr=1e-3, max_steps=64, shots=1024, loss="verbalizer", targets="all", batch_size=16,
-                               warmup_ratio=0.2)),
+    "GF": (
+        "gemma3-270m",
+        dict(lr=1e-3, max_steps=64, shots=1024, loss="verbalizer", targets="all", batch_size=16, warmup_ratio=0.2),
+    ),
 }
 
 
@@ -84,8 +86,12 @@ def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, in
 
         model = PeftModel.from_pretrained(model, str(adapter))
     pr = Prompter(tok, max_length=params["train"]["max_length"])
-    _, preds = score(model, pr.encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows]),
-                     pr.verbalizer_ids, tok.pad_token_id)
+    _, preds = score(
+        model,
+        pr.encode([r["premise"] for r in rows], [r["hypothesis"] for r in rows]),
+        pr.verbalizer_ids,
+        tok.pad_token_id,
+    )
     gold = np.array(pr.label_ids([r["label"] for r in rows]))
     return float((preds == gold).mean()), len(rows)
 
@@ -104,10 +110,20 @@ def run_config(name: str, scratch: Path, n_eval: int) -> dict:
         acc0, n = score_mnli(params, model, None)
         base0 = {"acc0": acc0, "n": n, "eval_s": round(time.time() - t, 1)}
     key = f"{name}_{model}"
-    run = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": o["shots"],
-           "data_seed": 0, "seed": 0, "lr": o["lr"], "loss": o["loss"], "max_steps": o["max_steps"],
-           "lora": {**BASE["lora"], "target_modules": ALL if o["targets"] == "all" else "auto"},
-           "checkpoints": {"every": o["max_steps"] // 2, "log_spaced": None}, "quiet": True}
+    run = {
+        "model": model,
+        "train_set": "mnli_real_train",
+        "id_testset": "mnli_real",
+        "shots": o["shots"],
+        "data_seed": 0,
+        "seed": 0,
+        "lr": o["lr"],
+        "loss": o["loss"],
+        "max_steps": o["max_steps"],
+        "lora": {**BASE["lora"], "target_modules": ALL if o["targets"] == "all" else "auto"},
+        "checkpoints": {"every": o["max_steps"] // 2, "log_spaced": None},
+        "quiet": True,
+    }
     tree = yaml.safe_load((scratch / "params.yaml").read_text())
     tree["train"].update({k: v for k, v in BASE.items() if k != "lora"})
     tree["train"].update({k: o[k] for k in ("batch_size", "warmup_ratio") if k in o})

@@ -19,8 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PKG = SRC / "oodcorr"
 # dvc.yaml stage -> the module its command runs (`oodcorr <cmd>` dispatches to it through cli.py)
-STAGES = {"prepare": "oodcorr.data.stage", "train": "oodcorr.train.stage", "evaluate": "oodcorr.evaluate.stage",
-          "analyze": "oodcorr.analysis.stage"}
+STAGES = {
+    "prepare": "oodcorr.data.stage",
+    "train": "oodcorr.train.stage",
+    "evaluate": "oodcorr.evaluate.stage",
+    "analyze": "oodcorr.analysis.stage",
+}
 # modules every command passes through on its way to the stage, which never change a stage's output
 DISPATCH = {"oodcorr", "oodcorr.cli", "oodcorr.__main__"}
 
@@ -69,8 +73,11 @@ def deps_of(start: str) -> list[str]:
     out = set(files)
     for pkg in sorted({m for m in MODULES if MODULES[m].name == "__init__.py" and m != "oodcorr"}):
         folder = MODULES[pkg].parent.relative_to(ROOT).as_posix()
-        inside = {MODULES[m].relative_to(ROOT).as_posix() for m in MODULES
-                  if MODULES[m].relative_to(ROOT).as_posix().startswith(folder + "/")}
+        inside = {
+            MODULES[m].relative_to(ROOT).as_posix()
+            for m in MODULES
+            if MODULES[m].relative_to(ROOT).as_posix().startswith(folder + "/")
+        }
         if inside <= files:
             out = {f for f in out if not f.startswith(folder + "/")} | {folder}
     # a folder inside a listed folder is covered by it

@@ -20,8 +20,11 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 
 def prompts(n: int):
     here = Path(__file__).resolve().parents[1]
-    for p in [here / "data/raw/real/mnli_train.jsonl", here.parent / "shared/data/nli/mnli/mnli_train_subset_10k.jsonl",
-              Path("/work/shared/data/nli/mnli/mnli_train_subset_10k.jsonl")]:
+    for p in [
+        here / "data/raw/real/mnli_train.jsonl",
+        here.parent / "shared/data/nli/mnli/mnli_train_subset_10k.jsonl",
+        Path("/work/shared/data/nli/mnli/mnli_train_subset_10k.jsonl"),
+    ]:
         if p.exists():
             rows = [json.loads(line) for line in p.open()][:n]
             return [r["premise"] for r in rows], [r["hypothesis"] for r in rows]
@@ -72,10 +75,22 @@ def main():
                         opt.zero_grad()
                         times.append(time.time() - t)
                     ntok = sum(len(x) for x in seqs)
-                    print(json.dumps({"model": name, "threads": threads, "targets": targets, "loss": loss,
-                                      "batch": a.batch, "s_per_step": round(statistics.median(times[1:]), 3),
-                                      "tokens_last_batch": ntok, "convert_or_cached_s": round(t1 - t0, 1),
-                                      "load_s": round(t_load, 1)}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "model": name,
+                                "threads": threads,
+                                "targets": targets,
+                                "loss": loss,
+                                "batch": a.batch,
+                                "s_per_step": round(statistics.median(times[1:]), 3),
+                                "tokens_last_batch": ntok,
+                                "convert_or_cached_s": round(t1 - t0, 1),
+                                "load_s": round(t_load, 1),
+                            }
+                        ),
+                        flush=True,
+                    )
                     t1 = time.time()
                     del model, base, opt
 

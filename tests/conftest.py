@@ -62,5 +62,8 @@ def _tests_never_read_the_users_params():
     if USER_FILES_OPENED:
         opened = sorted(set(USER_FILES_OPENED))
         del USER_FILES_OPENED[:]
-        pytest.fail(f"the test opened {', '.join(opened)}, the user's params.yaml: build the test's own params "
-                    f"(tests/study_helpers.py: tiny_params, quickstart_text; oodcorr.study.load_preset)", pytrace=False)
+        pytest.fail(
+            f"the test opened {', '.join(opened)}, the user's params.yaml: build the test's own params "
+            f"(tests/study_helpers.py: tiny_params, quickstart_text; oodcorr.study.load_preset)",
+            pytrace=False,
+        )

@@ -21,13 +21,26 @@ def tiny_params(out: Path, **study) -> dict:
     params = load_preset("synthetic")
     params["study"]["name"] = study.get("name", "tiny")
     params["data"]["max_examples"] = 24
-    params["train"].update({"lr": 0.005, "batch_size": 4, "max_steps": 16, "max_length": 64,
-                            "checkpoints": {"log_spaced": 9}})
+    params["train"].update(
+        {"lr": 0.005, "batch_size": 4, "max_steps": 16, "max_length": 64, "checkpoints": {"log_spaced": 9}}
+    )
     params["runs"] = {
-        "tiny-olmo2_synth_16_s0": {"model": "tiny-olmo2", "train_set": "synth_train", "id_testset": "synth_id",
-                                   "shots": 16, "data_seed": 0, "seed": 0},
-        "tiny-opt_synth_16_s0": {"model": "tiny-opt", "train_set": "synth_train", "id_testset": "synth_id",
-                                 "shots": 16, "data_seed": 0, "seed": 0},
+        "tiny-olmo2_synth_16_s0": {
+            "model": "tiny-olmo2",
+            "train_set": "synth_train",
+            "id_testset": "synth_id",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        },
+        "tiny-opt_synth_16_s0": {
+            "model": "tiny-opt",
+            "train_set": "synth_train",
+            "id_testset": "synth_id",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        },
     }
     params["evaluate"]["batch_size"] = 16
     params["evaluate"]["max_length"] = 64
@@ -56,9 +69,19 @@ def load_script(path: Path):
 
 def env(**extra) -> dict:
     e = dict(os.environ)
-    e.update({"PATH": f"{BIN}{os.pathsep}{e.get('PATH', '')}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-              "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-              "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "OMP_NUM_THREADS": "1"})
+    e.update(
+        {
+            "PATH": f"{BIN}{os.pathsep}{e.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "DVC_NO_ANALYTICS": "1",
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
     e.pop("MLFLOW_TRACKING_URI", None)
     # one torch thread in every stage process: results then do not depend on the load when a stage starts
     # (the auto policy is tested on its own in test_io_crashsafe.py)
@@ -70,8 +93,14 @@ def env(**extra) -> dict:
 
 
 def sh(cmd: list, cwd: Path, check: bool = True, **extra) -> subprocess.CompletedProcess:
-    res = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env(**extra), capture_output=True, text=True,
-                         timeout=int(os.environ.get("OODCORR_TEST_TIMEOUT", 900)))  # raise on a loaded machine
+    res = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=int(os.environ.get("OODCORR_TEST_TIMEOUT", 900)),
+    )  # raise on a loaded machine
     if check and res.returncode != 0:
         raise AssertionError(f"{cmd} failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return res

@@ -20,12 +20,12 @@ def project(tmp_path, monkeypatch):
     """A project folder with runs/<run>/eval/metrics.jsonl and runs/<run>/run.json, as evaluate leaves it."""
     for i, (model, rho) in enumerate(MODELS.items()):
         run = f"{model}-s0"
-        write_jsonl(tmp_path / "runs" / run / "eval" / "metrics.jsonl",
-                    metrics_rows(model, 0, 20, rho, OOD, run=run))
+        write_jsonl(tmp_path / "runs" / run / "eval" / "metrics.jsonl", metrics_rows(model, 0, 20, rho, OOD, run=run))
         write_json(tmp_path / "runs" / run / "run.json", {"run": run, "mlflow_run_id": f"train{i}"})
     (tmp_path / "params.yaml").write_text(
         "study: {name: demo}\nanalyze: {out: results, methods: [linear, gam], bootstrap: 50, alpha: 0.05,"
-        " scatter_pair: [hans, anli], mlflow: false}\n")
+        " scatter_pair: [hans, anli], mlflow: false}\n"
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -35,13 +35,43 @@ def test_analyze_writes_all_outputs(project):
     assert res.exit_code == 0, res.output
     assert "analysed 2 runs, 2 models, 3 OOD pairs" in res.output
     out = project / "results"
-    for name in ("partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "summary.json", "report.html",
-                 "plots/accuracy_vs_step.csv", "figures/heatmap_m1_linear.png", "figures/heatmap_m2_gam.png",
-                 "figures/scatter_hans_anli.png", "figures/curves_m1-s0.png", "figures/curves_m2-s0.png"):
+    for name in (
+        "partial_correlations.csv",
+        "pooled_seeds.csv",
+        "consistency.csv",
+        "summary.json",
+        "report.html",
+        "plots/accuracy_vs_step.csv",
+        "figures/heatmap_m1_linear.png",
+        "figures/heatmap_m2_gam.png",
+        "figures/scatter_hans_anli.png",
+        "figures/curves_m1-s0.png",
+        "figures/curves_m2-s0.png",
+    ):
         assert (out / name).is_file(), name
     partials = pd.read_csv(out / "partial_correlations.csv")
-    required = {"run", "model", "train_set", "shots", "seed", "method", "testset_a", "testset_b", "r", "n", "k",
-                "df", "p", "p_holm", "p_bh", "ci_low", "ci_high", "flag", "boot_ci_low", "boot_ci_high"}
+    required = {
+        "run",
+        "model",
+        "train_set",
+        "shots",
+        "seed",
+        "method",
+        "testset_a",
+        "testset_b",
+        "r",
+        "n",
+        "k",
+        "df",
+        "p",
+        "p_holm",
+        "p_bh",
+        "ci_low",
+        "ci_high",
+        "flag",
+        "boot_ci_low",
+        "boot_ci_high",
+    }
     assert required <= set(partials.columns)
     assert set(partials["method"]) == {"linear", "gam", "raw"} and len(partials) == 2 * 3 * 3
     summary = json.loads((out / "summary.json").read_text())
@@ -57,8 +87,22 @@ def test_analyze_writes_all_outputs(project):
 
 def test_analyze_options_override_params_and_user_errors(project):
     runner = CliRunner()
-    res = runner.invoke(cli, ["analyze", "--metrics", "runs/m1-s0/eval/metrics.jsonl", "--out", "o2",
-                              "--method", "linear", "--bootstrap", "0", "--no-plots", "--no-mlflow"])
+    res = runner.invoke(
+        cli,
+        [
+            "analyze",
+            "--metrics",
+            "runs/m1-s0/eval/metrics.jsonl",
+            "--out",
+            "o2",
+            "--method",
+            "linear",
+            "--bootstrap",
+            "0",
+            "--no-plots",
+            "--no-mlflow",
+        ],
+    )
     assert res.exit_code == 0, res.output
     partials = pd.read_csv(project / "o2" / "partial_correlations.csv")
     assert set(partials["method"]) == {"linear", "raw"} and "boot_ci_low" not in partials
@@ -77,8 +121,9 @@ def test_mlflow_logs_one_analysis_run(project):
     from oodcorr.analysis.pipeline import run_analysis
 
     files = sorted(project.glob("runs/*/eval/metrics.jsonl"))
-    summary = run_analysis(files, project / "res", methods=("linear",), mlflow=True, tracking_uri=uri,
-                           experiment="demo")
+    summary = run_analysis(
+        files, project / "res", methods=("linear",), mlflow=True, tracking_uri=uri, experiment="demo"
+    )
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("demo")
     runs = client.search_runs([exp.experiment_id])
@@ -99,11 +144,13 @@ def test_help_is_fast_and_lazy():
     import subprocess
     import sys
 
-    code = ("import sys; from click.testing import CliRunner; from oodcorr.cli import cli;"
-            "r = CliRunner().invoke(cli, ['analyze', '--help']); assert r.exit_code == 0, r.output;"
-            "heavy = [m for m in ('pandas', 'scipy', 'statsmodels', 'matplotlib', 'mlflow', 'torch') "
-            "if m in sys.modules];"
-            "assert not heavy, heavy")
+    code = (
+        "import sys; from click.testing import CliRunner; from oodcorr.cli import cli;"
+        "r = CliRunner().invoke(cli, ['analyze', '--help']); assert r.exit_code == 0, r.output;"
+        "heavy = [m for m in ('pandas', 'scipy', 'statsmodels', 'matplotlib', 'mlflow', 'torch') "
+        "if m in sys.modules];"
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

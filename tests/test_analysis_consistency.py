@@ -108,12 +108,27 @@ def test_a_pooled_row_is_flagged_by_the_reliabilities_its_own_interval_used(tmp_
     for col in ("ci2_low", "ci2_high", "ci2_se", "attenuation", "r_disattenuated", "rel_a", "rel_b", "n_eff"):
         partials[col] = np.nan
     partials.loc[ab & (partials["seed"] == 0), "flag"] = "unreliable:b;collinear_with_id:b"
-    key = tuple(partials.loc[ab, ["model", "train_set", "shots", "id_testset", "method", "testset_a",
-                                  "testset_b"]].iloc[0])
-    iv = {"reason": "", "ci_low": 0.2, "ci_high": 0.9, "se_z": 0.3, "n_eff": 40.0, "A": 0.8, "r_hat": 0.6,
-          "rel_a": 0.45, "rel_b": 0.7, "ell": 0.2, "why": ""}
-    row = pool_seeds(partials, ci2_pooled={key: iv}, reliability_min=0.5).query("testset_a == 'a' and "
-                                                                                 "testset_b == 'b'").iloc[0]
+    key = tuple(
+        partials.loc[ab, ["model", "train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]].iloc[0]
+    )
+    iv = {
+        "reason": "",
+        "ci_low": 0.2,
+        "ci_high": 0.9,
+        "se_z": 0.3,
+        "n_eff": 40.0,
+        "A": 0.8,
+        "r_hat": 0.6,
+        "rel_a": 0.45,
+        "rel_b": 0.7,
+        "ell": 0.2,
+        "why": "",
+    }
+    row = (
+        pool_seeds(partials, ci2_pooled={key: iv}, reliability_min=0.5)
+        .query("testset_a == 'a' and testset_b == 'b'")
+        .iloc[0]
+    )
     assert row["flag"].split(";") == ["collinear_with_id:b", "unreliable:a"]
     assert (row["rel_a"], row["rel_b"]) == (0.45, 0.7)
     # without a pooled likelihood and no noise columns the seeds' flags are all kept
@@ -129,8 +144,16 @@ def test_a_pooled_row_without_a_joint_likelihood_is_flagged_by_its_own_mean_reli
     ab = (partials["testset_a"] == "a") & (partials["testset_b"] == "b")
     seeds = sorted(partials.loc[ab, "seed"].unique())
     assert len(seeds) >= 2
-    vals = {"ci2_low": 0.1, "ci2_high": 0.8, "ci2_se": 0.3, "attenuation": 0.9, "r_disattenuated": 0.5,
-            "rel_a": 0.9, "rel_b": 0.8, "n_eff": 10.0}
+    vals = {
+        "ci2_low": 0.1,
+        "ci2_high": 0.8,
+        "ci2_se": 0.3,
+        "attenuation": 0.9,
+        "r_disattenuated": 0.5,
+        "rel_a": 0.9,
+        "rel_b": 0.8,
+        "n_eff": 10.0,
+    }
     for col, v in vals.items():
         partials[col] = v
     bad = ab & (partials["seed"] == seeds[0])

@@ -29,8 +29,10 @@ def study(root, n_ckpt: int, names=NAMES, models=("m1", "m2"), bootstrap: int = 
         st = answer_bias_study(n_ckpt, 60, [0.5] * (len(names) - 1), 0.3, rng=np.random.default_rng(i))
         write_bias_study(root / "runs" / run / "eval", st, run, model, 0, list(range(0, 2 * n_ckpt, 2)), names)
         write_json(root / "runs" / run / "run.json", {"run": run})
-    (root / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear, rank, gam], "
-                                      f"bootstrap: {bootstrap}, mlflow: false}}\n")
+    (root / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {out: results, methods: [linear, rank, gam], "
+        f"bootstrap: {bootstrap}, mlflow: false}}\n"
+    )
     return root
 
 
@@ -87,13 +89,20 @@ def test_one_ood_testset_says_there_is_no_pair(tmp_path):
 def test_a_testset_linear_in_id_written_with_accuracy_alone_says_what_is_wrong(tmp_path):
     # flagged one_class before: the analysed metric was missing from its rows, and one gold class was assumed
     study(tmp_path, 8)
-    (tmp_path / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear], "
-                                          "mlflow: false, noise: false}\n")
+    (tmp_path / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {out: results, methods: [linear], mlflow: false, noise: false}\n"
+    )
     for run in ("m1-s0", "m2-s0"):
         rows = rows_of(tmp_path, run)
         ids = [r for r in rows if r["testset"] == "mnli"]
-        extra = [{**{k: r[k] for k in ("run", "model", "train_set", "id_testset", "shots", "seed", "step", "n")},
-                  "testset": "lin", "accuracy": 0.5 * r["accuracy"] + 0.2} for r in ids]
+        extra = [
+            {
+                **{k: r[k] for k in ("run", "model", "train_set", "id_testset", "shots", "seed", "step", "n")},
+                "testset": "lin",
+                "accuracy": 0.5 * r["accuracy"] + 0.2,
+            }
+            for r in ids
+        ]
         write_rows(tmp_path, rows + extra, run)
     res, out = analyze(tmp_path, "--no-plots")
     assert res.returncode == 0, out[-2000:]
@@ -110,11 +119,18 @@ def test_a_testset_linear_in_id_written_with_accuracy_alone_says_what_is_wrong(t
 
 def test_a_testset_never_scored_is_flagged_no_score(tmp_path):
     study(tmp_path, 8)
-    (tmp_path / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear], "
-                                          "mlflow: false, noise: false}\n")
+    (tmp_path / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {out: results, methods: [linear], mlflow: false, noise: false}\n"
+    )
     for run in ("m1-s0", "m2-s0"):
-        write_rows(tmp_path, [dict(r, accuracy=math.nan, balanced_margin=math.nan) if r["testset"] == "hans" else r
-                              for r in rows_of(tmp_path, run)], run)
+        write_rows(
+            tmp_path,
+            [
+                dict(r, accuracy=math.nan, balanced_margin=math.nan) if r["testset"] == "hans" else r
+                for r in rows_of(tmp_path, run)
+            ],
+            run,
+        )
     res, out = analyze(tmp_path, "--no-plots")
     assert res.returncode == 0, out[-2000:]
     p = pd.read_csv(tmp_path / "results" / "partial_correlations.csv")
@@ -122,16 +138,19 @@ def test_a_testset_never_scored_is_flagged_no_score(tmp_path):
     assert hans["flag"].str.contains("no_score:hans").all() and not p["flag"].fillna("").str.contains("one_class").any()
 
 
-@pytest.mark.parametrize("field, value, said", [
-    ("step", "2", "step must be an integer >= 0, got '2'"),  # as text, '10' sorted before '2'
-    ("step", 0.5, "step must be an integer >= 0"),
-    ("accuracy", 7.5, "accuracy must be a number in [0, 1]"),
-    ("accuracy", math.inf, "accuracy must be a number in [0, 1]"),
-    ("testset", 5, "testset must be a non-empty text, got 5"),  # AttributeError before
-    ("shots", [16], "shots must be an integer >= 0, got [16]"),  # TypeError: unhashable type: 'list' before
-    ("run", 7, "run must be a non-empty text"),
-    ("balanced_margin", "high", "balanced_margin must be a number"),
-])
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("step", "2", "step must be an integer >= 0, got '2'"),  # as text, '10' sorted before '2'
+        ("step", 0.5, "step must be an integer >= 0"),
+        ("accuracy", 7.5, "accuracy must be a number in [0, 1]"),
+        ("accuracy", math.inf, "accuracy must be a number in [0, 1]"),
+        ("testset", 5, "testset must be a non-empty text, got 5"),  # AttributeError before
+        ("shots", [16], "shots must be an integer >= 0, got [16]"),  # TypeError: unhashable type: 'list' before
+        ("run", 7, "run must be a non-empty text"),
+        ("balanced_margin", "high", "balanced_margin must be a number"),
+    ],
+)
 def test_a_damaged_metrics_row_is_one_line_naming_file_and_line(tmp_path, field, value, said):
     study(tmp_path, 6)
     rows = rows_of(tmp_path)

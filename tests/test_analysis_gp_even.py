@@ -22,10 +22,18 @@ def _seeds(rng, n_seeds=3, n=20, rho=0.6, noise=0.3, ell=0.2):
         x = 2 * (1 - np.exp(-t / 0.3))
         u = L @ rng.standard_normal(n)
         v = rho * u + math.sqrt(1 - rho * rho) * (L @ rng.standard_normal(n))
-        Va, Vb = (noise ** 2 * np.eye(n) for _ in range(2))
-        out.append({"x": x, "ya": 0.5 * x + u + noise * rng.standard_normal(n),
-                    "yb": 0.8 * x + v + noise * rng.standard_normal(n),
-                    "Vx": np.zeros((n, n)), "Va": Va, "Vb": Vb, "t": t})
+        Va, Vb = (noise**2 * np.eye(n) for _ in range(2))
+        out.append(
+            {
+                "x": x,
+                "ya": 0.5 * x + u + noise * rng.standard_normal(n),
+                "yb": 0.8 * x + v + noise * rng.standard_normal(n),
+                "Vx": np.zeros((n, n)),
+                "Va": Va,
+                "Vb": Vb,
+                "t": t,
+            }
+        )
     return out
 
 

@@ -25,8 +25,15 @@ def _seed(rng, n=20, rho=0.5, ell=0.2, noise=0.01, id_noise=0.01, sig=0.3):
     a = 0.7 * x_true + sig * w1 + math.sqrt(noise) * rng.standard_normal(n)
     b = 0.8 * x_true + sig * (rho * w1 + math.sqrt(1 - rho**2) * w2) + math.sqrt(noise) * rng.standard_normal(n)
     x = x_true + math.sqrt(id_noise) * rng.standard_normal(n)
-    return {"x": x, "ya": a, "yb": b, "Vx": id_noise * np.eye(n), "Va": noise * np.eye(n),
-            "Vb": noise * np.eye(n), "t": t}, x_true
+    return {
+        "x": x,
+        "ya": a,
+        "yb": b,
+        "Vx": id_noise * np.eye(n),
+        "Va": noise * np.eye(n),
+        "Vb": noise * np.eye(n),
+        "t": t,
+    }, x_true
 
 
 def test_loglik_equals_scipy_multivariate_normal_with_the_coregionalised_covariance():
@@ -34,8 +41,9 @@ def test_loglik_equals_scipy_multivariate_normal_with_the_coregionalised_covaria
     seed, _ = _seed(rng)
     s = G._seed_terms(seed)
     sa2, sb2, ell, rho = 0.05, 0.08, 0.17, 0.4
-    ll, _, _ = GM._loglik_and_score([s], np.array([[math.log(sa2), math.log(sb2), math.log(ell)]]), np.array([rho]),
-                                   "se")
+    ll, _, _ = GM._loglik_and_score(
+        [s], np.array([[math.log(sa2), math.log(sb2), math.log(ell)]]), np.array([rho]), "se"
+    )
     # independent: the ICM covariance B (x) R built with np.kron, projected, plus the noise blocks
     t = seed["t"]
     R = np.exp(-0.5 * (np.subtract.outer(t, t) / ell) ** 2)
@@ -76,8 +84,7 @@ def test_independent_checkpoints_without_noise_agree_with_pingouins_partial_corr
     v = 0.6 * u + 0.8 * rng.standard_normal(n)
     a, b = 0.7 * x + 0.3 * u, 0.8 * x + 0.3 * v
     z = np.zeros((n, n))
-    res = G.gp_interval([{"x": x, "ya": a, "yb": b, "Vx": z, "Va": 1e-8 * np.eye(n), "Vb": 1e-8 * np.eye(n),
-                          "t": t}])
+    res = G.gp_interval([{"x": x, "ya": a, "yb": b, "Vx": z, "Va": 1e-8 * np.eye(n), "Vb": 1e-8 * np.eye(n), "t": t}])
     ref = pg.partial_corr(pd.DataFrame({"a": a, "b": b, "x": x}), x="a", y="b", covar="x")
     lo, hi = ref["CI95"].iloc[0]
     assert res["r_hat"] == pytest.approx(float(ref["r"].iloc[0]), abs=0.03)
@@ -108,8 +115,14 @@ def test_pooled_seeds_narrow_the_interval_and_a_lone_smooth_seed_says_why_in_wor
     runs = []
     for _ in range(4):
         seed, _ = _seed(rng, n=20, rho=0.6, noise=0.004, id_noise=0.004)
-        runs.append({"t": seed["t"], "id": "mnli", "series": {"mnli": seed["x"], "a": seed["ya"], "b": seed["yb"]},
-                     "V": {"mnli": seed["Vx"], "a": seed["Va"], "b": seed["Vb"]}})
+        runs.append(
+            {
+                "t": seed["t"],
+                "id": "mnli",
+                "series": {"mnli": seed["x"], "a": seed["ya"], "b": seed["yb"]},
+                "V": {"mnli": seed["Vx"], "a": seed["Va"], "b": seed["Vb"]},
+            }
+        )
     one = interval(runs[:1], "a", "b", 0.05)
     four = interval(runs, "a", "b", 0.05)
     assert np.isfinite([one["ci_low"], one["ci_high"], four["ci_low"], four["ci_high"]]).all()
@@ -161,8 +174,11 @@ def test_the_analysis_pools_seeds_in_one_likelihood_and_can_share_one_estimate_a
         assert ((tab["ci2even_low"][ok] <= tab["r_even"][ok]) & (tab["r_even"][ok] <= tab["ci2even_high"][ok])).all()
     assert p.loc[p["method"] != "linear", "r_even"].isna().all()
     for _, row in pl.iterrows():
-        runs = lin[(lin["model"] == row["model"]) & (lin["testset_a"] == row["testset_a"])
-                   & (lin["testset_b"] == row["testset_b"])]
+        runs = lin[
+            (lin["model"] == row["model"])
+            & (lin["testset_a"] == row["testset_a"])
+            & (lin["testset_b"] == row["testset_b"])
+        ]
         assert row["n_eff"] == pytest.approx(runs["n_eff"].sum(), rel=0.35)
     cons = pd.read_csv(out / "consistency.csv")
     cl = cons[cons["method"] == "linear"]

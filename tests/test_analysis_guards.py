@@ -45,8 +45,10 @@ def test_series_that_moves_at_one_checkpoint_is_flagged_not_reported_as_r_0():
     c = np.array([0.30, 0.35, 0.45, 0.40, 0.50])
     assert abs(np.corrcoef(anli, b)[0, 1]) < 1e-12  # what an unguarded analysis reports: r = 0, p = 1
     for method in ("raw", "linear", "rank"):
-        rows = {(r["testset_a"], r["testset_b"]): r
-                for r in analyse_matrix(x, np.column_stack([anli, b, c]), ["anli", "b", "c"], method)}
+        rows = {
+            (r["testset_a"], r["testset_b"]): r
+            for r in analyse_matrix(x, np.column_stack([anli, b, c]), ["anli", "b", "c"], method)
+        }
         for pair in (("anli", "b"), ("anli", "c")):
             assert math.isnan(rows[pair]["r"]) and math.isnan(rows[pair]["p"]), (method, rows[pair])
             assert "one_change:anli" in rows[pair]["flag"]

@@ -58,9 +58,10 @@ def test_shrunk_noise_cov_takes_the_pull_that_best_predicts_held_out_items():
 
     rng = np.random.default_rng(3)
     n = 12
-    smooth = np.exp(-np.subtract.outer(np.arange(n), np.arange(n)) ** 2 / 20.0)
-    structured = (np.linalg.cholesky(smooth + 1e-6 * np.eye(n)) @ rng.normal(size=(n, 60))
-                  + 0.05 * rng.normal(size=(n, 60)))
+    smooth = np.exp(-(np.subtract.outer(np.arange(n), np.arange(n)) ** 2) / 20.0)
+    structured = np.linalg.cholesky(smooth + 1e-6 * np.eye(n)) @ rng.normal(size=(n, 60)) + 0.05 * rng.normal(
+        size=(n, 60)
+    )
     Z = structured.T @ null_space(np.ones((1, n)))
     # the objective, computed independently: scipy's Gaussian log-density of each held-out fold
     best, want = -np.inf, None
@@ -97,8 +98,9 @@ def test_item_noise_reliability_is_cronbachs_alpha_of_the_residualised_items():
 
     st = irt_study(25, 120, np.eye(1), tau=0.05, rng=np.random.default_rng(2))
     x, items = st["x_items"].mean(axis=1), st["items"][0].astype(float)
-    res = partial_interval(x, items.mean(1), items.mean(1), np.zeros((25, 25)), noise_cov(items), noise_cov(items),
-                           eiv=False)
+    res = partial_interval(
+        x, items.mean(1), items.mean(1), np.zeros((25, 25)), noise_cov(items), noise_cov(items), eiv=False
+    )
     M = residual_maker(x)
     alpha = pg.cronbach_alpha(pd.DataFrame(M @ items))[0]
     e = M @ items.mean(1)
@@ -140,8 +142,10 @@ def test_effective_sample_matches_fisher_dutilleul_and_statsmodels_acf():
     assert phi == pytest.approx(r1, abs=0.03)
     a, b = (acf(s, nlags=40, fft=True) for s in e)
     bartlett = N / (1 + 2 * (a[1:] * b[1:]).sum())
-    ours = 1 / (np.trace(Ml @ ar1_corr(phi[0], N) @ Ml @ ar1_corr(phi[1], N)) /
-                (np.trace(Ml @ ar1_corr(phi[0], N)) * np.trace(Ml @ ar1_corr(phi[1], N))))
+    ours = 1 / (
+        np.trace(Ml @ ar1_corr(phi[0], N) @ Ml @ ar1_corr(phi[1], N))
+        / (np.trace(Ml @ ar1_corr(phi[0], N)) * np.trace(Ml @ ar1_corr(phi[1], N)))
+    )
     assert ours == pytest.approx(bartlett, rel=0.3)
     assert ours == pytest.approx(N * (1 - 0.64) / (1 + 0.64), rel=0.3)  # Bretherton et al.'s AR(1) closed form
 
@@ -171,8 +175,18 @@ def test_smooth_trajectories_keep_the_false_distinguishable_rate_and_coverage():
 
 
 def test_answer_bias_with_imbalanced_labels_balanced_margin_interval_holds():
-    d = design_runs(200, 40, 350, 0.0, 0.8, 350, "balanced_margin", bias_sd=1.0, yes_share=(1 / 3, 0.28, 0.4),
-                    rng=np.random.default_rng(13))
+    d = design_runs(
+        200,
+        40,
+        350,
+        0.0,
+        0.8,
+        350,
+        "balanced_margin",
+        bias_sd=1.0,
+        yes_share=(1 / 3, 0.28, 0.4),
+        rng=np.random.default_rng(13),
+    )
     res = _interval(d, reliability_min=0.5)
     ok = np.isfinite(res["ci_low"])
     assert ok.mean() > 0.8 and ((res["ci_low"] > 0) | (res["ci_high"] < 0))[ok].mean() <= 0.09
@@ -211,8 +225,13 @@ def _pilot(root, n, constant_id=False):
     return ev / "metrics.jsonl"
 
 
-@pytest.mark.parametrize("n,constant,needle", [(6, False, "has 6 checkpoints; a pilot needs >= 10"),
-                                               (12, True, "the ID series (mnli, balanced_margin) is constant")])
+@pytest.mark.parametrize(
+    "n,constant,needle",
+    [
+        (6, False, "has 6 checkpoints; a pilot needs >= 10"),
+        (12, True, "the ID series (mnli, balanced_margin) is constant"),
+    ],
+)
 def test_plan_pilot_errors_are_one_line(tmp_path, monkeypatch, n, constant, needle):
     from oodcorr.cli import cli
 
@@ -229,8 +248,24 @@ def test_plan_power_mode_cli(tmp_path, monkeypatch):
 
     f = _pilot(tmp_path, 16)
     monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(cli, ["plan", "--pilot", str(f), "--detect-r", "0.5", "--seeds", "2", "--items", "128",
-                                   "--reliability-product", "0.7", "--json"], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli,
+        [
+            "plan",
+            "--pilot",
+            str(f),
+            "--detect-r",
+            "0.5",
+            "--seeds",
+            "2",
+            "--items",
+            "128",
+            "--reliability-product",
+            "0.7",
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     got = json.loads(res.output)
     stated = got["rows"][-1]
@@ -254,8 +289,10 @@ def test_equivalence_verdicts_on_hand_made_intervals():
     outside = noise_verdict([0.5, 0.55], [0.35, 0.4], [0.7, 0.75], rel, rel, equivalence=0.3)
     assert (inside, straddling, outside) == ("consistent_null", "insufficient_evidence", "consistent_positive")
     # an unreliable model does not count; fewer than 2 reliable models is still `unreliable`
-    assert noise_verdict([0.05, 0.0, 0.4], [-0.2, -0.2, -0.5], [0.25, 0.2, 0.9], [0.9, 0.9, 0.2], [0.9] * 3) == \
-        "consistent_null"
+    assert (
+        noise_verdict([0.05, 0.0, 0.4], [-0.2, -0.2, -0.5], [0.25, 0.2, 0.9], [0.9, 0.9, 0.2], [0.9] * 3)
+        == "consistent_null"
+    )
     assert noise_verdict([0.05, 0.0], [-0.2, -0.2], [0.25, 0.2], [0.9, 0.3], [0.9, 0.9]) == "unreliable"
     assert noise_verdict([0.05, 0.0], [-0.2, -0.2], [0.25, 0.2], rel, rel, equivalence=0.2) == "insufficient_evidence"
     # without the noise analysis: the models' Fisher CIs
@@ -264,9 +301,21 @@ def test_equivalence_verdicts_on_hand_made_intervals():
 
 
 def test_seed_pooling_is_inverse_variance_on_the_attenuated_z():
-    v = pd.DataFrame({"r": [0.3, 0.5], "n": [30, 40], "k": [1.0, 1.0], "rel_a": [0.8, 0.7], "rel_b": [0.9, 0.6],
-                      "r_disattenuated": [0.4, 0.7], "attenuation": [0.8, 0.6], "ci2_se": [0.2, 0.25],
-                      "n_eff": [30.0, 20.0], "ci2_low": [0.0, 0.1], "ci2_high": [0.8, 1.0]})
+    v = pd.DataFrame(
+        {
+            "r": [0.3, 0.5],
+            "n": [30, 40],
+            "k": [1.0, 1.0],
+            "rel_a": [0.8, 0.7],
+            "rel_b": [0.9, 0.6],
+            "r_disattenuated": [0.4, 0.7],
+            "attenuation": [0.8, 0.6],
+            "ci2_se": [0.2, 0.25],
+            "n_eff": [30.0, 20.0],
+            "ci2_low": [0.0, 0.1],
+            "ci2_high": [0.8, 1.0],
+        }
+    )
     got = _pool_noise(v, 0.05)
     w = np.array([1 / 0.04, 1 / 0.0625])
     z = (w * np.arctanh([0.32, 0.42])).sum() / w.sum()
@@ -281,10 +330,21 @@ def test_a_pooled_point_estimate_lies_inside_its_own_interval_when_one_seed_read
     """The seeds-pooled r_disattenuated is the pooled interval's own centre: one seed whose disattenuated r is
     clipped at -1 (a low-reliability seed) does not drag it to -1 outside [ci2_low, ci2_high], as an unweighted
     Fisher-z mean of the seeds' r_disattenuated did."""
-    v = pd.DataFrame({"r": [-0.3, -0.4, -0.2], "n": [17] * 3, "k": [1.0] * 3, "rel_a": [0.8, 0.9, 0.5],
-                      "rel_b": [0.7, 0.8, 0.4], "r_disattenuated": [-0.45, -0.5, -1.0],
-                      "attenuation": [0.75, 0.85, 0.45], "ci2_se": [0.3, 0.28, 0.6], "n_eff": [8.0, 9.0, 5.0],
-                      "ci2_low": [-0.9, -0.85, -1.0], "ci2_high": [0.1, 0.0, 0.9]})
+    v = pd.DataFrame(
+        {
+            "r": [-0.3, -0.4, -0.2],
+            "n": [17] * 3,
+            "k": [1.0] * 3,
+            "rel_a": [0.8, 0.9, 0.5],
+            "rel_b": [0.7, 0.8, 0.4],
+            "r_disattenuated": [-0.45, -0.5, -1.0],
+            "attenuation": [0.75, 0.85, 0.45],
+            "ci2_se": [0.3, 0.28, 0.6],
+            "n_eff": [8.0, 9.0, 5.0],
+            "ci2_low": [-0.9, -0.85, -1.0],
+            "ci2_high": [0.1, 0.0, 0.9],
+        }
+    )
     got = _pool_noise(v, 0.05)
     assert got["ci2_low"] <= got["r_disattenuated"] <= got["ci2_high"]
     assert -0.9 < got["r_disattenuated"] < -0.3

@@ -145,8 +145,10 @@ def test_noise_verdict_counts_signs_only_for_reliable_models_with_ci_excluding_z
     assert noise_verdict(r, lo, hi, [0.9, 0.9], [0.8, 0.8]) == "model_dependent"
     assert noise_verdict(r, lo, hi, [0.9, 0.3], [0.8, 0.8]) == "unreliable"
     assert noise_verdict([0.6, 0.5], [0.2, -0.1], [0.8, 0.7], [0.9] * 2, [0.9] * 2) == "insufficient_evidence"
-    assert noise_verdict([0.6, 0.5, 0.4], [0.2, 0.1, 0.1], [0.8, 0.7, 0.6], [0.9] * 3, [0.9, 0.9, 0.2]) == \
-        "consistent_positive"
+    assert (
+        noise_verdict([0.6, 0.5, 0.4], [0.2, 0.1, 0.1], [0.8, 0.7, 0.6], [0.9] * 3, [0.9, 0.9, 0.2])
+        == "consistent_positive"
+    )
 
 
 def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
@@ -183,12 +185,15 @@ def test_analysis_with_predictions_writes_noise_outputs(tmp_path):
     assert "Signal or noise?" in (out / "report.html").read_text()
     head = json.loads((out / "metrics.json").read_text())  # the few numbers `dvc metrics show` prints
     assert head["distinguishable"] == pytest.approx(
-        summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4)
+        summary["noise"]["methods"]["linear"]["share_distinguishable"], abs=1e-4
+    )
     assert head["reliability"] == pytest.approx(
-        max(summary["noise"]["methods"]["linear"]["median_reliability"], 0), abs=1e-4)
+        max(summary["noise"]["methods"]["linear"]["median_reliability"], 0), abs=1e-4
+    )
     assert head["consistent_null"] == summary["methods"]["linear"]["verdicts"]["consistent_null"]
-    assert ("equivalent" in pd.read_csv(out / "pooled_seeds.csv")
-            and "consistent_null" in (out / "report.html").read_text())
+    assert (
+        "equivalent" in pd.read_csv(out / "pooled_seeds.csv") and "consistent_null" in (out / "report.html").read_text()
+    )
     run_analysis(files[:1], tmp_path / "one", methods=("linear",), bootstrap=50, plots=True, metric="mean_margin")
     html = (tmp_path / "one" / "report.html").read_text()
     assert "distinguishable" in html and "reliability_mean_margin_linear.png" in html
@@ -202,8 +207,9 @@ def test_metric_mean_margin_analyses_the_margin_trajectories(tmp_path):
     import pyarrow.parquet as pq
 
     def margin(name, step):
-        t = pq.read_table(tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / f"step-{step}"
-                          / f"{name}.parquet").to_pandas()
+        t = pq.read_table(
+            tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / f"step-{step}" / f"{name}.parquet"
+        ).to_pandas()
         d = t["logp_entailment"] - t["logp_non_entailment"]
         return float(np.where(t["label"] == "entailment", d, -d).mean())
 
@@ -228,8 +234,11 @@ def test_missing_predictions_fail_with_one_line_naming_run_and_command(tmp_path)
     (tmp_path / "runs" / "m1-s0" / "eval" / "predictions" / "step-30" / "hans.parquet").unlink()
     with pytest.raises(UserError, match=r"run 'm1-s0': predictions missing: .*step-30.*hans\.parquet"):
         run_analysis(files[:1], out, methods=("linear",), plots=False)
-    with pytest.raises(UserError, match=r"run 'm2-s0': .*metrics.jsonl has no mean_margin and there are no "
-                       r"per-example log-probs .*; run `oodcorr evaluate --run m2-s0`"):
+    with pytest.raises(
+        UserError,
+        match=r"run 'm2-s0': .*metrics.jsonl has no mean_margin and there are no "
+        r"per-example log-probs .*; run `oodcorr evaluate --run m2-s0`",
+    ):
         run_analysis(files[1:], out, methods=("linear",), plots=False, metric="mean_margin")
     with pytest.raises(UserError, match=r"has no balanced_margin .*oodcorr evaluate --run m2-s0") as e:
         run_analysis(files[1:], out, methods=("linear",), plots=False)  # the default metric needs log-probs
@@ -238,8 +247,9 @@ def test_missing_predictions_fail_with_one_line_naming_run_and_command(tmp_path)
         run_analysis(files[1:], out, methods=("linear",), plots=False, noise=True)
     with pytest.raises(UserError, match="unknown metric 'margin'"):
         run_analysis(files[1:], out, methods=("linear",), plots=False, metric="margin")
-    summary = run_analysis(files[1:], out, methods=("linear",), plots=False, bootstrap=20,
-                           metric="accuracy")  # noise auto and no predictions: skipped
+    summary = run_analysis(
+        files[1:], out, methods=("linear",), plots=False, bootstrap=20, metric="accuracy"
+    )  # noise auto and no predictions: skipped
     assert summary["noise"]["enabled"] is False
     assert (out / "reliability.csv").read_text().strip().count("\n") == 0  # header only: a declared DVC out
     assert "Not assessed" in (out / "report.html").read_text()
@@ -262,8 +272,9 @@ def test_plan_formulas_and_cli(tmp_path, monkeypatch):
 
     files = make_project(tmp_path, models=("m1",), items=(200, 200, 200))
     monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(cli, ["plan", "--pilot", str(files[0]), "--examples-per-s", "50", "--json"],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli, ["plan", "--pilot", str(files[0]), "--examples-per-s", "50", "--json"], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     got = json.loads(res.output)
     assert got["items_per_testset"] > 0 and got["checkpoints_per_run"] >= 5 and "pilot" in got["source"]
@@ -276,8 +287,9 @@ def test_analyze_cli_missing_predictions_is_one_line_exit_2(tmp_path, monkeypatc
 
     make_project(tmp_path)
     shutil.rmtree(tmp_path / "runs" / "m1-s0" / "eval" / "predictions")
-    (tmp_path / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear], "
-                                          "bootstrap: 20, mlflow: false}\n")
+    (tmp_path / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {out: results, methods: [linear], bootstrap: 20, mlflow: false}\n"
+    )
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["analyze", "--no-plots"])
     assert res.exit_code == 2 and not (tmp_path / "results").exists()
@@ -302,8 +314,10 @@ def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
     assert f"distinguishable from noise {share:.3f}" in html
     # a study in which nothing is distinguishable says it is not a finding; otherwise points to the pairs
     runs = {"r0": {"x": np.array([0.5, 0.6, 0.75])}}
-    none = {"n_pairs": 3, "noise": {"enabled": True, "methods": {"linear": {"median_reliability": -0.2,
-                                                                           "share_distinguishable": 0.0}}}}
+    none = {
+        "n_pairs": 3,
+        "noise": {"enabled": True, "methods": {"linear": {"median_reliability": -0.2, "share_distinguishable": 0.0}}},
+    }
     rel_df = pd.DataFrame({"n_items": [100, 100]})
     text = " ".join(bottom_line(none, runs, rel_df))
     assert "not a finding" in text and "no residual signal above testset noise at ≈ 100 items" in text
@@ -313,12 +327,21 @@ def test_report_says_what_the_study_can_and_cannot_show(tmp_path):
     assert "(+25.0 points, +7.1 SE)" in sized and "N = 400 ID items" in sized
     # under a bias-free analysed metric x is its ID series (a margin, not a proportion): the training line still
     # reads ID accuracy from the attached series
-    bm = {"r0": {"x": np.array([-0.16, 0.09]), "n_id": 400.0, "meta": {"id_testset": "mnli"},
-                 "series": {"balanced_margin": {"mnli": np.array([-0.16, 0.09])},
-                            "accuracy": {"mnli": np.array([0.5, 0.75])}}}}
+    bm = {
+        "r0": {
+            "x": np.array([-0.16, 0.09]),
+            "n_id": 400.0,
+            "meta": {"id_testset": "mnli"},
+            "series": {
+                "balanced_margin": {"mnli": np.array([-0.16, 0.09])},
+                "accuracy": {"mnli": np.array([0.5, 0.75])},
+            },
+        }
+    }
     text_bm = " ".join(bottom_line(none, bm, rel_df))
     assert "0.500 → 0.750 (+25.0 points, +7.1 SE)" in text_bm and "-0.160" not in text_bm
-    some = {"noise": {"enabled": True,
-                      "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}}
+    some = {
+        "noise": {"enabled": True, "methods": {"linear": {"median_reliability": 0.5, "share_distinguishable": 0.25}}}
+    }
     text = " ".join(bottom_line(some, runs, rel_df))
     assert "not a finding" not in text and "≈ 400 items per testset" in text

@@ -19,13 +19,29 @@ def project(tmp_path, monkeypatch, models, machine=None):
 
     device, here = device_and_machine()
     (tmp_path / ".oodcorr").mkdir(parents=True)
-    (tmp_path / PROJECT_RATES).write_text(json.dumps({"scoring": [
-        {"model": "smollm2-135m", "device": device, "machine": machine or here, "dtype": "float32",
-         "examples_per_s": 20.0, "source": "measured here"}]}))
-    runs = {f"{m}_mnli_real_64_s0": {"model": m, "train_set": "mnli_real_train", "id_testset": "mnli_real",
-                                     "shots": 64} for m in models}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "p"}, "runs": runs,
-                                                          "evaluate": {"dtype": "float32"}}))
+    (tmp_path / PROJECT_RATES).write_text(
+        json.dumps(
+            {
+                "scoring": [
+                    {
+                        "model": "smollm2-135m",
+                        "device": device,
+                        "machine": machine or here,
+                        "dtype": "float32",
+                        "examples_per_s": 20.0,
+                        "source": "measured here",
+                    }
+                ]
+            }
+        )
+    )
+    runs = {
+        f"{m}_mnli_real_64_s0": {"model": m, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 64}
+        for m in models
+    }
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({"study": {"name": "p"}, "runs": runs, "evaluate": {"dtype": "float32"}})
+    )
     monkeypatch.chdir(tmp_path)
 
 

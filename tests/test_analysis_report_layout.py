@@ -24,11 +24,13 @@ def analysed(tmp_path_factory):
     for i, (model, rho) in enumerate({"m1": 0.7, "m2": 0.6}.items()):
         for seed in (0, 1):
             run = f"{model}-s{seed}"
-            write_jsonl(root / "runs" / run / "eval" / "metrics.jsonl",
-                        metrics_rows(model, seed, 20, rho, OOD, run=run))
+            write_jsonl(
+                root / "runs" / run / "eval" / "metrics.jsonl", metrics_rows(model, seed, 20, rho, OOD, run=run)
+            )
             write_json(root / "runs" / run / "run.json", {"run": run, "mlflow_run_id": f"train{i}{seed}"})
-    (root / "params.yaml").write_text("study: {name: demo}\nanalyze: {out: results, methods: [linear, rank], "
-                                      "bootstrap: 0, mlflow: false}\n")
+    (root / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {out: results, methods: [linear, rank], bootstrap: 0, mlflow: false}\n"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         res = CliRunner().invoke(cli, ["analyze"], catch_exceptions=False)
@@ -40,12 +42,14 @@ def test_report_opens_with_the_curves_and_the_verdict_per_pair_and_family(analys
     out, _ = analysed
     html = (out / "report.html").read_text()
     heads = re.findall(r"<h2>(.*?)</h2>", html)
-    assert heads[:3] == ["Accuracy per testset, every run",
-                         "Does a relation between OOD testsets hold across model families?",
-                         "In short: what this study can and cannot show"], heads
+    assert heads[:3] == [
+        "Accuracy per testset, every run",
+        "Does a relation between OOD testsets hold across model families?",
+        "In short: what this study can and cannot show",
+    ], heads
     assert html.index("curves_testsets.png") < html.index("<table class='verdicts'>") < html.index("In short")
-    table = html[html.index("<table class='verdicts'>"):]
-    table = table[:table.index("</table>")]
+    table = html[html.index("<table class='verdicts'>") :]
+    table = table[: table.index("</table>")]
     consistency = pd.read_csv(out / "consistency.csv")
     linear = consistency[consistency["method"] == "linear"]
     rows = table.split("<tr>")[2:]
@@ -74,8 +78,11 @@ def test_analyze_ends_with_the_verdicts_and_the_report(analysed):
     lines = output.strip().splitlines()
     assert lines[-1] == "report: results/report.html", lines  # relative to where it ran
     verdicts = next(line for line in lines if line.startswith("verdicts across models"))
-    assert re.search(r"\(linear, 10 pairs\): balanced_margin: settled \d+( \([^)]*\))?, "
-                     r"null \d+, unsettled \d+", verdicts), verdicts
+    assert re.search(
+        r"\(linear, 10 pairs\): balanced_margin: settled \d+( \([^)]*\))?, "
+        r"null \d+, unsettled \d+",
+        verdicts,
+    ), verdicts
     assert len(lines) <= 8, output
 
 

@@ -77,8 +77,9 @@ def test_not_a_model(tmp_path, monkeypatch, what):
     params = yaml.safe_load(p.read_text())
     params["runs"]["a"]["model"] = str(target)
     p.write_text(yaml.safe_dump(params))
-    msg = run(["train", "--run", "a", "--dry-run"] if what == "file" else ["train", "--run", "a"], tmp_path,
-              monkeypatch)
+    msg = run(
+        ["train", "--run", "a", "--dry-run"] if what == "file" else ["train", "--run", "a"], tmp_path, monkeypatch
+    )
     assert "mymodel" in msg and ("not a model" in msg or "is a file" in msg or "truncated" in msg), msg
     assert not (tmp_path / "runs").exists()
 

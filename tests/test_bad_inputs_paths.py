@@ -14,15 +14,23 @@ from click.testing import CliRunner
 
 from oodcorr.cli import cli
 
-SYNTH = {"synthetic": "id", "premise": "premise", "hypothesis": "hypothesis", "label": "label",
-         "label_map": {"entailment": "entailment", "non_entailment": "non_entailment"}}
+SYNTH = {
+    "synthetic": "id",
+    "premise": "premise",
+    "hypothesis": "hypothesis",
+    "label": "label",
+    "label_map": {"entailment": "entailment", "non_entailment": "non_entailment"},
+}
 
 
 def params(tmp_path, **sections) -> dict:
-    p = {"study": {"name": "t", "tracking": "none"},
-         "data": {"out": "data/prepared", "max_examples": 24, "seed": 0, "prepare": [], "testsets": {}},
-         "runs": {"a": {"model": "tiny-olmo2", "train_set": "synth_train", "id_testset": "synth_id", "shots": 16}},
-         "evaluate": {"testsets": ["synth_id", "synth_overlap"]}, "analyze": {"methods": ["linear"]}}
+    p = {
+        "study": {"name": "t", "tracking": "none"},
+        "data": {"out": "data/prepared", "max_examples": 24, "seed": 0, "prepare": [], "testsets": {}},
+        "runs": {"a": {"model": "tiny-olmo2", "train_set": "synth_train", "id_testset": "synth_id", "shots": 16}},
+        "evaluate": {"testsets": ["synth_id", "synth_overlap"]},
+        "analyze": {"methods": ["linear"]},
+    }
     for key, value in sections.items():
         p.setdefault(key, {}).update(value)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
@@ -47,8 +55,9 @@ def test_a_testset_name_leading_outside_the_project_is_refused_before_anything_i
     theirs.write_text("my notes\n")
     params(project, data={"testsets": {"../../../x/notes": SYNTH}, "prepare": ["../../../x/notes"]})
     for args in (["study", "check"], ["data", "prepare"]):
-        assert "params: data.testsets: testset '../../../x/notes' is not allowed" in one_error(args, project,
-                                                                                              monkeypatch)
+        assert "params: data.testsets: testset '../../../x/notes' is not allowed" in one_error(
+            args, project, monkeypatch
+        )
     assert theirs.read_text() == "my notes\n" and not (project / "data").exists()
 
 
@@ -75,17 +84,27 @@ def test_prepare_removes_only_files_it_recorded_and_refuses_planted_manifest_key
     assert theirs.read_text() == "my notes\n"
 
 
-@pytest.mark.parametrize("section, value, expected", [
-    ("evaluate", {"dtype": "float8"}, "params: evaluate.dtype: expected one of auto, float32, bfloat16, float16"),
-    ("analyze", {"scatter_pair": ["foo", "bar"]}, "analyze.scatter_pair: unknown OOD testset 'foo'"),
-    ("analyze", {"scatter_pair": ["synth_id", "synth_overlap"]}, "analyze.scatter_pair: unknown OOD testset "
-                                                                 "'synth_id'"),
-    ("study", {"threads": 1000000000}, "params: study.threads: expected a positive integer or 'auto' (at most"),
-    ("study", {"tracking_uri": "not a uri ;rm -rf /"}, "params: study.tracking_uri: 'not a uri ;rm -rf /' is not a"),
-    ("data", {"out": "../elsewhere"}, "params: data.out: '../elsewhere' must be a folder inside the project"),
-    ("analyze", {"out": "/tmp/results"}, "params: analyze.out: '/tmp/results' must be a folder inside the project"),
-    ("data", {"max_examples": 0}, "testset synth_train: max_examples must be positive, got 0"),
-])
+@pytest.mark.parametrize(
+    "section, value, expected",
+    [
+        ("evaluate", {"dtype": "float8"}, "params: evaluate.dtype: expected one of auto, float32, bfloat16, float16"),
+        ("analyze", {"scatter_pair": ["foo", "bar"]}, "analyze.scatter_pair: unknown OOD testset 'foo'"),
+        (
+            "analyze",
+            {"scatter_pair": ["synth_id", "synth_overlap"]},
+            "analyze.scatter_pair: unknown OOD testset 'synth_id'",
+        ),
+        ("study", {"threads": 1000000000}, "params: study.threads: expected a positive integer or 'auto' (at most"),
+        (
+            "study",
+            {"tracking_uri": "not a uri ;rm -rf /"},
+            "params: study.tracking_uri: 'not a uri ;rm -rf /' is not a",
+        ),
+        ("data", {"out": "../elsewhere"}, "params: data.out: '../elsewhere' must be a folder inside the project"),
+        ("analyze", {"out": "/tmp/results"}, "params: analyze.out: '/tmp/results' must be a folder inside the project"),
+        ("data", {"max_examples": 0}, "testset synth_train: max_examples must be positive, got 0"),
+    ],
+)
 def test_study_check_refuses_what_a_stage_would(tmp_path, monkeypatch, section, value, expected):
     """A value `dvc repro` used to reject only after DVC had deleted the stage's outputs (evaluate, analyze) is
     refused by `study check`, the pipeline's first stage, with the stage's own words."""
@@ -118,8 +137,10 @@ def test_analyze_out_is_ours_only_by_the_manifest_it_wrote(tmp_path, monkeypatch
     from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in (("m1", 0.7), ("m2", 0.6)):
-        write_jsonl(tmp_path / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
-                    metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"))
+        write_jsonl(
+            tmp_path / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
+            metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"),
+        )
         write_json(tmp_path / "runs" / f"{model}-s0" / "run.json", {"run": f"{model}-s0"})
     (tmp_path / "params.yaml").write_text("study: {name: t, tracking: none}\nanalyze: {methods: [linear]}\n")
     mine = tmp_path / "paper" / "summary.json"
@@ -137,8 +158,7 @@ def test_analyze_out_is_ours_only_by_the_manifest_it_wrote(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "symlink-to-a-secret", "dangling-symlink"])
-def test_a_testset_path_that_is_no_data_file_says_what_it_is_and_never_prints_its_content(tmp_path, monkeypatch,
-                                                                                          kind):
+def test_a_testset_path_that_is_no_data_file_says_what_it_is_and_never_prints_its_content(tmp_path, monkeypatch, kind):
     project = tmp_path / "p"
     project.mkdir()
     path = project / "mine.csv"
@@ -151,15 +171,30 @@ def test_a_testset_path_that_is_no_data_file_says_what_it_is_and_never_prints_it
         path.mkdir()
     else:
         path.symlink_to(secret if kind == "symlink-to-a-secret" else tmp_path / "gone")
-    params(project, data={"testsets": {"mine": {"path": "mine.csv", "premise": "p", "hypothesis": "h", "label": "y",
-                                                "label_map": {"yes": "entailment", "no": "non_entailment"}}},
-                          "prepare": ["mine"]})
+    params(
+        project,
+        data={
+            "testsets": {
+                "mine": {
+                    "path": "mine.csv",
+                    "premise": "p",
+                    "hypothesis": "h",
+                    "label": "y",
+                    "label_map": {"yes": "entailment", "no": "non_entailment"},
+                }
+            },
+            "prepare": ["mine"],
+        },
+    )
     for args in (["study", "check"], ["data", "prepare"]):
         msg = one_error(args, project, monkeypatch)
         assert "TOPSECRET" not in msg and "mine.csv" in msg and "file not found" not in msg, msg
-        assert {"fifo": "is a named pipe (FIFO), not a data file", "folder": "is a folder, not a data file",
-                "symlink-to-a-secret": "no column 'p', 'h', 'y'",
-                "dangling-symlink": f"is a symlink to {tmp_path / 'gone'}, which is missing"}[kind] in msg, msg
+        assert {
+            "fifo": "is a named pipe (FIFO), not a data file",
+            "folder": "is a folder, not a data file",
+            "symlink-to-a-secret": "no column 'p', 'h', 'y'",
+            "dangling-symlink": f"is a symlink to {tmp_path / 'gone'}, which is missing",
+        }[kind] in msg, msg
     assert not (project / "data").exists()
 
 

@@ -18,9 +18,16 @@ from oodcorr.settings import environment
 from study_helpers import REPO, sh, tiny_params
 
 # a value each variable's stage refuses
-BAD = {"OODCORR_STORE_BUSY_TIMEOUT_S": "abc", "OODCORR_THREADS": "0", "OODCORR_CACHE": "params.yaml",
-       "OODCORR_TEST_KILL_AT_STEP": "four", "OODCORR_MEASURE_S": "0", "WORLD_SIZE": "abc", "RANK": "-1",
-       "LOCAL_RANK": "x"}
+BAD = {
+    "OODCORR_STORE_BUSY_TIMEOUT_S": "abc",
+    "OODCORR_THREADS": "0",
+    "OODCORR_CACHE": "params.yaml",
+    "OODCORR_TEST_KILL_AT_STEP": "four",
+    "OODCORR_MEASURE_S": "0",
+    "WORLD_SIZE": "abc",
+    "RANK": "-1",
+    "LOCAL_RANK": "x",
+}
 WRITTEN_ONLY = {"OODCORR_LAUNCH"}  # set by the launcher for its jobs (a stamp); no stage reads it
 
 
@@ -31,8 +38,9 @@ def test_every_oodcorr_variable_in_the_source_has_a_parser():
     assert found - WRITTEN_ONLY == {n for n in environment.PARSERS if n.startswith("OODCORR_")}, found
     assert set(environment.PARSERS) == set(BAD)
     for name in WRITTEN_ONLY:  # written only: nothing reads it
-        assert not any(re.search(rf"environ(\.get)?\W+{name}", p.read_text())
-                       for p in (REPO / "src" / "oodcorr").rglob("*.py")), name
+        assert not any(
+            re.search(rf"environ(\.get)?\W+{name}", p.read_text()) for p in (REPO / "src" / "oodcorr").rglob("*.py")
+        ), name
 
 
 @pytest.fixture
@@ -88,13 +96,16 @@ def test_dvc_repro_names_a_numeric_run_key_beside_named_ones(tmp_path):
     assert not (tmp_path / ".oodcorr" / "params.ok").exists()
 
 
-@pytest.mark.parametrize("edit, said", [
-    (lambda p: p["analyze"].update(seed=-1), "analyze.seed: must be an integer in [0, 4294967295], got -1"),
-    (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=-1), ".seed: must be an integer in [0, 4294967295]"),
-    (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=2**32), ".seed: must be an integer in [0, 4294967295]"),
-    (lambda p: p["analyze"].update(bootstrap=10**9), "analyze.bootstrap: must be in [0, 100000]"),
-    (lambda p: p["analyze"].update(reliability_splits=10**7), "analyze.reliability_splits: must be in [1, 100000]"),
-])
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (lambda p: p["analyze"].update(seed=-1), "analyze.seed: must be an integer in [0, 4294967295], got -1"),
+        (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=-1), ".seed: must be an integer in [0, 4294967295]"),
+        (lambda p: p["runs"][next(iter(p["runs"]))].update(seed=2**32), ".seed: must be an integer in [0, 4294967295]"),
+        (lambda p: p["analyze"].update(bootstrap=10**9), "analyze.bootstrap: must be in [0, 100000]"),
+        (lambda p: p["analyze"].update(reliability_splits=10**7), "analyze.reliability_splits: must be in [1, 100000]"),
+    ],
+)
 def test_seeds_and_resample_counts_numpy_refuses_are_refused_by_the_check(project, edit, said):
     # a negative seed was numpy's ValueError in training (np.random.seed) or in the analysis (default_rng);
     # 1e9 bootstrap resamples an array of 1e9 rows

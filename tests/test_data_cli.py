@@ -27,9 +27,22 @@ def test_help():
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    params = {"data": {"out": "prep", "prepare": ["synth_train", "synth_id", "synth_overlap"], "max_examples": 100,
-                       "testsets": {"bad": {"path": "bad.tsv", "premise": "p", "hypothesis": "h", "label": "y",
-                                            "label_map": {"yes": "entailment"}}}}}
+    params = {
+        "data": {
+            "out": "prep",
+            "prepare": ["synth_train", "synth_id", "synth_overlap"],
+            "max_examples": 100,
+            "testsets": {
+                "bad": {
+                    "path": "bad.tsv",
+                    "premise": "p",
+                    "hypothesis": "h",
+                    "label": "y",
+                    "label_map": {"yes": "entailment"},
+                }
+            },
+        }
+    }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     (tmp_path / "bad.tsv").write_text("p\th\ty\na\tb\tyes\nc\td\tno\n")
     monkeypatch.chdir(tmp_path)
@@ -58,12 +71,15 @@ def test_prepare_then_testsets_shows_counts(project):
     assert set(manifest["testsets"]) == {"synth_train", "synth_id", "synth_overlap", "synth_vocab"}
 
 
-@pytest.mark.parametrize("args, expect", [
-    (["--only", "synth_idd"], "did you mean 'synth_id'"),
-    (["--only", "synth_id", "--only", "bad"], "bad.tsv:3: testset bad: label 'no' not in label_map"),
-    (["--params", "missing.yaml"], "params file not found"),
-    (["--only", "mnli"], "offline"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["--only", "synth_idd"], "did you mean 'synth_id'"),
+        (["--only", "synth_id", "--only", "bad"], "bad.tsv:3: testset bad: label 'no' not in label_map"),
+        (["--params", "missing.yaml"], "params file not found"),
+        (["--only", "mnli"], "offline"),
+    ],
+)
 def test_bad_input_one_line_nothing_written(project, monkeypatch, args, expect):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     r = _run("data", "prepare", "--out", "out", *args)

@@ -45,7 +45,10 @@ def test_official_counts(real):
     for name, (rows, ent, non) in OFFICIAL.items():
         entry = manifest["testsets"][name]
         assert (entry["rows"], entry["label_counts"]["entailment"], entry["label_counts"]["non_entailment"]) == (
-            rows, ent, non), name
+            rows,
+            ent,
+            non,
+        ), name
         assert len(load_prepared(out, name)) == rows
     assert read_manifest(out) == manifest
 
@@ -91,8 +94,9 @@ def test_neutral_merge_and_max_examples(real):
 
 
 def test_subsample_stratified_and_ordered():
-    rows = [{"id": str(i), "label": "entailment" if i % 4 == 0 else "non_entailment", "slice": None}
-            for i in range(1000)]
+    rows = [
+        {"id": str(i), "label": "entailment" if i % 4 == 0 else "non_entailment", "slice": None} for i in range(1000)
+    ]
     s = subsample(rows, 100, 0, "x")
     assert len(s) == 100 and sum(r["label"] == "entailment" for r in s) == 25
     assert [int(r["id"]) for r in s] == sorted(int(r["id"]) for r in s)
@@ -109,8 +113,14 @@ def _project(tmp_path, testsets, text=None, name="t.tsv"):
 
 
 def _spec(**kw):
-    return {"path": "t.tsv", "premise": "p", "hypothesis": "h", "label": "y",
-            "label_map": {"yes": "entailment", "no": "non_entailment"}, **kw}
+    return {
+        "path": "t.tsv",
+        "premise": "p",
+        "hypothesis": "h",
+        "label": "y",
+        "label_map": {"yes": "entailment", "no": "non_entailment"},
+        **kw,
+    }
 
 
 def _error(params, names, tmp_path):
@@ -134,8 +144,9 @@ def test_label_outside_map_lists_values(tmp_path):
 
 
 def test_int_label_map_keys_compare_as_strings(tmp_path):
-    params = _project(tmp_path, {"t": _spec(label_map={1: "entailment", 0: "non_entailment"})},
-                      "p\th\ty\na\tb\t1\nc\td\t0\n")
+    params = _project(
+        tmp_path, {"t": _spec(label_map={1: "entailment", 0: "non_entailment"})}, "p\th\ty\na\tb\t1\nc\td\t0\n"
+    )
     rows, entry = build(params, "t")
     assert entry["label_counts"] == {"entailment": 1, "non_entailment": 1}
     assert rows[0]["original_label"] == "1"
@@ -164,8 +175,9 @@ def test_one_bad_testset_writes_nothing(tmp_path):
 
 
 def test_override_builtin_keeps_its_label_map(tmp_path):
-    params = _project(tmp_path, {"wnli": {"path": "w.csv"}},
-                      "sentence1,sentence2,label\n\"a, b\",c,1\nd,e,0\n", name="w.csv")
+    params = _project(
+        tmp_path, {"wnli": {"path": "w.csv"}}, "sentence1,sentence2,label\n\"a, b\",c,1\nd,e,0\n", name="w.csv"
+    )
     spec = resolve(params, "wnli")
     assert spec["kind"] == "local" and spec["label_map"]["1"] == "entailment"
     rows, entry = build(params, "wnli")
@@ -173,6 +185,7 @@ def test_override_builtin_keeps_its_label_map(tmp_path):
 
 
 def test_jsonl_bad_line(tmp_path):
-    params = _project(tmp_path, {"t": _spec(path="t.jsonl")}, '{"p": "a", "h": "b", "y": "yes"}\n{oops\n',
-                      name="t.jsonl")
+    params = _project(
+        tmp_path, {"t": _spec(path="t.jsonl")}, '{"p": "a", "h": "b", "y": "yes"}\n{oops\n', name="t.jsonl"
+    )
     assert "t.jsonl:2: malformed row: invalid JSON" in _error(params, ["t"], tmp_path)

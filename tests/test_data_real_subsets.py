@@ -13,8 +13,11 @@ from study_helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = REPO / "data" / "raw" / "real"
-SOURCES = [REPO.parent / "shared" / "data" / "nli", REPO.parents[1] / "shared" / "data" / "nli",
-           Path("/work/shared/data/nli")]
+SOURCES = [
+    REPO.parent / "shared" / "data" / "nli",
+    REPO.parents[1] / "shared" / "data" / "nli",
+    Path("/work/shared/data/nli"),
+]
 
 
 def _script():

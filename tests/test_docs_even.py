@@ -40,7 +40,8 @@ def _cell(r) -> str:
 def test_the_reference_and_the_pages_are_the_committed_study():
     res = json.loads((REPO / "bench" / "results" / "even_resample.json").read_text())
     pooled = pd.read_csv(RESULTS / "pooled_seeds.csv").query(
-        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
+        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'"
+    )
     studies = (REPO / "docs/studies.md").read_text()
     for r in pooled.itertuples(index=False):
         ref = res["families"][MODELS[r.model]]["all_items"]
@@ -50,7 +51,8 @@ def test_the_reference_and_the_pages_are_the_committed_study():
         assert cell in " ".join(studies.split()), cell
         assert r.ci2even_low > 0  # "positive again in both families"
     runs = pd.read_csv(RESULTS / "partial_correlations.csv").query(
-        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
+        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'"
+    )
     alone = {(MODELS[r.model], int(r.seed)) for r in runs.itertuples(index=False) if r.ci2even_low > 0}
     assert alone == {("Gemma", 0), ("Gemma", 3), ("SmolLM2", 1)}
     g1 = runs[(runs["model"] == "gemma3-270m") & (runs["seed"] == 1)].iloc[0]

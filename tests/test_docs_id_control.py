@@ -21,10 +21,14 @@ def test_docs_table_is_the_results_file():
 
 def test_the_smoothed_control_removes_the_observed_controls_bias_where_there_is_one():
     rows = json.loads(id_control.OUT.read_text())["rows"]
-    at0 = {(r["generator"] if "generator" in r else "grid", r["id_control"], r["cell"]): r for r in rows
-           if r["rho"] == 0.0}
+    at0 = {
+        (r["generator"] if "generator" in r else "grid", r["id_control"], r["cell"]): r for r in rows if r["rho"] == 0.0
+    }
     key = "base|gp0.2|id128|S3|n20|rho0.0"
     assert at0[("curve", "observed", key)]["mean_r_hat"] > 0.1
     assert abs(at0[("curve", "latent", key)]["mean_r_hat"]) < 0.1
-    assert all(r["excludes_0"] <= 0.05 + 2 * max(r["coverage_mc_se"], 0.028) for r in at0.values()
-               if r["id_control"] == "latent")
+    assert all(
+        r["excludes_0"] <= 0.05 + 2 * max(r["coverage_mc_se"], 0.028)
+        for r in at0.values()
+        if r["id_control"] == "latent"
+    )

@@ -27,7 +27,8 @@ def test_the_sign_held_in_every_gated_draw_and_the_all_items_reference_is_the_co
 
     bench = _bench()
     rows = pd.read_csv(REPO / "studies" / "twofamily" / "results" / "pooled_seeds.csv").query(
-        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'")
+        "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'"
+    )
     pooled = {r.model: (r.r_disattenuated, r.ci2_low, r.ci2_high) for r in rows.itertuples(index=False)}
     for path in bench.TABLED:
         res = json.loads(Path(path).read_text())
@@ -70,8 +71,10 @@ def test_the_why_bullets_are_the_noise_check_results():
     assert f"coverage {min(cov):.3f}–{max(cov):.3f}" in text
     g, s = res["bands"]["gemma3-270m"], res["bands"]["smollm2-135m"]
     f = "{:+.2f}".format
-    assert f"SmolLM2 {f(s['slow']['r'])} against {f(s['fast']['r'])}, Gemma {f(g['slow']['r'])} against " \
-           f"{f(g['fast']['r'])}" in text
+    assert (
+        f"SmolLM2 {f(s['slow']['r'])} against {f(s['fast']['r'])}, Gemma {f(g['slow']['r'])} against "
+        f"{f(g['fast']['r'])}" in text
+    )
     share = [round(100 * b["slow"][k] / b["all"][k]) for b in (g, s) for k in ("signal_var_a", "signal_var_b")]
     assert "SciTail {} % and SNLI {} % in Gemma, {} % and {} % in SmolLM2".format(*share) in text
     assert f"moment estimate is {f(g['all']['r'])} (Gemma) and {f(s['all']['r'])} (SmolLM2)" in text
@@ -84,8 +87,12 @@ def test_the_drift_is_there_seed_by_seed():
     res = json.loads((REPO / "bench" / "results" / "item_resample_id512.json").read_text())
     rise = [res["per_seed_median_r"][k] - v[0] for k, v in res["reference_per_seed"].items()]
     text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
-    assert f"rises in {sum(x > 0 for x in rise)} of {len(rise)} seeds (by {min(rise):+.2f} to {max(rise):+.2f};" \
-        .replace("-", "−") in text
+    assert (
+        f"rises in {sum(x > 0 for x in rise)} of {len(rise)} seeds (by {min(rise):+.2f} to {max(rise):+.2f};".replace(
+            "-", "−"
+        )
+        in text
+    )
 
 
 def test_the_misses_at_the_first_pass_sizes_come_with_a_shorter_length_scale():

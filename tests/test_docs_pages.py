@@ -29,8 +29,9 @@ def test_the_pages_a_user_reads_first_are_at_most_300_lines(page, limit):
 
 
 def test_slug_is_githubs():
-    assert slug("Measured: the interval on a real study's own items") == \
-        "measured-the-interval-on-a-real-studys-own-items"
+    assert (
+        slug("Measured: the interval on a real study's own items") == "measured-the-interval-on-a-real-studys-own-items"
+    )
     assert slug("`oodcorr plan`: how many examples and checkpoints") == "oodcorr-plan-how-many-examples-and-checkpoints"
     assert slug("Beside it: the even-weight estimate (`r_even`)") == "beside-it-the-even-weight-estimate-r_even"
 

@@ -30,13 +30,27 @@ def test_coverage_summary_matches_the_results_file():
 def test_interval_variants_table_matches_its_results_file():
     res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
     text = DOC.read_text().split("Counts over the same 240 cells:")[1]
-    rows = re.findall(r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| "
-                      r"(\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$", text, re.M)
+    rows = re.findall(
+        r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| "
+        r"(\d+) \| (\d+) \| (\d+) \| (0\.\d+) \|$",
+        text,
+        re.M,
+    )
     assert len(rows) == 3
     for name, row in zip(("current", "pivot_variant", "plugin_variant"), rows):
         j = res[name]
-        assert row == tuple(str(j[k]) for k in ("in_band", "cells", "above", "below", "above_by_2se", "below_by_2se",
-                                                "false_distinguishable_over_5pct_by_2se")) + (f"{j['lowest']:.3f}",)
+        assert row == tuple(
+            str(j[k])
+            for k in (
+                "in_band",
+                "cells",
+                "above",
+                "below",
+                "above_by_2se",
+                "below_by_2se",
+                "false_distinguishable_over_5pct_by_2se",
+            )
+        ) + (f"{j['lowest']:.3f}",)
     # the current interval's row is the committed grid's
     grid = json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]
     assert res["current"]["in_band"] == sum(bool(c["in_target"]) for c in grid["cells"])
@@ -45,7 +59,8 @@ def test_interval_variants_table_matches_its_results_file():
     assert indep and all(abs(c["sd_interval"] / c["sd_empirical"] - 1) < 0.01 for c in indep)
     over = [c["sd_interval"] / c["sd_empirical"] - 1 for c in checks if c["phi"] > 0]
     assert f"is {round(100 * min(over))}–{round(100 * max(over))} % above the" in " ".join(
-        (REPO / "docs" / "statistics-reference.md").read_text().split())
+        (REPO / "docs" / "statistics-reference.md").read_text().split()
+    )
 
 
 def test_interval_cell_diagnosis_table_matches_its_results_file():
@@ -54,18 +69,37 @@ def test_interval_cell_diagnosis_table_matches_its_results_file():
     doc = (REPO / "docs" / "statistics-reference.md").read_text()
     text = doc.split("| misses below / above |")[1].split("\n\n")[0]
     num = r"([+-]?[\d.]+)"
-    rows = re.findall(rf"^\| (\w+) \| (\d+) \| (\d+) \| {num} \| {num} \| {num} \| {num} \({num}\) \| {num} / {num} "
-                      rf"\| {num} \| {num} \| {num} % / {num} % \|$", text, re.M)
+    rows = re.findall(
+        rf"^\| (\w+) \| (\d+) \| (\d+) \| {num} \| {num} \| {num} \| {num} \({num}\) \| {num} / {num} "
+        rf"\| {num} \| {num} \| {num} % / {num} % \|$",
+        text,
+        re.M,
+    )
     assert len(rows) == len(res) > 0
     for row, c in zip(rows, res):
-        assert row == (c["scenario"], str(c["checkpoints"]), str(c["items"]), str(c["rho"]), f"{c['median_se_z']:.3f}",
-                       f"{c['median_se_z_true_phi']:.3f}", f"{c['se_z_at_truth']:.3f}",
-                       f"{c['se_z_at_truth_without_small_sample_term']:.3f}", f"{c['sd_atanh_r_obs_all']:.3f}",
-                       f"{c['sd_atanh_r_obs_defined']:.3f}", f"{c['sd_pivot']:.3f}", f"{c['mean_pivot']:+.3f}",
-                       f"{100 * c['miss_low']:.1f}", f"{100 * c['miss_high']:.1f}")
+        assert row == (
+            c["scenario"],
+            str(c["checkpoints"]),
+            str(c["items"]),
+            str(c["rho"]),
+            f"{c['median_se_z']:.3f}",
+            f"{c['median_se_z_true_phi']:.3f}",
+            f"{c['se_z_at_truth']:.3f}",
+            f"{c['se_z_at_truth_without_small_sample_term']:.3f}",
+            f"{c['sd_atanh_r_obs_all']:.3f}",
+            f"{c['sd_atanh_r_obs_defined']:.3f}",
+            f"{c['sd_pivot']:.3f}",
+            f"{c['mean_pivot']:+.3f}",
+            f"{100 * c['miss_low']:.1f}",
+            f"{100 * c['miss_high']:.1f}",
+        )
     # the diagnosis draws are the grid's: its misses are the committed grid cell's coverage
-    grid = {(c["scenario"], c["checkpoints"], c["items"], c["rho"]): c for c in json.loads(
-        (REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]["cells"]}
+    grid = {
+        (c["scenario"], c["checkpoints"], c["items"], c["rho"]): c
+        for c in json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"][
+            "cells"
+        ]
+    }
     for c in res:
         g = grid[(c["scenario"], c["checkpoints"], c["items"], c["rho"])]
         assert abs(1 - c["miss_low"] - c["miss_high"] - g["coverage"]) < 1e-9 and c["defined"] == g["defined"]

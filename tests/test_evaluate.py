@@ -28,8 +28,16 @@ def _rows(name, n, seed, slices=False):
         prem = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 25)))
         hyp = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8)))
         label = "entailment" if i % 2 else "non_entailment"
-        rows.append({"id": f"{name}-{i}", "premise": prem, "hypothesis": hyp, "label": label,
-                     "original_label": label, "slice": f"{'hA' if i % 3 else 'hB'}/{label}" if slices else None})
+        rows.append(
+            {
+                "id": f"{name}-{i}",
+                "premise": prem,
+                "hypothesis": hyp,
+                "label": label,
+                "original_label": label,
+                "slice": f"{'hA' if i % 3 else 'hB'}/{label}" if slices else None,
+            }
+        )
     return rows
 
 
@@ -38,8 +46,12 @@ def write_testset(root: Path, name: str, rows: list[dict]) -> None:
     io.write_jsonl(out / f"{name}.jsonl", rows)
     mpath = out / "manifest.json"
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {"testsets": {}}
-    manifest["testsets"][name] = {"rows": len(rows), "label_counts": {},
-                                  "sha256": io.sha256_file(out / f"{name}.jsonl"), "source": "test"}
+    manifest["testsets"][name] = {
+        "rows": len(rows),
+        "label_counts": {},
+        "sha256": io.sha256_file(out / f"{name}.jsonl"),
+        "source": "test",
+    }
     io.write_json(mpath, manifest)
 
 
@@ -58,19 +70,32 @@ def make_checkpoint(root: Path, run: str, step: int, model="tiny-olmo2") -> Path
                     p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
     path = root / "runs" / run / "checkpoints" / f"checkpoint-{step}"
     peft_model.save_pretrained(path)
-    io.write_json(path / "oodcorr_checkpoint.json", {"run": run, "model": model, "model_path": info["path"],
-                                                    "revision": None, "step": step,
-                                                    "base_model_type": info["model_type"]})
+    io.write_json(
+        path / "oodcorr_checkpoint.json",
+        {
+            "run": run,
+            "model": model,
+            "model_path": info["path"],
+            "revision": None,
+            "step": step,
+            "base_model_type": info["model_type"],
+        },
+    )
     return path
 
 
 def make_project(root: Path, steps=(0, 5), testsets=("idt", "ood"), model="tiny-olmo2", run="r1") -> Path:
-    declared = {n: {"path": f"raw/{n}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}
-                for n in (*testsets, "extra")}
-    params = {"study": {"name": "t"}, "data": {"out": "data/prepared", "testsets": declared},
-              "train": {"dtype": "float32", "quantization": "none", "max_length": 48},
-              "runs": {run: {"model": model, "train_set": "idt", "id_testset": "idt", "shots": 8}},
-              "evaluate": {"testsets": [t for t in testsets if t != "idt"], "batch_size": "auto"}}
+    declared = {
+        n: {"path": f"raw/{n}.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}
+        for n in (*testsets, "extra")
+    }
+    params = {
+        "study": {"name": "t"},
+        "data": {"out": "data/prepared", "testsets": declared},
+        "train": {"dtype": "float32", "quantization": "none", "max_length": 48},
+        "runs": {run: {"model": model, "train_set": "idt", "id_testset": "idt", "shots": 8}},
+        "evaluate": {"testsets": [t for t in testsets if t != "idt"], "batch_size": "auto"},
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     for i, name in enumerate(testsets):
         write_testset(root, name, _rows(name, 14 + 3 * i, seed=i, slices=(name == "ood")))
@@ -94,7 +119,7 @@ def reference_scores(model_name, ckpt: Path, rows, max_length=48, batch=3):
     out = []
     with torch.no_grad():
         for i in range(0, len(seqs), batch):
-            ids, mask, last = pad_batch(seqs[i: i + batch], tok.pad_token_id)
+            ids, mask, last = pad_batch(seqs[i : i + batch], tok.pad_token_id)
             logits = model(input_ids=ids, attention_mask=mask).logits
             logp = torch.log_softmax(logits[torch.arange(len(last)), last].float(), -1)
             out.append(logp[:, prompter.verbalizer_ids])
@@ -154,8 +179,9 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
 
     pfile = make_project(tmp_path, steps=(0, 5, 9))
     # training still running: scheduled steps beyond the newest checkpoint are not "missing"
-    io.write_json(tmp_path / "runs" / "r1" / "run.json",
-                  {"run": "r1", "checkpoint_steps": [0, 5, 9, 100], "finished": False})
+    io.write_json(
+        tmp_path / "runs" / "r1" / "run.json", {"run": "r1", "checkpoint_steps": [0, 5, 9, 100], "finished": False}
+    )
     res = evaluate_run(_params(pfile), "r1", quiet=True)
     assert len(res["scored"]) == 6 and res["cached"] == 0 and not res["failed"]
     ev = tmp_path / "runs" / "r1" / "eval"
@@ -172,10 +198,28 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     metrics = io.read_jsonl(ev / "metrics.jsonl")
     keys = [(m["step"], m["testset"], m["slice"] or "") for m in metrics]
     assert keys == sorted(keys) and {m["step"] for m in metrics} == {0, 5, 9}
-    assert {"run", "model", "train_set", "id_testset", "shots", "seed", "step", "testset", "slice", "accuracy",
-            "f1_non_entailment", "macro_f1", "n"} <= set(metrics[0])
-    assert {m["slice"] for m in metrics if m["testset"] == "ood"} == {None, "hA/entailment", "hA/non_entailment",
-                                                                      "hB/entailment", "hB/non_entailment"}
+    assert {
+        "run",
+        "model",
+        "train_set",
+        "id_testset",
+        "shots",
+        "seed",
+        "step",
+        "testset",
+        "slice",
+        "accuracy",
+        "f1_non_entailment",
+        "macro_f1",
+        "n",
+    } <= set(metrics[0])
+    assert {m["slice"] for m in metrics if m["testset"] == "ood"} == {
+        None,
+        "hA/entailment",
+        "hA/non_entailment",
+        "hB/entailment",
+        "hB/non_entailment",
+    }
     # every metric of the table from the stored log-probs, per testset and slice (checked independently)
     from oodcorr.metrics import METRICS
 
@@ -205,15 +249,16 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
     assert sorted(res4["scored"]) == [(s, "extra") for s in (0, 5, 9, 12)]
 
     client = mlflow.MlflowClient(mlflow_uri)
-    for key in ("acc/idt", "f1/ood", "f1_non/ood", "slices/ood/hA/entailment/acc",
-                "bm/ood", "auc/idt", "yes/ood"):
+    for key in ("acc/idt", "f1/ood", "f1_non/ood", "slices/ood/hA/entailment/acc", "bm/ood", "auc/idt", "yes/ood"):
         steps = [m.step for m in client.get_metric_history(res["mlflow_run_id"], key)]
         assert sorted(steps) == [0, 5, 9, 12], key
     assert sorted(m.step for m in client.get_metric_history(res["mlflow_run_id"], "acc/extra")) == [0, 5, 9, 12]
     run = client.get_run(res["mlflow_run_id"])
     assert run.data.tags["oodcorr.kind"] == "train" and run.data.tags["oodcorr.run_key"] == "r1"
-    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == ["eval/accuracy_by_testset.png",
-                                                                          "eval/predictions.tar.gz"]
+    assert [a.path for a in client.list_artifacts(res["mlflow_run_id"], "eval")] == [
+        "eval/accuracy_by_testset.png",
+        "eval/predictions.tar.gz",
+    ]
 
 
 def test_two_processes_equal_one(tmp_path, mlflow_uri):
@@ -226,11 +271,33 @@ def test_two_processes_equal_one(tmp_path, mlflow_uri):
     shutil.rmtree(ev)
     # accelerate 1.x: `--cpu` goes through its single-process launcher unless an MPI hostfile is given, so
     # CPU multi-process = `--multi_gpu` (torchrun) with CUDA hidden; evaluate then joins a gloo group.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--num_processes", "2", "--multi_gpu",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "oodcorr",
-           "evaluate", "--run", "r1", "--params", str(pfile)]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    cmd = [
+        str(Path(sys.executable).parent / "accelerate"),
+        "launch",
+        "--num_processes",
+        "2",
+        "--multi_gpu",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "oodcorr",
+        "evaluate",
+        "--run",
+        "r1",
+        "--params",
+        str(pfile),
+    ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[rank 0/2]: scored 3 pair(s)" in proc.stdout and "[rank 1/2]: scored 3 pair(s)" in proc.stdout, proc.stdout

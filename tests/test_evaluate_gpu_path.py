@@ -46,8 +46,11 @@ def test_merged_adapters_score_like_unmerged_and_restore_weights(tmp_path):
     from oodcorr.evaluate.scorer import _restore_weights
 
     _restore_weights(model, adapters._pristine)
-    after = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-             for n, p in model.named_parameters() if "lora_" not in n}
+    after = {
+        n.replace("base_model.model.", "").replace(".base_layer", ""): p
+        for n, p in model.named_parameters()
+        if "lora_" not in n
+    }
     assert set(after) == set(before)
     assert all(torch.equal(before[n], after[n]) for n in before)  # bit-exact, no drift
 

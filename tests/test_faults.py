@@ -38,15 +38,19 @@ def edit(path, fn):
 
 # ---------------------------------------------------------------------------------------- 1. --out
 
+
 def _metrics_project(root):
     from oodcorr.io import write_jsonl
     from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in {"m1": 0.7, "m2": 0.6}.items():
-        write_jsonl(root / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
-                    metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"))
-    (root / "params.yaml").write_text("study: {name: demo}\n"
-                                      "analyze: {methods: [linear], bootstrap: 0, mlflow: false}\n")
+        write_jsonl(
+            root / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
+            metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"),
+        )
+    (root / "params.yaml").write_text(
+        "study: {name: demo}\nanalyze: {methods: [linear], bootstrap: 0, mlflow: false}\n"
+    )
 
 
 def test_out_keeps_user_files_in_names_oodcorr_uses(tmp_path, monkeypatch):
@@ -76,6 +80,7 @@ def test_out_keeps_user_files_in_names_oodcorr_uses(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------- 3. run keys
 
+
 @pytest.mark.parametrize("key", ["x;touch PWNED;echo", "../../evil", ".hidden", "-rf", "a b", "k" * 200, "$(id)"])
 def test_unsafe_run_keys_are_refused_by_check_and_every_stage(tmp_path, monkeypatch, key):
     p = make_project(tmp_path, {key: {}})
@@ -96,20 +101,24 @@ def test_study_use_refuses_unsafe_models_and_maps_hub_ids_to_safe_keys(tmp_path,
     before = (tmp_path / "params.yaml").read_bytes()
     assert "model" in one_error(["study", "use", "paper", "--models", "a/b;touch PWN3;"], tmp_path, monkeypatch)
     assert (tmp_path / "params.yaml").read_bytes() == before and not (tmp_path / "PWN3").exists()
-    res = CliRunner().invoke(cli, ["study", "use", "paper", "--models", "allenai/OLMo-2-1124-7B,opt-2.7b",
-                                   "--seeds", "0", "--shots", "16"])
+    res = CliRunner().invoke(
+        cli, ["study", "use", "paper", "--models", "allenai/OLMo-2-1124-7B,opt-2.7b", "--seeds", "0", "--shots", "16"]
+    )
     assert res.exit_code == 0, res.output
     keys = list(yaml.safe_load((tmp_path / "params.yaml").read_text())["runs"])
     assert "allenai--OLMo-2-1124-7B_mnli_16_s0" in keys and "opt-2.7b_snli_16_s0" in keys
 
 
-@pytest.mark.parametrize("args, what", [
-    (["study", "use", "quickstart", "--seeds", "1"], "--seeds"),
-    (["study", "use", "quickstart", "--models", "tiny-opt"], "--models"),
-    (["study", "use", "paper", "--shots", "0,-4"], "--shots"),
-    (["study", "use", "paper", "--seeds", "a,b"], "--seeds"),
-    (["study", "use", "paper", "--seeds", "1,,2"], "--seeds"),
-])
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["study", "use", "quickstart", "--seeds", "1"], "--seeds"),
+        (["study", "use", "quickstart", "--models", "tiny-opt"], "--models"),
+        (["study", "use", "paper", "--shots", "0,-4"], "--shots"),
+        (["study", "use", "paper", "--seeds", "a,b"], "--seeds"),
+        (["study", "use", "paper", "--seeds", "1,,2"], "--seeds"),
+    ],
+)
 def test_study_use_options_are_applied_or_refused(tmp_path, monkeypatch, args, what):
     (tmp_path / "params.yaml").write_text("study: {name: x}\n")
     assert what in one_error(args, tmp_path, monkeypatch)
@@ -119,19 +128,23 @@ def test_study_use_options_are_applied_or_refused(tmp_path, monkeypatch, args, w
 
 # ---------------------------------------------------------------------------------------- params values
 
-@pytest.mark.parametrize("change, where", [
-    (lambda t: t["train"].update(lr=1e30), "lr: must be in (0, 1)"),
-    (lambda t: t["train"].update(max_length=1), "max_length: must be >="),
-    (lambda t: t.update(evaluate={"testsets": [], "max_length": 64}), "evaluate.testsets: empty"),
-    (lambda t: t.update(evaluate={"testsets": ["synth_train"], "max_length": 0}), "evaluate.max_length"),
-    (lambda t: t.update(runs={}), "runs: empty"),
-    (lambda t: t["study"].update(threads="lots"), "study.threads"),
-    (lambda t: t["study"].update(threads=-3), "study.threads"),
-    (lambda t: t["train"]["lora"].update(dropout=1.5), "lora.dropout: must be in [0, 1)"),
-    (lambda t: t["train"].update(pattern="{premise} {hypothesis}" + " word" * 20000), "pattern: 100"),
-    (lambda t: t.update(analyze={"methods": ["pearson"]}), "analyze.methods: unknown method 'pearson'"),
-    (lambda t: t.update(analyse={"methods": ["linear"]}), "did you mean 'analyze'"),
-])
+
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda t: t["train"].update(lr=1e30), "lr: must be in (0, 1)"),
+        (lambda t: t["train"].update(max_length=1), "max_length: must be >="),
+        (lambda t: t.update(evaluate={"testsets": [], "max_length": 64}), "evaluate.testsets: empty"),
+        (lambda t: t.update(evaluate={"testsets": ["synth_train"], "max_length": 0}), "evaluate.max_length"),
+        (lambda t: t.update(runs={}), "runs: empty"),
+        (lambda t: t["study"].update(threads="lots"), "study.threads"),
+        (lambda t: t["study"].update(threads=-3), "study.threads"),
+        (lambda t: t["train"]["lora"].update(dropout=1.5), "lora.dropout: must be in [0, 1)"),
+        (lambda t: t["train"].update(pattern="{premise} {hypothesis}" + " word" * 20000), "pattern: 100"),
+        (lambda t: t.update(analyze={"methods": ["pearson"]}), "analyze.methods: unknown method 'pearson'"),
+        (lambda t: t.update(analyse={"methods": ["linear"]}), "did you mean 'analyze'"),
+    ],
+)
 def test_bad_values_are_one_line_from_check_and_train(tmp_path, monkeypatch, change, where):
     p = make_project(tmp_path, {"a": {}})
     edit(p, change)
@@ -158,12 +171,25 @@ def test_empty_params_file_and_duplicate_keys(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------- data files
 
+
 def _csv_project(tmp_path, content: bytes):
     p = make_project(tmp_path, {"a": {}})
     (tmp_path / "mine.csv").write_bytes(content)
-    edit(p, lambda t: t["data"].update(prepare=["mine"], testsets={"mine": {
-        "path": "mine.csv", "premise": "p", "hypothesis": "h", "label": "y",
-        "label_map": {"yes": "entailment", "no": "non_entailment"}}}))
+    edit(
+        p,
+        lambda t: t["data"].update(
+            prepare=["mine"],
+            testsets={
+                "mine": {
+                    "path": "mine.csv",
+                    "premise": "p",
+                    "hypothesis": "h",
+                    "label": "y",
+                    "label_map": {"yes": "entailment", "no": "non_entailment"},
+                }
+            },
+        ),
+    )
 
 
 CSV = "p,h,y\n" + "".join(f"Ann went {i}.,Ann moved.,{'yes' if i % 2 else 'no'}\n" for i in range(10))
@@ -181,6 +207,7 @@ def test_csv_with_bom_is_read_and_non_utf8_is_named_by_line(tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------------------------------- train
+
 
 def _train(tmp_path, runs=None, **train):
     from oodcorr.settings.config import load_params
@@ -220,8 +247,13 @@ def test_non_finite_loss_stops_training_naming_step_and_lr(tmp_path, monkeypatch
     from study_helpers import env
 
     p, train = _train(tmp_path, checkpoints={"every": 4})
-    res = subprocess.run([sys.executable, "-m", "oodcorr", "train", "--run", "a"], cwd=tmp_path,
-                         env=env(OODCORR_TEST_KILL_AT_STEP="4"), capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "oodcorr", "train", "--run", "a"],
+        cwd=tmp_path,
+        env=env(OODCORR_TEST_KILL_AT_STEP="4"),
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 137, res.stderr[-2000:]
     f = tmp_path / "runs" / "a" / "checkpoints" / "checkpoint-4" / "adapter_model.safetensors"
     save_file({k: torch.full_like(v, float("nan")) for k, v in load_file(f).items()}, f)  # a poisoned resume point
@@ -231,6 +263,7 @@ def test_non_finite_loss_stops_training_naming_step_and_lr(tmp_path, monkeypatch
 
 
 # ---------------------------------------------------------------------------------------- tracking
+
 
 def test_credentials_in_a_tracking_uri_are_masked_everywhere(tmp_path, monkeypatch, capfd):
     import socket
@@ -274,13 +307,20 @@ def test_sync_after_a_preset_switch_keeps_runs_in_their_own_experiment(tmp_path,
 
 # ---------------------------------------------------------------------------------------- disk / permissions
 
+
 def _oodcorr_limited(args, cwd, fsize: int):
     import resource
 
     from study_helpers import env
 
-    return subprocess.run([sys.executable, "-m", "oodcorr", *args], cwd=cwd, env=env(), capture_output=True,
-                          text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize)))
+    return subprocess.run(
+        [sys.executable, "-m", "oodcorr", *args],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize)),
+    )
 
 
 def test_disk_full_is_one_line_and_leaves_nothing_half_written(tmp_path):
@@ -319,8 +359,15 @@ def test_read_only_runs_folder_is_one_line(tmp_path):
 
     if os.geteuid() == 0:  # root ignores permission bits: a read-only bind mount in a private namespace
         runs = str(tmp_path / "runs")
-        args = ["unshare", "-m", "sh", "-c", f'mount --bind "{runs}" "{runs}" && mount -o remount,bind,ro "{runs}" '
-                f'"{runs}" && exec "$@"', "sh", *args]
+        args = [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f'mount --bind "{runs}" "{runs}" && mount -o remount,bind,ro "{runs}" "{runs}" && exec "$@"',
+            "sh",
+            *args,
+        ]
         if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
             pytest.skip("cannot make a read-only folder here (root without mount namespaces)")
     else:

@@ -22,8 +22,14 @@ from test_train_helpers import make_project
 
 def start_and_pause(args, cwd, lock):
     """Start `oodcorr args` and SIGSTOP it once it holds `lock` (its pid is in the lock file)."""
-    proc = subprocess.Popen([sys.executable, "-m", "oodcorr", *args], cwd=cwd, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oodcorr", *args],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     path = cwd / ".oodcorr" / "locks" / f"{lock}.lock"
     deadline = time.time() + 300
     while not (path.exists() and path.read_text().strip() == str(proc.pid)):
@@ -37,8 +43,9 @@ def start_and_pause(args, cwd, lock):
 def refused(args, cwd, holder, what):
     """The second process: one error line naming the holder's pid, rc 2, nothing in the project changed."""
     before = snapshot(cwd / "runs") if (cwd / "runs").exists() else None
-    res = subprocess.run([sys.executable, "-m", "oodcorr", *args], cwd=cwd, env=env(), capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "oodcorr", *args], cwd=cwd, env=env(), capture_output=True, text=True, timeout=600
+    )
     lines = [x for x in (res.stdout + res.stderr).splitlines() if x.strip()]
     assert res.returncode == 2 and len(lines) == 1, (res.returncode, res.stdout, res.stderr[-3000:])
     assert lines[0].startswith(f"error: {what}") and f"(pid {holder.pid})" in lines[0], lines[0]
@@ -56,15 +63,24 @@ def test_second_train_of_a_run_is_refused_and_a_killed_holder_leaves_no_lock(tmp
     first = start_and_pause(["train", "--run", "a"], tmp_path, "train-a")
     refused(["train", "--run", "a"], tmp_path, first, "run a is being trained by another process")
     resume(first)
-    steps = [r["step"] for r in map(json.loads, (tmp_path / "runs" / "a" / "tracking" / "train.jsonl").open())
-             if r.get("key") == "train/loss"]
+    steps = [
+        r["step"]
+        for r in map(json.loads, (tmp_path / "runs" / "a" / "tracking" / "train.jsonl").open())
+        if r.get("key") == "train/loss"
+    ]
     assert sorted(steps) == list(range(1, 9)), steps  # one loss line per step, not two processes' worth
     # a holder killed while it holds the lock: the lock goes with it, a rerun goes ahead (nothing to do here)
     killed = start_and_pause(["train", "--run", "a"], tmp_path, "train-a")
     killed.kill()
     killed.wait()
-    res = subprocess.run([sys.executable, "-m", "oodcorr", "train", "--run", "a"], cwd=tmp_path, env=env(),
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "oodcorr", "train", "--run", "a"],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0 and "nothing to do" in res.stderr, res.stderr[-3000:]
 
 
@@ -86,8 +102,14 @@ def test_second_analyze_is_refused_and_no_mlflow_run_is_left_running(tmp_path):
     first = start_and_pause(["analyze", "--no-plots"], tmp_path, "analyze")
     refused(["analyze", "--no-plots"], tmp_path, first, f"an analysis of {tmp_path} is running in another process")
     resume(first)
-    again = subprocess.run([sys.executable, "-m", "oodcorr", "analyze", "--no-plots"], cwd=tmp_path, env=env(),
-                           capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "oodcorr", "analyze", "--no-plots"],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("oodcorr/demo")

@@ -38,8 +38,14 @@ def _copy(reproduced, tmp_path):
 def _outputs(root):
     """Every output file a stage wrote (results/, runs/*/eval, runs/*/checkpoints, data/prepared) + dvc.lock."""
     out = {}
-    for pattern in ("results/**/*", "runs/*/eval/**/*", "runs/*/checkpoints/**/*", "runs/*/run.json",
-                    "data/prepared/*", "dvc.lock"):
+    for pattern in (
+        "results/**/*",
+        "runs/*/eval/**/*",
+        "runs/*/checkpoints/**/*",
+        "runs/*/run.json",
+        "data/prepared/*",
+        "dvc.lock",
+    ):
         for p in root.glob(pattern):
             if p.is_file():
                 out[str(p.relative_to(root))] = p.read_bytes()
@@ -57,14 +63,20 @@ def _oodcorr_errors(res):
     return [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("error: ")]
 
 
-@pytest.mark.parametrize("bad, what", [
-    (lambda t: t["analyze"].update(methods=["pearson"]), "analyze.methods: unknown method 'pearson'"),
-    (lambda t: t["evaluate"].update(max_length=0), "evaluate.max_length"),
-    (lambda t: t["train"].update(lr=1e30), "lr: must be in (0, 1)"),
-    (lambda t: t.update(analyse={"methods": ["linear"]}), "did you mean 'analyze'"),
-    # credentials in params would be recorded in dvc.lock and the run cache: refused before DVC records anything
-    (lambda t: t["study"].update(tracking_uri="http://bob:s3cr3t@PW@127.0.0.1:1/"), "study.tracking_uri: http://***@"),
-])
+@pytest.mark.parametrize(
+    "bad, what",
+    [
+        (lambda t: t["analyze"].update(methods=["pearson"]), "analyze.methods: unknown method 'pearson'"),
+        (lambda t: t["evaluate"].update(max_length=0), "evaluate.max_length"),
+        (lambda t: t["train"].update(lr=1e30), "lr: must be in (0, 1)"),
+        (lambda t: t.update(analyse={"methods": ["linear"]}), "did you mean 'analyze'"),
+        # credentials in params would be recorded in dvc.lock and the run cache: refused before DVC records anything
+        (
+            lambda t: t["study"].update(tracking_uri="http://bob:s3cr3t@PW@127.0.0.1:1/"),
+            "study.tracking_uri: http://***@",
+        ),
+    ],
+)
 def test_rejected_params_leave_every_output_as_it_was(reproduced, tmp_path, bad, what):
     root = _copy(reproduced, tmp_path)
     before = _outputs(root)

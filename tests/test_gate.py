@@ -61,8 +61,11 @@ def test_the_report_says_how_far_a_silenced_family_fell_and_what_would_lift_it(t
     assert "held back by the reliability gate (0.5)" in text
     checked = 0
     for _, row in low.iterrows():
-        verdict = cons[(cons["method"] == "linear") & (cons["testset_a"] == row["testset_a"])
-                       & (cons["testset_b"] == row["testset_b"])]["verdict"].iloc[0]
+        verdict = cons[
+            (cons["method"] == "linear")
+            & (cons["testset_a"] == row["testset_a"])
+            & (cons["testset_b"] == row["testset_b"])
+        ]["verdict"].iloc[0]
         if verdict in ("consistent_positive", "consistent_negative", "model_dependent", "consistent_null"):
             continue  # the words sit under unsettled verdicts only
         for name, rel in ((row["testset_a"], row["rel_a"]), (row["testset_b"], row["rel_b"])):

@@ -18,14 +18,50 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 bnb = pytest.importorskip("bitsandbytes")
 
-TRAIN_FIELDS = {"batch_size", "seq_len", "lora_r", "optim", "gradient_checkpointing", "lora_targets", "params_total",
-                "params_trainable", "params_trainable_estimated", "build_s", "steps", "seconds_per_step",
-                "seconds_first_step", "losses", "dry_run_estimate_gib", "dry_run_activations_gib",
-                "peak_allocated_gib", "peak_reserved_gib", "cuda_context_gib", "peak_measured_gib", "dry_run_rel_error"}
-EVAL_MODE_FIELDS = {"examples", "seconds", "examples_per_s", "tflops_conventional", "matmul_fraction_conventional",
-                    "matmul_fraction_executed"}
-OOM_FIELDS = {"how", "forced_budget", "oom_retries", "final_budget", "batches", "error", "seconds",
-              "prediction_agreement", "prediction_agreement_clear_margin", "max_abs_logp_diff", "works"}
+TRAIN_FIELDS = {
+    "batch_size",
+    "seq_len",
+    "lora_r",
+    "optim",
+    "gradient_checkpointing",
+    "lora_targets",
+    "params_total",
+    "params_trainable",
+    "params_trainable_estimated",
+    "build_s",
+    "steps",
+    "seconds_per_step",
+    "seconds_first_step",
+    "losses",
+    "dry_run_estimate_gib",
+    "dry_run_activations_gib",
+    "peak_allocated_gib",
+    "peak_reserved_gib",
+    "cuda_context_gib",
+    "peak_measured_gib",
+    "dry_run_rel_error",
+}
+EVAL_MODE_FIELDS = {
+    "examples",
+    "seconds",
+    "examples_per_s",
+    "tflops_conventional",
+    "matmul_fraction_conventional",
+    "matmul_fraction_executed",
+}
+OOM_FIELDS = {
+    "how",
+    "forced_budget",
+    "oom_retries",
+    "final_budget",
+    "batches",
+    "error",
+    "seconds",
+    "prediction_agreement",
+    "prediction_agreement_clear_margin",
+    "max_abs_logp_diff",
+    "works",
+}
 
 
 def _gpu_check():
@@ -36,8 +72,13 @@ def _gpu_check():
 def test_cpu_smoke_writes_every_field(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--cpu-smoke", "--shapes", "olmo2-7b,opt-6.7b",
-                           "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu-smoke", "--shapes", "olmo2-7b,opt-6.7b", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["cpu_smoke"] and res["device"] == "cpu" and res["loaded_packages_absent_on_bare_gpu"] == []
@@ -54,8 +95,13 @@ def test_cpu_smoke_writes_every_field(tmp_path):
         assert OOM_FIELDS <= set(ev["oom_backoff"])
         assert ev["oom_backoff"]["works"] and ev["oom_backoff"]["oom_retries"] > 0, ev["oom_backoff"]
         assert ev["oom_backoff"]["prediction_agreement"] == 1.0  # float32 on CPU: batch shapes change nothing
-        assert set(res["targets_met"][name]) == {"qlora_fits_24gb", "dry_run_within_15pct", "eval_3x_baseline",
-                                                 "eval_40pct_matmul", "oom_backoff_works"}
+        assert set(res["targets_met"][name]) == {
+            "qlora_fits_24gb",
+            "dry_run_within_15pct",
+            "eval_3x_baseline",
+            "eval_40pct_matmul",
+            "oom_backoff_works",
+        }
     assert "OOM back-off" in proc.stdout and "olmo2-7b" in proc.stdout
 
 

@@ -29,8 +29,12 @@ def _best(x, Vx, t, kernel):
     best = -math.inf
     for l0 in (lo + 0.3, 0.5 * (lo + hi), hi - 0.3):
         for s0 in (0.01, 0.3):
-            res = minimize(lambda p: -_reml(x, Vx, t, kernel, math.exp(p[0]), math.exp(min(max(p[1], lo), hi))),
-                           [math.log(s0), l0], method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6})
+            res = minimize(
+                lambda p: -_reml(x, Vx, t, kernel, math.exp(p[0]), math.exp(min(max(p[1], lo), hi))),
+                [math.log(s0), l0],
+                method="Nelder-Mead",
+                options={"xatol": 1e-4, "fatol": 1e-6},
+            )
             best = max(best, -res.fun)
     return best
 

@@ -37,8 +37,9 @@ def test_generator_rho_is_the_partial_correlation_of_the_noise_free_trajectories
         cell = dict(variant="base", dependence=dependence, id_items=16, seeds=5, checkpoints=40, rho=rho)
         d = grid.simulate(cell, 400, np.random.default_rng(7), items=False)
         ea, eb = (_resid(d["truth"]["x"], d["truth"][j]) for j in "ab")
-        blocks = [(ea[i::20] * eb[i::20]).sum() / np.sqrt((ea[i::20] ** 2).sum() * (eb[i::20] ** 2).sum())
-                  for i in range(20)]
+        blocks = [
+            (ea[i::20] * eb[i::20]).sum() / np.sqrt((ea[i::20] ** 2).sum() * (eb[i::20] ** 2).sum()) for i in range(20)
+        ]
         ratio = (ea * eb).sum() / np.sqrt((ea**2).sum() * (eb**2).sum())
         se = np.std(blocks, ddof=1) / np.sqrt(len(blocks))
         assert abs(ratio - rho) < 4 * se + 0.005, (dependence, rho, ratio, se)
@@ -80,7 +81,7 @@ def test_cell_draws_are_fixed_by_the_cell_key(grid):
     k = grid.CHUNK  # whole chunks are shared by any --reps that covers them
     first = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 2 * k)]
     again = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 3 * k)]
-    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(again)[:2 * k])
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(again)[: 2 * k])
     assert len(grid.all_cells()) == 222 and len({grid.cell_key(c) for c in grid.all_cells()}) == 222
 
 
@@ -112,10 +113,23 @@ def test_docs_tables_are_the_committed_results(grid):
 def test_a_later_run_of_one_interval_keeps_the_other_intervals_results(grid, tmp_path):
     path = tmp_path / "rows.jsonl"
     key = "base|gp0.2|id128|S1|n40|rho0.0"
-    first = {"key": key, **grid.parse_key(key), "replicates": 200, "methods": ["earlier", "new"],
-             "sources": {"earlier": "e1", "new": "n1"}, "earlier": {"replicates": 200}, "new": {"replicates": 200}}
-    later = {"key": key, **grid.parse_key(key), "replicates": 60, "methods": ["new"], "sources": {"new": "n2"},
-             "new": {"replicates": 60}}
+    first = {
+        "key": key,
+        **grid.parse_key(key),
+        "replicates": 200,
+        "methods": ["earlier", "new"],
+        "sources": {"earlier": "e1", "new": "n1"},
+        "earlier": {"replicates": 200},
+        "new": {"replicates": 200},
+    }
+    later = {
+        "key": key,
+        **grid.parse_key(key),
+        "replicates": 60,
+        "methods": ["new"],
+        "sources": {"new": "n2"},
+        "new": {"replicates": 60},
+    }
     path.write_text(json.dumps(first) + "\n" + json.dumps(later) + "\n")
     row = grid.read_rows(path)[key]
     assert row["methods"] == ["earlier", "new"] and row["sources"] == {"new": "n2", "earlier": "e1"}

@@ -29,8 +29,9 @@ def test_outputs_honour_the_umask(tmp_path):
 
 
 def test_stale_temps_of_dead_processes_are_removed(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (tmp_path / f".predictions.{dead}.abcd1234.tmp").mkdir()
     (tmp_path / f".results.{dead}.abcd1234.parquet.tmp").write_text("x")
     live = tmp_path / f".metrics.jsonl.{os.getpid()}.abcd1234.tmp"
@@ -48,8 +49,9 @@ def test_stale_temps_of_dead_processes_are_removed(tmp_path):
 
 def test_atomic_dir_removes_a_killed_attempts_folder_and_nothing_else(tmp_path):
     # the kill campaign's leftover: analyze killed mid-write left `.results.<pid>.<rand>.tmp` in the project root
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     stale = tmp_path / f".results.{dead}.inu9xxo7.tmp"
     stale.mkdir()
     (stale / "partial_correlations.csv").write_text("half")
@@ -75,7 +77,7 @@ def test_thread_policy(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     assert threads.auto_threads(busy=0.1) == 2
-    assert threads.auto_threads(busy=1.0) == 1   # one core kept busy elsewhere -> one thread
+    assert threads.auto_threads(busy=1.0) == 1  # one core kept busy elsewhere -> one thread
     assert threads.auto_threads(busy=2.0) == 1
     monkeypatch.setenv(threads.ENV, "3")
     assert threads.resolve({"study": {"threads": 1}}) == (3, threads.ENV)

@@ -25,8 +25,12 @@ PLANNER = "planner"  # `oodcorr plan`: used by cli.py, uses only the core (the s
 # the core's packages (everything else in the core is a flat module); each __init__ says what it owns and
 # what it must not import: CORE_RULES
 CORE_PACKAGES = ("settings", "modeling", "tracking", "stats")
-CORE_RULES = {"settings": ("tracking", "modeling"), "modeling": ("tracking",), "tracking": ("modeling",),
-              "stats": ("settings", "modeling", "tracking")}
+CORE_RULES = {
+    "settings": ("tracking", "modeling"),
+    "modeling": ("tracking",),
+    "tracking": ("modeling",),
+    "stats": ("settings", "modeling", "tracking"),
+}
 # the statistics are pure functions of arrays: no core module that reads or writes files or runs
 STATS_MAY_IMPORT = {"oodcorr.errors", "oodcorr.metrics", "oodcorr.aggregate"}
 MAX_LINES = 350
@@ -78,8 +82,13 @@ def is_planner(name: str) -> bool:
 
 
 def is_core(name: str) -> bool:
-    return stage_of(name) is None and not is_launch(name) and not is_planner(name) and name not in ENTRY \
+    return (
+        stage_of(name) is None
+        and not is_launch(name)
+        and not is_planner(name)
+        and name not in ENTRY
         and name != "oodcorr"
+    )
 
 
 def unit_of(name: str) -> str:
@@ -95,8 +104,9 @@ def test_the_tree_map_lists_every_package_folder():
     section = doc.split("## Map of the tree", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^- `src/oodcorr/([A-Za-z0-9_]+)/`", section, re.M))
     folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")}
-    assert listed == folders, (f"map lists {sorted(listed - folders)} (no such folder), "
-                               f"misses {sorted(folders - listed)}")
+    assert listed == folders, (
+        f"map lists {sorted(listed - folders)} (no such folder), misses {sorted(folders - listed)}"
+    )
 
 
 def test_every_stage_package_has_a_stage_entry():
@@ -121,32 +131,49 @@ def test_core_packages_are_core_with_a_docstring():
 
 
 def test_core_packages_keep_their_rules():
-    bad = [(m, d) for m, deps in GRAPH.items() if core_package_of(m) for d in deps
-           if core_package_of(d) in CORE_RULES[core_package_of(m)]]
+    bad = [
+        (m, d)
+        for m, deps in GRAPH.items()
+        if core_package_of(m)
+        for d in deps
+        if core_package_of(d) in CORE_RULES[core_package_of(m)]
+    ]
     assert not bad, f"a core package imports one its __init__ rules out: {bad}"
 
 
 def test_stages_import_only_the_core_and_themselves():
-    bad = [(m, d) for m, deps in GRAPH.items() if stage_of(m) for d in deps
-           if d in ENTRY or is_launch(d) or is_planner(d) or (stage_of(d) and stage_of(d) != stage_of(m))]
+    bad = [
+        (m, d)
+        for m, deps in GRAPH.items()
+        if stage_of(m)
+        for d in deps
+        if d in ENTRY or is_launch(d) or is_planner(d) or (stage_of(d) and stage_of(d) != stage_of(m))
+    ]
     assert not bad, f"a stage imports another stage, launch/, the planner or an entry point: {bad}"
 
 
 def test_the_planner_imports_only_the_core_and_itself():
-    bad = [(m, d) for m, deps in GRAPH.items() if is_planner(m) for d in deps
-           if d in ENTRY or stage_of(d) or is_launch(d)]
+    bad = [
+        (m, d) for m, deps in GRAPH.items() if is_planner(m) for d in deps if d in ENTRY or stage_of(d) or is_launch(d)
+    ]
     assert not bad, f"the planner imports a stage, launch/ or an entry point: {bad}"
 
 
 def test_the_statistics_import_no_file_or_tracking_code():
-    bad = [(m, d) for m, deps in GRAPH.items() if m.startswith("oodcorr.stats") for d in deps
-           if not d.startswith("oodcorr.stats") and d not in STATS_MAY_IMPORT]
+    bad = [
+        (m, d)
+        for m, deps in GRAPH.items()
+        if m.startswith("oodcorr.stats")
+        for d in deps
+        if not d.startswith("oodcorr.stats") and d not in STATS_MAY_IMPORT
+    ]
     assert not bad, f"oodcorr.stats imports beyond numbers and scores: {bad}"
     for m, path in MODULES.items():
         if m.startswith("oodcorr.stats"):
             src = path.read_text()
-            assert not any(w in src for w in ("open(", "read_text", "write_text", "parquet", "mlflow")), \
+            assert not any(w in src for w in ("open(", "read_text", "write_text", "parquet", "mlflow")), (
                 f"{m} reads or writes files"
+            )
 
 
 def test_no_two_packages_depend_on_each_other():
@@ -163,16 +190,21 @@ def test_launch_imports_only_the_core_and_itself():
 
 def oversized(limit: int = MAX_LINES, allowed=None) -> list[str]:
     allowed = LONG_MODULES if allowed is None else allowed
-    return [f"{m} ({n} lines)" for m, path in MODULES.items()
-            if (n := len(path.read_text().splitlines())) > limit and m not in allowed]
+    return [
+        f"{m} ({n} lines)"
+        for m, path in MODULES.items()
+        if (n := len(path.read_text().splitlines())) > limit and m not in allowed
+    ]
 
 
 def test_no_module_over_the_size_limit_unless_listed():
     assert all(reason.strip() for reason in LONG_MODULES.values()), "every LONG_MODULES entry needs its reason"
     assert not set(LONG_MODULES) - set(MODULES), "LONG_MODULES names a module that no longer exists"
     bad = oversized()
-    assert not bad, (f"modules over {MAX_LINES} lines: {bad}; split them by job, or list one in LONG_MODULES "
-                     "with the one cohesive job that justifies it")
+    assert not bad, (
+        f"modules over {MAX_LINES} lines: {bad}; split them by job, or list one in LONG_MODULES "
+        "with the one cohesive job that justifies it"
+    )
 
 
 def test_no_import_circles():
@@ -184,7 +216,7 @@ def test_no_import_circles():
         stack.append(m)
         for d in sorted(GRAPH[m]):
             if state.get(d) == 1:
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d) :] + [d]))
             if d not in state:
                 visit(d)
         stack.pop()
@@ -213,10 +245,14 @@ def test_the_checker_sees_a_new_circle(tmp_path, monkeypatch):
         test_no_import_circles()
 
 
-@pytest.mark.parametrize("edge", [
-    ("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
-    ("oodcorr.rundir", "oodcorr.analysis.pipeline"),  # core -> stage
-    ("oodcorr.tracking.store", "oodcorr.study")])  # core -> entry point
+@pytest.mark.parametrize(
+    "edge",
+    [
+        ("oodcorr.settings.config", "oodcorr.launch.core"),  # core -> launch (the old schema edge)
+        ("oodcorr.rundir", "oodcorr.analysis.pipeline"),  # core -> stage
+        ("oodcorr.tracking.store", "oodcorr.study"),
+    ],
+)  # core -> entry point
 def test_the_checker_sees_an_arrow_up_from_the_core(edge, monkeypatch):
     _add_edges(monkeypatch, edge)
     with pytest.raises(AssertionError, match="core modules must not import"):
@@ -236,8 +272,11 @@ def test_the_checker_sees_a_two_way_tie_between_packages(monkeypatch):
 
 
 def test_the_checker_sees_the_planner_reaching_into_the_stage_and_the_stage_into_the_planner(monkeypatch):
-    _add_edges(monkeypatch, ("oodcorr.planner.pilot", "oodcorr.analysis.noise_tables"),
-               ("oodcorr.analysis.pipeline", "oodcorr.planner.budget"))
+    _add_edges(
+        monkeypatch,
+        ("oodcorr.planner.pilot", "oodcorr.analysis.noise_tables"),
+        ("oodcorr.analysis.pipeline", "oodcorr.planner.budget"),
+    )
     with pytest.raises(AssertionError, match="the planner imports a stage"):
         test_the_planner_imports_only_the_core_and_itself()
     with pytest.raises(AssertionError, match="a stage imports"):
@@ -251,8 +290,11 @@ def test_the_checker_sees_statistics_reaching_for_settings(monkeypatch):
 
 
 def test_the_checker_sees_stage_and_launch_edges(monkeypatch):
-    _add_edges(monkeypatch, ("oodcorr.train.stage", "oodcorr.launch.records"),
-               ("oodcorr.launch.core", "oodcorr.evaluate.stage"))
+    _add_edges(
+        monkeypatch,
+        ("oodcorr.train.stage", "oodcorr.launch.records"),
+        ("oodcorr.launch.core", "oodcorr.evaluate.stage"),
+    )
     with pytest.raises(AssertionError, match="a stage imports"):
         test_stages_import_only_the_core_and_themselves()
     with pytest.raises(AssertionError, match="launch/ imports a stage"):
@@ -272,14 +314,26 @@ def test_every_module_imports_in_any_order(seed):
     names = [m for m in MODULES if m != "oodcorr.__main__"]
     random.Random(seed).shuffle(names)
     code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
-    res = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "PYTHONPATH": str(SRC)})
+    res = subprocess.run(
+        [sys.executable, "-c", code, *names],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(SRC)},
+    )
     assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_help_imports_no_torch():
-    code = "import sys; from oodcorr.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n" \
-           "print('torch' in sys.modules, 'transformers' in sys.modules)"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "PYTHONPATH": str(SRC)})
+    code = (
+        "import sys; from oodcorr.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(SRC)},
+    )
     assert res.stdout.strip().splitlines()[-1] == "False False", res.stdout + res.stderr

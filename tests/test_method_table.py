@@ -25,8 +25,12 @@ def name_branches(path: Path) -> list[int]:
 
 
 def test_no_module_outside_the_table_branches_on_a_method_name():
-    found = [f"{p.relative_to(SRC.parent)}:{n}" for p in sorted(SRC.rglob("*.py")) if p not in TABLE
-             for n in name_branches(p)]
+    found = [
+        f"{p.relative_to(SRC.parent)}:{n}"
+        for p in sorted(SRC.rglob("*.py"))
+        if p not in TABLE
+        for n in name_branches(p)
+    ]
     assert not found, f"method-name branches outside the method table: {found}"
 
 

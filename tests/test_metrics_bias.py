@@ -105,10 +105,15 @@ def test_answer_bias_flag_fires_on_a_shared_bias_with_uncorrelated_abilities(bia
     bm, bm_series = _partials(st, "balanced_margin")
     _, yes = _partials(st, "yes_rate")
     names = ["id", "a", "b"]
-    series = {"r": {"id_testset": "id", "accuracy": dict(zip(names, acc_series)),
-                    "balanced_margin": dict(zip(names, bm_series)),
-                    "yes_rate": dict(zip(names, yes)),
-                    "yes_share_gold": {n: float(g.mean()) for n, g in zip(names, st["gold"])}}}
+    series = {
+        "r": {
+            "id_testset": "id",
+            "accuracy": dict(zip(names, acc_series)),
+            "balanced_margin": dict(zip(names, bm_series)),
+            "yes_rate": dict(zip(names, yes)),
+            "yes_share_gold": {n: float(g.mean()) for n, g in zip(names, st["gold"])},
+        }
+    }
     diag = diagnose(series, {"r": {"model": "m", "seed": 0}}, "balanced_margin")
     flag = pair_flags(bm, acc, bm, diag, series)
     assert bool(flag[0]) is fires
@@ -216,13 +221,23 @@ def test_each_metric_is_residualised_on_its_own_id_series_over_stratified_halves
 
     st = answer_bias_study(12, 60, (0.3,), 1.0, n_id_items=60, rng=np.random.default_rng(2))
     tables = [prediction_table(g, m) for g, m in zip(st["gold"], st["log_odds"])]
-    mats = {m: {"id": METRICS[m].score(tables[0]), "a": METRICS[m].score(tables[1])} for m in ("accuracy",
-                                                                                             "balanced_margin")}
+    mats = {
+        m: {"id": METRICS[m].score(tables[0]), "a": METRICS[m].score(tables[1])}
+        for m in ("accuracy", "balanced_margin")
+    }
     gold = {"id": st["gold"][0], "a": st["gold"][1]}
     acc_id = mats["accuracy"]["id"].mean(axis=1)
-    rows = analyse_run_noise(acc_id, mats["accuracy"]["a"].mean(axis=1)[:, None], ["a"], ["linear"], 9,
-                                np.random.default_rng(4), {"balanced_margin": mats["balanced_margin"],
-                                                           "accuracy": mats["accuracy"]}, gold=gold, id_name="id")
+    rows = analyse_run_noise(
+        acc_id,
+        mats["accuracy"]["a"].mean(axis=1)[:, None],
+        ["a"],
+        ["linear"],
+        9,
+        np.random.default_rng(4),
+        {"balanced_margin": mats["balanced_margin"], "accuracy": mats["accuracy"]},
+        gold=gold,
+        id_name="id",
+    )
     got = {r["metric"]: r["reliability"] for r in rows}
     A, B = stratified_halves(gold["a"], 9, np.random.default_rng(4))  # the same draw: the first testset's halves
     df = pd.DataFrame({"gold": gold["a"]})
@@ -257,6 +272,7 @@ def test_stratified_halves_keep_a_swinging_model_reliable_where_random_halves_an
         items, x = spec.score(tables[1]), values(spec.aggregate, spec.score(tables[0]), st["gold"][0])
         ops = {"linear": linear_operator(x)}
         random_halves = reliabilities(items, x, ops, 200, np.random.default_rng(1))["linear"][0]
-        stratified = reliabilities(items, x, ops, 200, np.random.default_rng(1), gold=st["gold"][1],
-                                   aggregate=spec.aggregate)["linear"][0]
+        stratified = reliabilities(
+            items, x, ops, 200, np.random.default_rng(1), gold=st["gold"][1], aggregate=spec.aggregate
+        )["linear"][0]
         assert random_halves < 0 < stratified and stratified - random_halves > 0.7, (metric, random_halves, stratified)

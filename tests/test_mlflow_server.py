@@ -37,10 +37,27 @@ def start_server(tmp_path, wait_s: float = 300):
     (shared CPUs)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)  # its own process group: a test can kill the server with its workers
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # its own process group: a test can kill the server with its workers
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + wait_s
     while time.time() < deadline:
@@ -78,8 +95,12 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     shutil.copytree(REPO / "data" / "raw", tmp_path / "data" / "raw")
     run_key = next(iter(params["runs"]))
     oodcorr = BIN / "oodcorr"
-    for args in (["data", "prepare"], ["train", "--run", run_key, "--quiet"], ["evaluate", "--run", run_key, "--quiet"],
-                 ["analyze"]):
+    for args in (
+        ["data", "prepare"],
+        ["train", "--run", run_key, "--quiet"],
+        ["evaluate", "--run", run_key, "--quiet"],
+        ["analyze"],
+    ):
         sh([oodcorr, *args], tmp_path, MLFLOW_TRACKING_URI=server)
     exp = rest(server, "experiments/get-by-name", experiment_name="oodcorr/tiny")["experiment"]
     runs = rest(server, "runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100})["runs"]
@@ -95,8 +116,11 @@ def test_tiny_study_logs_to_a_live_server(server, tmp_path):
     # the chart view's link filters to the training runs: its filter is valid MLflow search and selects them
     from oodcorr.tracking.ui_links import FILTERS
 
-    found = rest(server, "runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100,
-                                         "filter": FILTERS["chart view"]})["runs"]
+    found = rest(
+        server,
+        "runs/search",
+        {"experiment_ids": [exp["experiment_id"]], "max_results": 100, "filter": FILTERS["chart view"]},
+    )["runs"]
     assert [r["info"]["run_id"] for r in found] == [train["info"]["run_id"]]
     assert {t["key"]: t["value"] for t in train["data"]["tags"]}["oodcorr.run_key"] == run_key
     hist = rest(server, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="acc/synth_vocab")
@@ -124,8 +148,15 @@ def test_oodcorr_ui_prints_its_links_once_the_server_answers(tmp_path):
     client = mlflow.MlflowClient(f"sqlite:///{db}")
     client.create_experiment("oodcorr/ui")
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "oodcorr"), "ui", "--port", str(port)], cwd=tmp_path, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "oodcorr"), "ui", "--port", str(port)],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     seen, answered_at_link = [], []
 
@@ -168,8 +199,14 @@ def test_oodcorr_ui_says_in_one_error_line_when_the_server_exits_before_answerin
     """A store `mlflow server` cannot open (here: postgresql without its driver) ends `oodcorr ui` with one
     `error:` line carrying the server's last line, after the start-up lines, no traceback."""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "ui"}}))
-    res = subprocess.run([str(BIN / "oodcorr"), "ui", "--port", str(free_port())], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, env=env(MLFLOW_TRACKING_URI="postgresql://127.0.0.1:1/x"))
+    res = subprocess.run(
+        [str(BIN / "oodcorr"), "ui", "--port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env(MLFLOW_TRACKING_URI="postgresql://127.0.0.1:1/x"),
+    )
     errors = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
     assert res.returncode == 2 and len(errors) == 1 and "exited" in errors[0], res.stderr
     assert "Traceback" not in res.stderr and res.stderr.startswith("starting the MLflow UI"), res.stderr

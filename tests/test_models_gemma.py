@@ -29,10 +29,20 @@ def test_missing_package_is_one_line(tmp_path, hidden):
     (shadow / f"{hidden}.py").write_text("")
     params = make_project(tmp_path, {"x": {"model": "gemma3-270m"}})
     src = str(Path(oodcorr.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), src]), "OODCORR_CACHE": str(tmp_path / "cache"),
-           "HF_HUB_OFFLINE": "1"}
-    res = subprocess.run([sys.executable, "-m", "oodcorr", "train", "--params", str(params), "--run", "x", "--dry-run"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(shadow), src]),
+        "OODCORR_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "oodcorr", "train", "--params", str(params), "--run", "x", "--dry-run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert res.returncode == 2, res.stderr
     assert len(lines) == 1 and lines[0].startswith("error: model gemma3-270m: package "), res.stderr
@@ -74,7 +84,18 @@ def test_gemma_loads_scores_and_trains_offline(tmp_path, mlflow_uri, monkeypatch
     assert torch.isfinite(logp).all()
     del model
 
-    p = make_project(tmp_path, {"g": {"model": "gemma3-270m", "shots": 8, "max_steps": 1, "lr": 1e-3,
-                                      "max_length": 48, "checkpoints": {"every": 1}}})
+    p = make_project(
+        tmp_path,
+        {
+            "g": {
+                "model": "gemma3-270m",
+                "shots": 8,
+                "max_steps": 1,
+                "lr": 1e-3,
+                "max_length": 48,
+                "checkpoints": {"every": 1},
+            }
+        },
+    )
     rec = train_run(load_params(p), "g")
     assert rec["checkpoint_steps"] == [0, 1] and rec["model_info"]["model_type"] == "gemma3_text"

@@ -13,8 +13,24 @@ from oodcorr.planner.budget import CHECKPOINTS, kernel_share, reliability
 from oodcorr.stats.defaults import RELIABILITY_MIN
 from oodcorr.stats.gp_design import design_power, design_terms, gate_pass, seeds_for_power
 
-STATED = ["--examples-per-s", "20", "--train-hours", "0.1", "--ell", "0.2", "--signal-sd", "0.04", "--item-sd", "0.5",
-          "--id-slope", "0.5", "--ood-testsets", "4", "--max-items", "1024"]
+STATED = [
+    "--examples-per-s",
+    "20",
+    "--train-hours",
+    "0.1",
+    "--ell",
+    "0.2",
+    "--signal-sd",
+    "0.04",
+    "--item-sd",
+    "0.5",
+    "--id-slope",
+    "0.5",
+    "--ood-testsets",
+    "4",
+    "--max-items",
+    "1024",
+]
 
 
 def _plan(tmp_path, monkeypatch, *args):
@@ -42,8 +58,9 @@ def test_design_within_budget_is_priced_and_powered_by_the_interval_model(tmp_pa
     # ... times the chance that the reliability gate lets the family give a verdict (gp_design.gate_pass)
     gate = gate_pass([terms], 16e-4, 16e-4, 0.2, 0.5, RELIABILITY_MIN, copies=[d["seeds"]])[0]
     assert d["gate"] == pytest.approx(gate, abs=1e-9)
-    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.5, copies=d["seeds"]) * gate,
-                                       abs=1e-9)
+    assert d["power"] == pytest.approx(
+        design_power([terms], 16e-4, 16e-4, 0.2, 0.5, copies=d["seeds"]) * gate, abs=1e-9
+    )
     res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED)
     assert "design: " in res.output and "expected power" in res.output and "consistent null at +/-0.3" in res.output
 
@@ -68,6 +85,7 @@ def test_seeds_carry_the_information_on_smooth_curves():
     """More checkpoints of the same smooth curves buy little: on smooth curves (length-scale 0.4 in the interval's
     Matern 3/2 kernel) 9 -> 20 checkpoints saves about a quarter of the seeds, as an independent power check on
     smooth curves says (12-16 seeds at r = 0.5, 4-6 at r = 0.8); rougher curves (0.1) need fewer seeds."""
+
     def seeds(n, ell, rel=0.7, r=0.5):
         noise = kernel_share(n, ell) * (1 - rel) / rel
         return seeds_for_power([design_terms(n, noise, noise)], 1.0, 1.0, ell, r)
@@ -82,8 +100,9 @@ def test_testsets_that_cannot_reach_reliability_half_are_left_out_and_not_scored
     got = _json(tmp_path, monkeypatch, "--budget", "12", *STATED, "--size", "ood2=16")
     assert got["dropped"] == ["ood2"] and got["reliability_full_size"]["ood2"] < 0.5
     d = got["design"]
-    assert d["hours"] == pytest.approx(d["seeds"] * (0.1 + d["checkpoints"] * (d["id_items"] + 3 * d["ood_items"])
-                                                     / 20 / 3600))
+    assert d["hours"] == pytest.approx(
+        d["seeds"] * (0.1 + d["checkpoints"] * (d["id_items"] + 3 * d["ood_items"]) / 20 / 3600)
+    )
     res = _plan(tmp_path, monkeypatch, "--budget", "12", *STATED, "--signal-sd", "0.001")
     assert res.exit_code == 2 and "no pair can be settled" in res.output
 
@@ -95,11 +114,15 @@ def test_a_design_whose_median_testset_stays_below_reliability_half_buys_no_powe
     from oodcorr.planner.budget import RELIABILITY_FLOOR, search
 
     ell, n = 0.2, 17
-    model = {"ood": {f"t{i}": {"signal_var": 16e-4, "item_var": 0.25, "size": 4096} for i in range(3)},
-             "id": {"item_var": 0.25, "size": 4096}, "ell": ell, "beta": 0.8}
+    model = {
+        "ood": {f"t{i}": {"signal_var": 16e-4, "item_var": 0.25, "size": 4096} for i in range(3)},
+        "id": {"item_var": 0.25, "size": 4096},
+        "ell": ell,
+        "beta": 0.8,
+    }
     res = search(model, 40.0, {"families": 2, "train_h": 0.2, "examples_per_s": 10.0}, r=0.8, checkpoints=(n,))
     for row in res["rows"]:
-        leak = 0.8 ** 2 * 0.25 / row["id_items"]
+        leak = 0.8**2 * 0.25 / row["id_items"]
         rel = reliability(16e-4, 0.25, row["ood_items"], n, ell, leak)
         assert row["reliability"] == pytest.approx(rel)
         if rel < RELIABILITY_FLOOR:
@@ -121,8 +144,12 @@ def test_a_checkpoint_count_with_only_weak_readable_designs_is_not_reported_belo
     reaches the floor; a count is named so only when no affordable design there reaches it."""
     from oodcorr.planner.budget import RELIABILITY_FLOOR, _hours, search
 
-    model = {"ood": {f"t{i}": {"signal_var": 4e-4, "item_var": 0.25, "size": 4096} for i in range(7)},
-             "id": {"item_var": 0.25, "size": 4096}, "ell": 0.4, "beta": 0.5}
+    model = {
+        "ood": {f"t{i}": {"signal_var": 4e-4, "item_var": 0.25, "size": 4096} for i in range(7)},
+        "id": {"item_var": 0.25, "size": 4096},
+        "ell": 0.4,
+        "beta": 0.5,
+    }
     res = search(model, 24.0, {"families": 2, "train_h": 0.0788, "examples_per_s": 19.1})
     weak = [b for b in res["by_checkpoints"] if b["power"] < 0.005]
     assert weak, "the case needs a count whose readable designs all have power below the tie tolerance"
@@ -130,8 +157,9 @@ def test_a_checkpoint_count_with_only_weak_readable_designs_is_not_reported_belo
         assert b["weakest"] >= RELIABILITY_FLOOR
     assert res["below_floor"]
     for n in res["below_floor"]:
-        assert not any(r["weakest"] >= RELIABILITY_FLOOR and _hours(r, 1) <= 24.0 for r in res["rows"]
-                       if r["checkpoints"] == n)
+        assert not any(
+            r["weakest"] >= RELIABILITY_FLOOR and _hours(r, 1) <= 24.0 for r in res["rows"] if r["checkpoints"] == n
+        )
     assert not {b["checkpoints"] for b in res["by_checkpoints"]} & set(res["below_floor"])
 
 
@@ -147,15 +175,17 @@ def test_the_floor_holds_for_every_kept_testset_in_each_family(tmp_path, monkeyp
     model = {"ood": ood, "id": {"item_var": 0.25, "size": 4096}, "ell": ell, "beta": 0.8}
     cost = {"families": 2, "train_h": 0.2, "examples_per_s": 10.0}
     res = search(model, 40.0, cost, r=0.8, checkpoints=(n,))
-    pooled = search({**model, "ood": {k: {**v, "families": None} for k, v in ood.items()}}, 40.0, cost, r=0.8,
-                    checkpoints=(n,))
+    pooled = search(
+        {**model, "ood": {k: {**v, "families": None} for k, v in ood.items()}}, 40.0, cost, r=0.8, checkpoints=(n,)
+    )
     for row in res["rows"]:
-        leak = 0.8 ** 2 * 0.25 / row["id_items"]
+        leak = 0.8**2 * 0.25 / row["id_items"]
         weakest = reliability(4e-4, 0.25, row["ood_items"], n, ell, leak)
         assert row["weakest"] == pytest.approx(weakest) and row["weakest_testset"] == "t2"
         assert np.any(row["power"]) == (weakest >= RELIABILITY_FLOOR)
     assert res["best"]["weakest"] >= RELIABILITY_FLOOR > pooled["best"]["weakest"] or (
-        res["best"]["ood_items"] > pooled["best"]["ood_items"])
+        res["best"]["ood_items"] > pooled["best"]["ood_items"]
+    )
     assert res["best"]["ood_items"] >= pooled["best"]["ood_items"]
 
 
@@ -193,9 +223,14 @@ def test_throughput_is_the_chosen_models_and_dtypes_measured_here_or_must_be_giv
     device, machine = device_and_machine()
     (tmp_path / ".oodcorr").mkdir()
     row = {"model": "tiny-opt", "dtype": "bfloat16", "device": device, "machine": machine, "source": "by hand"}
-    (tmp_path / PROJECT_RATES).write_text(json.dumps({
-        "scoring": [{**row, "examples_per_s": 40.0}, {**row, "machine": "another CPU", "examples_per_s": 99.0}],
-        "training": [{**row, "step_s": 5.0}, {**row, "dtype": "float32", "step_s": 7.0}]}))
+    (tmp_path / PROJECT_RATES).write_text(
+        json.dumps(
+            {
+                "scoring": [{**row, "examples_per_s": 40.0}, {**row, "machine": "another CPU", "examples_per_s": 99.0}],
+                "training": [{**row, "step_s": 5.0}, {**row, "dtype": "float32", "step_s": 7.0}],
+            }
+        )
+    )
     monkeypatch.setenv("OODCORR_MEASURE_S", "1")
     args = ["--budget", "5", "--ell", "0.2", "--ood-testsets", "3", "--train-steps", "64", "--model", "tiny-opt"]
     res = _plan(tmp_path, monkeypatch, *args, "--dtype", "bfloat16")
@@ -265,8 +300,7 @@ def _pilot(root, n=12):
 
     names = ["hans", "anli", "snli"]
     for s in (0, 1):
-        st = irt_study(n, [120] * 3, np.eye(3), tau=[0.05, 0.05, 0.002], n_id_items=120,
-                       rng=np.random.default_rng(s))
+        st = irt_study(n, [120] * 3, np.eye(3), tau=[0.05, 0.05, 0.002], n_id_items=120, rng=np.random.default_rng(s))
         steps = list(range(0, 10 * n, 10))
         ev = root / "runs" / f"p-s{s}" / "eval"
         write_predictions(ev, st, steps, "mnli", names)
@@ -284,8 +318,22 @@ def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypat
     assert pm["ood"]["snli"]["signal_var"] < 0.1 * pm["ood"]["hans"]["signal_var"]  # tau 0.002 vs 0.05
     assert all(math.isfinite(t["item_var"]) and t["item_var"] > 0 for t in pm["ood"].values())
     out = tmp_path / "plan.yaml"
-    res = _plan(tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20",
-                "--train-hours", "0.1", "--max-items", "120", "--write-params", out)
+    res = _plan(
+        tmp_path,
+        monkeypatch,
+        "--budget",
+        "5",
+        "--pilot",
+        tmp_path,
+        "--examples-per-s",
+        "20",
+        "--train-hours",
+        "0.1",
+        "--max-items",
+        "120",
+        "--write-params",
+        out,
+    )
     assert res.exit_code == 0, res.output
     assert "pilot: 2 runs, 3 testset pairs" in res.output and "left out: snli" in res.output
     from oodcorr.settings.yaml_dialect import read_yaml
@@ -305,7 +353,8 @@ def test_docs_power_check_table_matches_its_results_file():
         noise = kernel_share(c["checkpoints"], c["ell"]) * (1 - c["reliability"]) / c["reliability"]
         terms = design_terms(c["checkpoints"], noise, noise, 0.25 * noise / 2)
         assert design_power([terms], 1.0, 1.0, c["ell"], c["rho"] or 0.5, copies=c["seeds"]) == pytest.approx(
-            c["predicted_power"], abs=1e-6)
+            c["predicted_power"], abs=1e-6
+        )
 
 
 def test_the_expected_likelihood_ratio_is_the_divergence_to_the_nearest_null_model():
@@ -332,11 +381,12 @@ def test_the_expected_likelihood_ratio_is_the_divergence_to_the_nearest_null_mod
 
     def kl(th):
         S0 = cov(np.exp(th[0]), np.exp(th[1]), 0.0, np.exp(th[2]))
-        return 0.5 * (np.trace(np.linalg.inv(S0) @ S1) - len(S1) + np.linalg.slogdet(S0)[1]
-                      - np.linalg.slogdet(S1)[1])
+        return 0.5 * (np.trace(np.linalg.inv(S0) @ S1) - len(S1) + np.linalg.slogdet(S0)[1] - np.linalg.slogdet(S1)[1])
 
-    best = min(minimize(kl, x0, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-12}).fun
-               for x0 in ([0, 0, np.log(ell)], [-1, 1, np.log(0.5)], [1, -1, np.log(0.05)]))
+    best = min(
+        minimize(kl, x0, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-12}).fun
+        for x0 in ([0, 0, np.log(ell)], [-1, 1, np.log(0.5)], [1, -1, np.log(0.05)])
+    )
     got = lr_noncentrality([s], 1.0, 1.5, ell, rho)
     assert got == pytest.approx(2 * best, rel=1e-4) and got > 0
     assert lr_noncentrality([s, s], 1.0, 1.5, ell, rho) == pytest.approx(2 * got, rel=1e-4)
@@ -367,8 +417,11 @@ def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(t
         if c["rho"] and inside:
             assert abs(c["predicted_power"] - c["simulated_exclusion"]) <= 0.04 + 1e-9, c["cell"]
     stated = float(re.search(r"run up to ([0-9.]+) above", d["caveat"]).group(1))
-    outside = [round(c["predicted_power"] - c["simulated_exclusion"], 2) for c in result["cells"] if c["rho"] and
-               prediction_caveat({"checkpoints": c["checkpoints"], "seeds": c["seeds"]}, c["ell"])]
+    outside = [
+        round(c["predicted_power"] - c["simulated_exclusion"], 2)
+        for c in result["cells"]
+        if c["rho"] and prediction_caveat({"checkpoints": c["checkpoints"], "seeds": c["seeds"]}, c["ell"])
+    ]
     assert outside and max(outside) == stated  # the caveat's "up to" is the check's largest gap outside
     assert CHECKED_NEFF <= 5.7
 
@@ -416,8 +469,9 @@ def test_target_r_and_checkpoint_counts_steer_the_design(tmp_path, monkeypatch):
     d = at8["design"]
     terms = design_terms(17, 0.25 / d["ood_items"], 0.25 / d["ood_items"], 0.25 * 0.25 / d["id_items"])
     gate = gate_pass([terms], 16e-4, 16e-4, 0.2, 0.8, RELIABILITY_MIN, copies=[d["seeds"]])[0]
-    assert d["power"] == pytest.approx(design_power([terms], 16e-4, 16e-4, 0.2, 0.8, copies=d["seeds"]) * gate,
-                                       abs=1e-9)
+    assert d["power"] == pytest.approx(
+        design_power([terms], 16e-4, 16e-4, 0.2, 0.8, copies=d["seeds"]) * gate, abs=1e-9
+    )
     assert d["power"] > at5["design"]["power"]  # a stronger correlation is easier to find at the same budget
     res = _plan(tmp_path, monkeypatch, "--budget", "0.5", *STATED, "--target-r", "0.8")
     assert "80% power at |r| = 0.8 needs a budget of" in res.output and "power |r|=0.8" in res.output
@@ -434,12 +488,33 @@ def test_fragment_keeps_the_pilot_families_own_training_settings(tmp_path, monke
         model = "p" if i == 0 else "q"
         rows = [json.loads(ln) for ln in (rdir / "eval" / "metrics.jsonl").read_text().splitlines()]
         write_jsonl(rdir / "eval" / "metrics.jsonl", [{**r, "model": model} for r in rows])
-        cfg = {"model": model, "train_set": "mnli_train", "id_testset": "mnli", "shots": 16, "seed": i,
-               "data_seed": i, "lr": [2e-3, 1e-3][i], "warmup_ratio": 0.1, "max_steps": 64}
+        cfg = {
+            "model": model,
+            "train_set": "mnli_train",
+            "id_testset": "mnli",
+            "shots": 16,
+            "seed": i,
+            "data_seed": i,
+            "lr": [2e-3, 1e-3][i],
+            "warmup_ratio": 0.1,
+            "max_steps": 64,
+        }
         (rdir / "run.json").write_text(json.dumps({"run": rdir.name, "config": cfg}))
     out = tmp_path / "plan.yaml"
-    res = _plan(tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20",
-                "--train-hours", "0.1", "--write-params", out)
+    res = _plan(
+        tmp_path,
+        monkeypatch,
+        "--budget",
+        "5",
+        "--pilot",
+        tmp_path,
+        "--examples-per-s",
+        "20",
+        "--train-hours",
+        "0.1",
+        "--write-params",
+        out,
+    )
     assert res.exit_code == 0, res.output
     frag = read_yaml(out.read_text())["runs"]
     assert {r["model"] for r in frag.values()} == {"p", "q"}

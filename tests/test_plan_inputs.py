@@ -12,8 +12,24 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-STATED = ["--examples-per-s", "20", "--train-hours", "0.1", "--ell", "0.2", "--signal-sd", "0.04", "--item-sd", "0.5",
-          "--id-slope", "0.5", "--ood-testsets", "4", "--max-items", "1024"]
+STATED = [
+    "--examples-per-s",
+    "20",
+    "--train-hours",
+    "0.1",
+    "--ell",
+    "0.2",
+    "--signal-sd",
+    "0.04",
+    "--item-sd",
+    "0.5",
+    "--id-slope",
+    "0.5",
+    "--ood-testsets",
+    "4",
+    "--max-items",
+    "1024",
+]
 
 
 def _plan(tmp_path, monkeypatch, *args):
@@ -25,8 +41,14 @@ def _plan(tmp_path, monkeypatch, *args):
 
 def _study(folder, **analyze):
     folder.mkdir(parents=True, exist_ok=True)
-    runs = {"smollm2-135m_mnli_real_64_s0": {"model": "smollm2-135m", "train_set": "mnli_real_train",
-                                             "id_testset": "mnli_real", "shots": 64}}
+    runs = {
+        "smollm2-135m_mnli_real_64_s0": {
+            "model": "smollm2-135m",
+            "train_set": "mnli_real_train",
+            "id_testset": "mnli_real",
+            "shots": 64,
+        }
+    }
     (folder / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "p"}, "runs": runs, "analyze": analyze}))
     return folder / "params.yaml"
 
@@ -99,8 +121,9 @@ def test_a_pilot_too_small_to_plan_from_is_refused_with_its_numbers(tmp_path, mo
     from test_plan_budget import _pilot
 
     _pilot(tmp_path, n=5)
-    res = _plan(tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20",
-                "--train-hours", "0.1")
+    res = _plan(
+        tmp_path, monkeypatch, "--budget", "5", "--pilot", tmp_path, "--examples-per-s", "20", "--train-hours", "0.1"
+    )
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert res.exit_code == 2 and len(lines) == 1 and "has 5 checkpoints; a pilot needs >= 10" in lines[0]
 
@@ -116,11 +139,14 @@ def test_the_gate_counts_a_silenced_family_as_no_verdict():
 
     noise_at_floor = sa2 * kernel_share(n, ell)  # reliability exactly 0.5
     at = gate_pass([design_terms(n, noise_at_floor, noise_at_floor)], sa2, sa2, ell, 0.5, 0.5, copies=[4])[0]
-    far = gate_pass([design_terms(n, noise_at_floor / 8, noise_at_floor / 8)], sa2, sa2, ell, 0.5, 0.5,
-                    copies=[4])[0]
+    far = gate_pass([design_terms(n, noise_at_floor / 8, noise_at_floor / 8)], sa2, sa2, ell, 0.5, 0.5, copies=[4])[0]
     assert 0.1 < at < 0.45 and far > 0.95
-    model = {"ood": {f"t{i}": {"signal_var": sa2, "item_var": 0.25, "size": 4096} for i in range(3)},
-             "id": {"item_var": 0.25, "size": 4096}, "ell": ell, "beta": 0.5}
+    model = {
+        "ood": {f"t{i}": {"signal_var": sa2, "item_var": 0.25, "size": 4096} for i in range(3)},
+        "id": {"item_var": 0.25, "size": 4096},
+        "ell": ell,
+        "beta": 0.5,
+    }
     res = search(model, 30.0, {"families": 1, "train_h": 0.2, "examples_per_s": 20.0}, checkpoints=(n,))
     for row in res["rows"]:
         if np.any(row["power"]):
@@ -132,39 +158,61 @@ def test_the_gate_counts_a_silenced_family_as_no_verdict():
     assert res["best"]["gate"] > 0.9 and res["best"]["reliability"] > 0.55  # items bought to clear it
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--budget", "inf"], "--budget"), (["--budget", "nan"], "--budget"),
-    (["--budget", "2", "--trained-seeds", "100"], "--trained-seeds 100: must be in 0..64"),
-    (["--budget", "2", "--simulate", "1000000000"], "--simulate"),
-    (["--budget", "2", "--examples-per-s", "-5"], "--examples-per-s"),
-    (["--budget", "2", "--examples-per-s", "0"], "--examples-per-s"),
-    (["--budget", "2", "--train-hours", "-1"], "--train-hours"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--budget", "inf"], "--budget"),
+        (["--budget", "nan"], "--budget"),
+        (["--budget", "2", "--trained-seeds", "100"], "--trained-seeds 100: must be in 0..64"),
+        (["--budget", "2", "--simulate", "1000000000"], "--simulate"),
+        (["--budget", "2", "--examples-per-s", "-5"], "--examples-per-s"),
+        (["--budget", "2", "--examples-per-s", "0"], "--examples-per-s"),
+        (["--budget", "2", "--train-hours", "-1"], "--train-hours"),
+    ],
+)
 def test_bad_planner_numbers_are_one_line_and_write_nothing(tmp_path, monkeypatch, args, needle):
     stated = [a for a in STATED]
     for opt in ("--examples-per-s", "--train-hours"):
         if opt in args:
             i = stated.index(opt)
-            del stated[i:i + 2]
+            del stated[i : i + 2]
     res = _plan(tmp_path, monkeypatch, *stated, *args, "--write-params", tmp_path / "p.yaml")
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert res.exit_code == 2 and len(lines) == 1 and needle in lines[0], res.output
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("[1, 2]", "expected a JSON object"), ("NAN", "examples_per_s"), ("-5", "examples_per_s"), ("{x", "not readable")])
+@pytest.mark.parametrize(
+    "text,needle",
+    [("[1, 2]", "expected a JSON object"), ("NAN", "examples_per_s"), ("-5", "examples_per_s"), ("{x", "not readable")],
+)
 def test_a_bad_rates_file_is_one_line_naming_the_file_and_field(tmp_path, monkeypatch, text, needle):
     from oodcorr.planner.rates import PROJECT_RATES, device_and_machine
 
     device, machine = device_and_machine()
     if text in ("NAN", "-5"):
-        row = {"model": "tiny-opt", "dtype": "float32", "device": device, "machine": machine,
-               "examples_per_s": math.nan if text == "NAN" else -5.0}
+        row = {
+            "model": "tiny-opt",
+            "dtype": "float32",
+            "device": device,
+            "machine": machine,
+            "examples_per_s": math.nan if text == "NAN" else -5.0,
+        }
         text = json.dumps({"scoring": [row]})
     (tmp_path / ".oodcorr").mkdir()
     (tmp_path / PROJECT_RATES).write_text(text)
-    res = _plan(tmp_path, monkeypatch, "--budget", "2", *STATED[4:], "--model", "tiny-opt", "--dtype", "float32",
-                "--train-hours", "0.1")
+    res = _plan(
+        tmp_path,
+        monkeypatch,
+        "--budget",
+        "2",
+        *STATED[4:],
+        "--model",
+        "tiny-opt",
+        "--dtype",
+        "float32",
+        "--train-hours",
+        "0.1",
+    )
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert res.exit_code == 2 and len(lines) == 1 and "rates.json" in lines[0] and needle in lines[0], res.output

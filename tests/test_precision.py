@@ -29,13 +29,16 @@ def _no_torch_probes(monkeypatch):
         monkeypatch.delattr(torch.cpu, fn, raising=False)
 
 
-@pytest.mark.parametrize("flags,machine,expected", [
-    ({"avx2", "avx512f", "avx512_bf16"}, "x86_64", "AVX512-BF16"),
-    ({"avx512_bf16", "amx_tile", "amx_bf16"}, "x86_64", "AMX-BF16"),
-    ({"avx2", "avx512f", "avx512bw"}, "x86_64", None),  # AVX-512 without BF16: bf16 is emulated
-    ({"fp", "asimd", "bf16", "sve"}, "aarch64", "Arm BF16"),
-    ({"fp", "asimd"}, "aarch64", None),
-])
+@pytest.mark.parametrize(
+    "flags,machine,expected",
+    [
+        ({"avx2", "avx512f", "avx512_bf16"}, "x86_64", "AVX512-BF16"),
+        ({"avx512_bf16", "amx_tile", "amx_bf16"}, "x86_64", "AMX-BF16"),
+        ({"avx2", "avx512f", "avx512bw"}, "x86_64", None),  # AVX-512 without BF16: bf16 is emulated
+        ({"fp", "asimd", "bf16", "sve"}, "aarch64", "Arm BF16"),
+        ({"fp", "asimd"}, "aarch64", None),
+    ],
+)
 def test_native_bf16_from_cpu_flags(monkeypatch, cpu_only, flags, machine, expected):
     _no_torch_probes(monkeypatch)
     monkeypatch.setattr(precision, "_cpuinfo_flags", lambda: flags)
@@ -98,10 +101,13 @@ def _settings(tmp_path, **evaluate):
     from oodcorr.settings.run_settings import RunSettings
 
     declared = {"idt": {"path": "raw/idt.jsonl", "premise": "premise", "hypothesis": "hypothesis", "label": "label"}}
-    params = {"study": {"name": "t"}, "data": {"out": "data/prepared", "testsets": declared},
-              "train": {"quantization": "none", "max_length": 48},
-              "runs": {"r": {"model": "tiny-opt", "train_set": "idt", "id_testset": "idt", "shots": 8}},
-              "evaluate": {"testsets": ["idt"], **evaluate}}
+    params = {
+        "study": {"name": "t"},
+        "data": {"out": "data/prepared", "testsets": declared},
+        "train": {"quantization": "none", "max_length": 48},
+        "runs": {"r": {"model": "tiny-opt", "train_set": "idt", "id_testset": "idt", "shots": 8}},
+        "evaluate": {"testsets": ["idt"], **evaluate},
+    }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     params = load_params(tmp_path / "params.yaml")
     return resolve_settings(EvaluateSettings.from_params(params), RunSettings.from_params(params, "r"))

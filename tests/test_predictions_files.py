@@ -18,8 +18,7 @@ STEPS, OOD = [0, 10, 20], ["hans", "anli"]
 
 @pytest.fixture
 def eval_dir(tmp_path):
-    st = irt_study(3, [30, 30], np.array([[1, 0.5], [0.5, 1]]), tau=0.04, n_id_items=40,
-                   rng=np.random.default_rng(0))
+    st = irt_study(3, [30, 30], np.array([[1, 0.5], [0.5, 1]]), tau=0.04, n_id_items=40, rng=np.random.default_rng(0))
     write_predictions(tmp_path / "eval", st, STEPS, "mnli", OOD)
     return tmp_path / "eval"
 
@@ -51,16 +50,24 @@ def test_nan_log_probs_are_refused_before_any_statistics(eval_dir):
         lp = t.column("logp_non_entailment").to_numpy().copy()
         lp[3] = np.nan
         return t.set_column(t.column_names.index("logp_non_entailment"), "logp_non_entailment", pa.array(lp))
+
     edit(f, nan)
-    with pytest.raises(UserError, match=r"step-0/anli\.parquet: column logp_non_entailment has 1 value\(s\) that "
-                                        r"are not finite"):
+    with pytest.raises(
+        UserError,
+        match=r"step-0/anli\.parquet: column logp_non_entailment has 1 value\(s\) that "
+        r"are not finite",
+    ):
         load(eval_dir)
 
 
 def test_log_probs_stored_as_text_are_refused(eval_dir):
     f = eval_dir / "predictions" / "step-20" / "mnli.parquet"
-    edit(f, lambda t: t.set_column(t.column_names.index("logp_entailment"), "logp_entailment",
-                                   t.column("logp_entailment").cast(pa.string())))
+    edit(
+        f,
+        lambda t: t.set_column(
+            t.column_names.index("logp_entailment"), "logp_entailment", t.column("logp_entailment").cast(pa.string())
+        ),
+    )
     with pytest.raises(UserError, match=r"step-20/mnli\.parquet: column logp_entailment holds string, not numbers"):
         load(eval_dir)
 

@@ -34,13 +34,19 @@ def test_truncation_keeps_the_question(tok):
     assert len(seq) == 12 and tok.decode(seq).endswith("Yes or No?")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"pattern": "{premise} only"}, "no {hypothesis} placeholder"),
-    ({"pattern": "{premise} {hypothesis} {other}"}, "not a valid format string"),
-    ({"verbalizer": {"entailment": " Antidisestablishmentarianism", "non_entailment": " No"}}, "must be exactly one"),
-    ({"verbalizer": {"entailment": " Yes", "non_entailment": " Yes"}}, "same token"),
-    ({"verbalizer": {"entailment": " Yes"}}, "missing non_entailment"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"pattern": "{premise} only"}, "no {hypothesis} placeholder"),
+        ({"pattern": "{premise} {hypothesis} {other}"}, "not a valid format string"),
+        (
+            {"verbalizer": {"entailment": " Antidisestablishmentarianism", "non_entailment": " No"}},
+            "must be exactly one",
+        ),
+        ({"verbalizer": {"entailment": " Yes", "non_entailment": " Yes"}}, "same token"),
+        ({"verbalizer": {"entailment": " Yes"}}, "missing non_entailment"),
+    ],
+)
 def test_bad_prompts(tok, kwargs, message):
     from oodcorr.modeling.prompts import Prompter
 

@@ -37,8 +37,11 @@ def test_quickstart_runs_offline_with_both_families_and_an_honest_report(tmp_pat
     assert "In short: what this study can and cannot show" in html
     share = summary["noise"]["methods"]["linear"]["share_distinguishable"]
     assert ("not a finding" in html) == (share == 0)
-    rows = [json.loads(line) for run in params["runs"]
-            for line in (root / "runs" / run / "eval" / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for run in params["runs"]
+        for line in (root / "runs" / run / "eval" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert {r["testset"] for r in rows} == set(params["evaluate"]["testsets"])
     assert {r["step"] for r in rows} == {0, 2, 4, 6, 8}
     _, runs = mlflow_runs(root, "oodcorr/quickstart")

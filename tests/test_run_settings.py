@@ -21,10 +21,36 @@ def test_record_keeps_the_train_defaults_first_then_the_run_entry_in_params_orde
     run = {"seed": 3, "model": "tiny-opt", "optim": "adamw", "shots": 4, "train_set": "a", "id_testset": "b"}
     config = RunSettings.from_params(_params(run, {"lr": 0.01, "lora": {"target_modules": ["q_proj"]}}), "r").as_dict()
     assert list(config) == [
-        "revision", "pattern", "verbalizer", "loss", "sampling", "lora", "finetune", "quantization", "dtype",
-        "gradient_checkpointing", "lr", "weight_decay", "warmup_ratio", "max_grad_norm", "batch_size", "grad_accum",
-        "epochs", "max_steps", "max_length", "checkpoints", "quiet",
-        "seed", "model", "optim", "shots", "train_set", "id_testset", "data_seed", "run"]
+        "revision",
+        "pattern",
+        "verbalizer",
+        "loss",
+        "sampling",
+        "lora",
+        "finetune",
+        "quantization",
+        "dtype",
+        "gradient_checkpointing",
+        "lr",
+        "weight_decay",
+        "warmup_ratio",
+        "max_grad_norm",
+        "batch_size",
+        "grad_accum",
+        "epochs",
+        "max_steps",
+        "max_length",
+        "checkpoints",
+        "quiet",
+        "seed",
+        "model",
+        "optim",
+        "shots",
+        "train_set",
+        "id_testset",
+        "data_seed",
+        "run",
+    ]
     assert config["lora"] == {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": ["q_proj"]}
     assert (config["lr"], config["seed"], config["data_seed"], config["run"]) == (0.01, 3, 0, "r")
     # what run.json stores reads back as the same identity (lists stay lists)
@@ -40,8 +66,14 @@ def test_optim_is_recorded_only_when_set_and_defaults_to_adamw():
 
 
 def test_nested_sections_merge_over_the_defaults_and_the_object_is_frozen():
-    base = {"model": "tiny-opt", "shots": 4, "train_set": "a", "id_testset": "a",
-            "verbalizer": {"non_entailment": " no"}, "checkpoints": {"every": 3}}
+    base = {
+        "model": "tiny-opt",
+        "shots": 4,
+        "train_set": "a",
+        "id_testset": "a",
+        "verbalizer": {"non_entailment": " no"},
+        "checkpoints": {"every": 3},
+    }
     s = RunSettings.from_params(_params(base, {"lora": {"r": 4}}), "r")
     assert s.verbalizer == {"entailment": " Yes", "non_entailment": " no"}
     assert (s.checkpoints.every, s.checkpoints.log_spaced) == (3, 10)
@@ -54,8 +86,9 @@ def test_nested_sections_merge_over_the_defaults_and_the_object_is_frozen():
 
 
 def test_project_resolves_paths_tracking_and_threads_once():
-    p = Project.from_params({"_root": "/proj", "study": {"name": "s", "tracking": "none", "threads": 2},
-                             "data": {"out": "prep"}})
+    p = Project.from_params(
+        {"_root": "/proj", "study": {"name": "s", "tracking": "none", "threads": 2}, "data": {"out": "prep"}}
+    )
     assert (p.root, p.name, p.tracking_enabled, p.threads) == (Path("/proj"), "s", False, 2)
     assert p.path("runs") == Path("/proj/runs") and p.path("/abs") == Path("/abs")
     assert Project.of(p) is p
@@ -74,8 +107,11 @@ def test_prepare_and_evaluate_read_evaluate_testsets_through_one_check():
     from oodcorr.data.prepare import referenced_names
     from oodcorr.evaluate.settings import EvaluateSettings
 
-    params = {"runs": {"r": {"train_set": "a_train", "id_testset": "a"}}, "evaluate": {"testsets": ["b", "a"]},
-              "data": {"prepare": ["c"]}}
+    params = {
+        "runs": {"r": {"train_set": "a_train", "id_testset": "a"}},
+        "evaluate": {"testsets": ["b", "a"]},
+        "data": {"prepare": ["c"]},
+    }
     assert referenced_names(params) == ["a_train", "a", "b", "c"]
     assert EvaluateSettings.from_params(params).testsets == ("b", "a")
     params["evaluate"]["testsets"] = ["b", 3]

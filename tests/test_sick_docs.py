@@ -44,21 +44,28 @@ def test_the_replan_is_the_committed_plan_output():
     plan = (REPO / "bench" / "results" / "sick_replan.txt").read_text()
     r05 = (REPO / "bench" / "results" / "sick_replan_r05.txt").read_text()
     assert "--pilot studies/sick-first-pass" in plan and "--trained-seeds 2" in plan
-    assert ("design: 4 seeds x 17 checkpoints, 1024 ID items, 512 items per OOD testset, "
-            "2 run(s) per seed: 11.0 h") in plan
-    assert ("expected power 0.92 at |r| = 0.8 (median reliable pair: scitail_real on both sides, "
-            "reliability 0.56)") in plan
+    assert (
+        "design: 4 seeds x 17 checkpoints, 1024 ID items, 512 items per OOD testset, 2 run(s) per seed: 11.0 h"
+    ) in plan
+    assert (
+        "expected power 0.92 at |r| = 0.8 (median reliable pair: scitail_real on both sides, reliability 0.56)"
+    ) in plan
     assert "expected power 0.48 at |r| = 0.5" in r05 and "needs a budget of 25.8 h (9 seeds" in r05
-    assert ("1,024 MNLI dev items and 512 per OOD testset: 11.0 h, predicted power 0.92 at |r| = 0.8 (median pair "
-            "reliability 0.56) and 0.48 at |r| = 0.5") in flat
+    assert (
+        "1,024 MNLI dev items and 512 per OOD testset: 11.0 h, predicted power 0.92 at |r| = 0.8 (median pair "
+        "reliability 0.56) and 0.48 at |r| = 0.5"
+    ) in flat
     now = (REPO / "bench" / "results" / "sick_replan_now.txt").read_text()
     assert "--pilot studies/sick-first-pass" in now and "--trained-seeds 2" in now
-    assert ("design: 3 seeds x 17 checkpoints, 2000 ID items, 512 items per OOD testset, "
-            "2 run(s) per seed: 10.9 h") in now
+    assert (
+        "design: 3 seeds x 17 checkpoints, 2000 ID items, 512 items per OOD testset, 2 run(s) per seed: 10.9 h"
+    ) in now
     assert "0.99 at |r| = 0.8" in now and "least reliable kept testset in any family: snli_real 0.51" in now
     page = " ".join(_page("docs/studies.md").split())
-    assert ("chooses 3 seeds × 17 checkpoints, 2,000 MNLI dev items and 512 per OOD testset: 10.9 h, 0.99 at |r| = "
-            "0.8, SNLI the least reliable testset at 0.51 in one family") in page
+    assert (
+        "chooses 3 seeds × 17 checkpoints, 2,000 MNLI dev items and 512 per OOD testset: 10.9 h, 0.99 at |r| = "
+        "0.8, SNLI the least reliable testset at 0.51 in one family"
+    ) in page
     frag = yaml.safe_load((REPO / "bench" / "results" / "sick_replan.yaml").read_text())
     assert frag["data"]["max_examples"] == 512 and frag["data"]["testsets"]["mnli_real"]["max_examples"] == 1024
 
@@ -70,8 +77,9 @@ def test_the_readme_names_the_probes_that_chose_sick():
         rel = pd.read_csv(REPO / "studies" / name / "results" / "reliability.csv")
         rel = rel.query("metric == 'balanced_margin' and method == 'linear' and testset == 'sick'")
         probes[name] = f"{rel['reliability'].iloc[0]:.2f}"
-    assert (f"split-half reliability {probes['sickprobe']} and {probes['sickprobe-gemma']} in a probe run of each "
-            "family") in readme
+    assert (
+        f"split-half reliability {probes['sickprobe']} and {probes['sickprobe-gemma']} in a probe run of each family"
+    ) in readme
 
 
 def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
@@ -92,11 +100,14 @@ def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
     pooled = pd.read_csv(STUDY / "results" / "pooled_seeds.csv")
     lin = pooled.query("method == 'linear'")
     per_run, both = (pd.concat([x["rel_a"], x["rel_b"]]) for x in (rows, lin))
-    assert (f"fitted reliabilities {per_run.min():.2f}–{per_run.max():.2f} per run and {both.min():.2f}–"
-            f"{both.max():.2f} in the seeds-pooled rows") in flat
+    assert (
+        f"fitted reliabilities {per_run.min():.2f}–{per_run.max():.2f} per run and {both.min():.2f}–"
+        f"{both.max():.2f} in the seeds-pooled rows"
+    ) in flat
     n, of = mod.defined("sick")["linear"]
-    assert n == of and (f"all {of} per-run linear rows whose reliabilities are both ≥ 0.5 "
-                        "have a defined interval") in flat
+    assert (
+        n == of and (f"all {of} per-run linear rows whose reliabilities are both ≥ 0.5 have a defined interval") in flat
+    )
     rank = pooled.query("method == 'rank' and testset_a == 'sick' and testset_b == 'snli_real'").sort_values("model")
     cells = [mod._cell(r) for r in rank.itertuples()]
     assert f"rank Gemma {cells[0]}, SmolLM2 {cells[1]}" in flat
@@ -104,4 +115,5 @@ def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
     settled = int(cons["verdict"].isin(["consistent_positive", "consistent_negative", "model_dependent"]).sum())
     assert f"**{settled} of its 3 pairs are settled**" in _page("docs/benchmarks.md")
     assert set(cons["verdict"]) - {"consistent_positive", "consistent_negative", "model_dependent"} <= {
-        "insufficient_evidence"}  # no pair is "unreliable": every testset carries signal in both families
+        "insufficient_evidence"
+    }  # no pair is "unreliable": every testset carries signal in both families

@@ -15,8 +15,10 @@ def test_the_page_states_the_probe_as_its_tables_and_plan_say():
     r = dict(zip(rel["testset"], rel["reliability"]))
     n = dict(zip(rel["testset"], rel["n_items"]))
     assert n == {"sick": 512, "scitail_real": 256, "snli_real": 256}
-    assert (f"Split-half reliability {r['sick']:.2f} at 512 items (SciTail {r['scitail_real']:.2f}, SNLI "
-            f"{r['snli_real']:.2f} at 256)") in page
+    assert (
+        f"Split-half reliability {r['sick']:.2f} at 512 items (SciTail {r['scitail_real']:.2f}, SNLI "
+        f"{r['snli_real']:.2f} at 256)"
+    ) in page
     pairs = pd.read_csv(RESULTS / "partial_correlations.csv").query("method == 'linear'")
     fitted = pd.concat([pairs["rel_a"], pairs["rel_b"]])
     assert f"fitted reliabilities are {fitted.min():.2f}–{fitted.max():.2f}" in page
@@ -34,8 +36,10 @@ def test_the_page_states_the_gemma_probe_as_its_tables_say():
     rel = pd.read_csv(res / "reliability.csv").query("metric == 'balanced_margin' and method == 'linear'")
     r = dict(zip(rel["testset"], rel["reliability"]))
     assert dict(zip(rel["testset"], rel["n_items"])) == {"sick": 256, "scitail_real": 128, "snli_real": 128}
-    assert (f"split-half {r['sick']:.2f} at 256 items, against {r['scitail_real']:.2f} and {r['snli_real']:.2f} for "
-            "SciTail and SNLI at 128") in page
+    assert (
+        f"split-half {r['sick']:.2f} at 256 items, against {r['scitail_real']:.2f} and {r['snli_real']:.2f} for "
+        "SciTail and SNLI at 128"
+    ) in page
     pairs = pd.read_csv(res / "partial_correlations.csv").query("method == 'linear'")
     fitted = pd.concat([pairs["rel_a"], pairs["rel_b"]])
     assert f"fitted reliabilities are {fitted.min():.2f}–{fitted.max():.2f}, and one run of 9 checkpoints" in page

@@ -18,8 +18,10 @@ spec.loader.exec_module(stage_deps)
 def test_each_stage_depends_on_exactly_the_source_files_it_imports(stage):
     listed = stage_deps.listed_in_dvc_yaml((ROOT / "dvc.yaml").read_text(), stage)
     want = stage_deps.deps_of(stage_deps.STAGES[stage])
-    assert listed == want, (f"dvc.yaml stage {stage}: lists {sorted(set(listed) - set(want))} it does not import, "
-                            f"misses {sorted(set(want) - set(listed))}; run `python scripts/stage_deps.py --write`")
+    assert listed == want, (
+        f"dvc.yaml stage {stage}: lists {sorted(set(listed) - set(want))} it does not import, "
+        f"misses {sorted(set(want) - set(listed))}; run `python scripts/stage_deps.py --write`"
+    )
 
 
 def test_prepare_depends_on_the_label_maps_and_analyze_not_on_the_planner():
@@ -35,6 +37,9 @@ def test_the_reader_sees_a_new_lazy_import(tmp_path, monkeypatch):
     before = stage_deps.closure(stage_deps.STAGES["prepare"])
     assert "oodcorr.stats.simulate" not in before
     real = stage_deps.imports_of
-    monkeypatch.setattr(stage_deps, "imports_of",
-                        lambda m: real(m) | ({"oodcorr.stats.simulate"} if m == "oodcorr.data.stage" else set()))
+    monkeypatch.setattr(
+        stage_deps,
+        "imports_of",
+        lambda m: real(m) | ({"oodcorr.stats.simulate"} if m == "oodcorr.data.stage" else set()),
+    )
     assert "src/oodcorr/stats/simulate.py" in stage_deps.deps_of(stage_deps.STAGES["prepare"])

@@ -22,8 +22,9 @@ CORETYPES = ["", "Haswell", "Sandybridge", "Prescott"]  # "": the kernels OpenBL
 @pytest.mark.slow  # one analysis of the study per kernel: 20-60 s each
 @pytest.mark.parametrize("coretype", CORETYPES, ids=lambda c: c or "default")
 def test_the_committed_study_passes_its_check_under_every_kernel(coretype):
-    res = sh([BIN / "oodcorr", "study", "reanalyze", STUDY, "--check"], REPO, check=False,
-             OPENBLAS_CORETYPE=coretype)  # empty: unset
+    res = sh(
+        [BIN / "oodcorr", "study", "reanalyze", STUDY, "--check"], REPO, check=False, OPENBLAS_CORETYPE=coretype
+    )  # empty: unset
     assert res.returncode == 0, res.stdout + res.stderr
     assert " differ" not in res.stdout and "one side" not in res.stdout, res.stdout
 
@@ -34,8 +35,11 @@ def copied(tmp_path_factory):
     root = tmp_path_factory.mktemp("anycpu")
     (root / ".dvc").mkdir()
     src, dst = REPO / "studies" / STUDY, root / "studies" / STUDY
-    sh(["dvc", "pull", "-q", *[str(p.relative_to(REPO)) for p in sorted((src / "runs").glob("*.dvc"))]], REPO,
-       check=False)
+    sh(
+        ["dvc", "pull", "-q", *[str(p.relative_to(REPO)) for p in sorted((src / "runs").glob("*.dvc"))]],
+        REPO,
+        check=False,
+    )
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("figures", "report.html", ".oodcorr-outputs.json"))
     return root
 
@@ -84,8 +88,13 @@ class Tables(HTMLParser):
 NUM = r"[+-]?\d+\.\d+"
 INLINE = re.compile(rf"({NUM}) \[({NUM}), ({NUM})\]")  # "+0.75 [+0.54, +0.88]" in one cell
 # a point column and the interval column beside it, as the report heads them
-BESIDE = {"r": "CI", "r_disattenuated": ("ci2", "noise-corrected CI"), "r_even": "ci2 even", "r_accuracy": "CI acc",
-          "observed r pooled": "CI"}
+BESIDE = {
+    "r": "CI",
+    "r_disattenuated": ("ci2", "noise-corrected CI"),
+    "r_even": "ci2 even",
+    "r_accuracy": "CI acc",
+    "observed r pooled": "CI",
+}
 
 
 def report_pairs(page: str) -> list[tuple[str, float, float, float]]:
@@ -101,7 +110,7 @@ def report_pairs(page: str) -> list[tuple[str, float, float, float]]:
             for cell in cells:
                 out += [(f"table {t} row {i}: {cell}", *map(float, m)) for m in INLINE.findall(cell)]
             for point, beside in BESIDE.items():
-                for name in (beside if isinstance(beside, tuple) else (beside,)):
+                for name in beside if isinstance(beside, tuple) else (beside,):
                     if point in head and name in head and head.index(name) > head.index(point):
                         p, iv = cells[head.index(point)], cells[head.index(name)]
                         m = re.fullmatch(rf"\[({NUM}), ({NUM})\]", iv)
@@ -115,8 +124,8 @@ def test_every_cell_of_a_freshly_analysed_report_has_its_point_inside_its_interv
     sh([BIN / "oodcorr", "study", "reanalyze", STUDY, "--no-pull"], copied)
     page = (copied / "studies" / STUDY / "results" / "report.html").read_text()
     pairs = report_pairs(page)
-    first = page[page.index("<table class='verdicts'>"):]
-    assert len(INLINE.findall(first[:first.index("</table>")])) >= 6  # the first table: 3 pairs x 2 families
+    first = page[page.index("<table class='verdicts'>") :]
+    assert len(INLINE.findall(first[: first.index("</table>")])) >= 6  # the first table: 3 pairs x 2 families
     assert len(pairs) > 50
     for where, point, lo, hi in pairs:  # shown rounded: a point to 3 decimals, an interval to 2
         assert lo - 0.005 <= point <= hi + 0.005, where

@@ -86,6 +86,7 @@ def tables_untouched(repo: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ save
 
+
 def test_save_refuses_a_prediction_changed_after_dvc_lock_recorded_it(saved, tmp_path):
     src, repo = saved
     work, ran = clone(repo, tmp_path / "work"), tmp_path / "ran"
@@ -96,8 +97,10 @@ def test_save_refuses_a_prediction_changed_after_dvc_lock_recorded_it(saved, tmp
     assert "run a-s0: eval/summary.json" in line and "dvc.lock" in line and "dvc repro evaluate@a-s0" in line, line
     assert not (work / "studies" / "other").exists()  # nothing half-written
     shutil.copy(src / "runs" / "a-s0" / "eval" / "summary.json", f)
-    shifted(src / "runs" / "b-s0" / "eval" / "predictions" / "step-0" / "hans.parquet",
-            ran / "runs" / "b-s0" / "eval" / "predictions" / "step-0" / "hans.parquet")
+    shifted(
+        src / "runs" / "b-s0" / "eval" / "predictions" / "step-0" / "hans.parquet",
+        ran / "runs" / "b-s0" / "eval" / "predictions" / "step-0" / "hans.parquet",
+    )
     line = one_error(oodcorr(["study", "save", "other", "--from", ran], work))
     assert "run b-s0: eval/predictions" in line and "is not what" in line, line
     assert not (work / "studies" / "other").exists() and not any((work / ".dvc" / "studies-remote").glob("x*"))
@@ -128,6 +131,7 @@ def test_save_refuses_a_symlink_and_a_fifo_anywhere_in_a_run(saved, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ reanalyze
+
 
 def test_a_tampered_object_in_the_remote_is_named_and_no_table_is_written(saved, tmp_path):
     _, repo = saved
@@ -210,8 +214,7 @@ def test_an_interrupted_push_leaves_a_study_reported_incomplete(saved, tmp_path)
 
     # pushed at last (the next save pushes what the interrupted one left out): complete, and the link-less
     # .dvc file pulls from the studies remote all the same
-    sh([BIN / "dvc", "push", "-q", "-r", "studies", "studies/late/runs/a-s0.dvc", "studies/late/runs/b-s0.dvc"],
-       work)
+    sh([BIN / "dvc", "push", "-q", "-r", "studies", "studies/late/runs/a-s0.dvc", "studies/late/runs/b-s0.dvc"], work)
     commit(work, "pushed")
     fresh2 = clone(work, tmp_path / "fresh2")
     assert "late: complete" in sh([BIN / "oodcorr", "study", "verify", "late"], fresh2).stdout

@@ -14,12 +14,17 @@ import yaml
 from oodcorr.settings.analyze import AnalyzeSettings
 
 REPO = Path(__file__).resolve().parents[1]
-TABLES = sorted(p for name in ("partial_correlations.csv", "pooled_seeds.csv")
-                for p in (REPO / "studies").glob(f"*/results/{name}"))
+TABLES = sorted(
+    p for name in ("partial_correlations.csv", "pooled_seeds.csv") for p in (REPO / "studies").glob(f"*/results/{name}")
+)
 EVERY = sorted((REPO / "studies").glob("*/results/*.csv"))
 # an estimate and the interval that sits beside it in a table (the report and the pages show them so)
-BESIDE = [("r", "ci_low", "ci_high"), ("r_disattenuated", "ci2_low", "ci2_high"),
-          ("r_even", "ci2even_low", "ci2even_high"), ("r_pooled", "ci_low", "ci_high")]
+BESIDE = [
+    ("r", "ci_low", "ci_high"),
+    ("r_disattenuated", "ci2_low", "ci2_high"),
+    ("r_even", "ci2even_low", "ci2even_high"),
+    ("r_pooled", "ci_low", "ci_high"),
+]
 BESIDE += [tuple(f"{c}_accuracy" for c in t) for t in BESIDE]
 # words that quote an estimate and its interval: "gemma3-270m: r_dis +0.971 [+0.554, +1.000]"
 QUOTED = re.compile(r"([+-]\d\.\d+) \[([+-]\d\.\d+), ([+-]\d\.\d+)\]")

@@ -30,18 +30,27 @@ def lock_entries(root: Path, key: str) -> dict:
         p = root / "runs" / key / rel
         return {"path": f"runs/{key}/{rel}", "md5": folder_md5(listing(p)) if p.is_dir() else file_md5(p)}
 
-    return {f"train@{key}": {"cmd": f"oodcorr train --run {key}", "outs": [out("run.json")]},
-            f"evaluate@{key}": {"cmd": f"oodcorr evaluate --run {key}",
-                                "outs": [out(r) for r in ("eval/metrics.jsonl", "eval/predictions",
-                                                          "eval/summary.json")]}}
+    return {
+        f"train@{key}": {"cmd": f"oodcorr train --run {key}", "outs": [out("run.json")]},
+        f"evaluate@{key}": {
+            "cmd": f"oodcorr evaluate --run {key}",
+            "outs": [out(r) for r in ("eval/metrics.jsonl", "eval/predictions", "eval/summary.json")],
+        },
+    }
 
 
 def source_project(root: Path) -> Path:
     """A project whose runs a and b finished evaluation (recorded in its dvc.lock); c has only started."""
     runs, stages = {}, {}
     for i, (key, model) in enumerate(RUNS.items()):
-        runs[key] = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 16,
-                     "data_seed": 0, "seed": 0}
+        runs[key] = {
+            "model": model,
+            "train_set": "mnli_real_train",
+            "id_testset": "mnli_real",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        }
         rdir = root / "runs" / key
         write_json(rdir / "run.json", {"run": key, "model": model})
         (rdir / "checkpoints" / "checkpoint-0").mkdir(parents=True)  # never saved
@@ -53,8 +62,11 @@ def source_project(root: Path) -> Path:
         write_jsonl(ev / "metrics.jsonl", irt_metrics_rows(st, key, key[0], 0, steps, "mnli", OOD))
         write_json(ev / "summary.json", {"step": 90})
         stages.update(lock_entries(root, key))
-    params = {"study": {"name": "demo", "tracking": "none"}, "runs": runs,
-              "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0}}
+    params = {
+        "study": {"name": "demo", "tracking": "none"},
+        "runs": runs,
+        "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0},
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False))
     return root
@@ -74,9 +86,12 @@ def no_models_env(tmp: Path) -> dict:
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in ('torch', 'transformers', 'peft'):\n"
         "            raise ImportError('blocked: ' + name)\n"
-        "sys.meta_path.insert(0, _Block())\n")
-    return {"PATH": f"{shim}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(block), os.environ.get("PYTHONPATH")]))}
+        "sys.meta_path.insert(0, _Block())\n"
+    )
+    return {
+        "PATH": f"{shim}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(block), os.environ.get("PYTHONPATH")])),
+    }
 
 
 @pytest.mark.slow  # three analyses and a DVC repository: about 45 s of CPU
@@ -109,12 +124,14 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
     assert not (clone / "studies" / "demo" / "runs" / "a-s0").exists()
     env = no_models_env(tmp_path)
     res = sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--check"], clone, **env)
-    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout and "one side" not in res.stdout, \
+    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout and "one side" not in res.stdout, (
         res.stdout
+    )
     assert (clone / "studies" / "demo" / "runs" / "b-s0" / "eval" / "predictions").is_dir()
     # the only DVC command was the pull of the saved runs: no stage ran
     assert (tmp_path / "dvc.log").read_text().splitlines() == [
-        "--wait-for-lock pull -q -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"]
+        "--wait-for-lock pull -q -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"
+    ]
     assert sh(["git", "status", "--porcelain"], clone).stdout == ""
 
     # a changed table is named, and --check exits 1
@@ -173,14 +190,18 @@ def test_the_check_tells_rounding_from_a_change_and_names_the_cell(tmp_path):
     (new / "same.csv").write_text("a\n1\n")
     # a reliability within its tolerance (1e-6), a GAM row's r within its row's, words with a number in its last
     # digit: equal; the same words with another count of seeds: a change
-    (old / "w.csv").write_text("method,reliability,r,why,models\nlinear,0.91,0.5,about 14 over 1 seed,+0.566 [+0.345]\n"
-                               "gam,0.9,0.2,,\n")
-    (new / "w.csv").write_text("method,reliability,r,why,models\nlinear,0.9100004,0.5,about 14 over 1 seed,"
-                               "+0.567 [+0.345]\ngam,0.9,0.2000001,,\n")
+    (old / "w.csv").write_text(
+        "method,reliability,r,why,models\nlinear,0.91,0.5,about 14 over 1 seed,+0.566 [+0.345]\ngam,0.9,0.2,,\n"
+    )
+    (new / "w.csv").write_text(
+        "method,reliability,r,why,models\nlinear,0.9100004,0.5,about 14 over 1 seed,"
+        "+0.567 [+0.345]\ngam,0.9,0.2000001,,\n"
+    )
     (old / "x.csv").write_text("method,why\nlinear,suggests 4 seeds\n")
     (new / "x.csv").write_text("method,why\nlinear,suggests 3 seeds\n")
     same, within, differ, missing = compare(new, old)
     assert same == ["same.csv"] and sorted(within) == ["a.csv", "s.json", "w.csv"] and missing == []
-    assert differ == ["b.csv (rel: 2 cell(s); line 2 rel: 0.6 here, 0.5 committed (tolerance 1e-09))",
-                      "x.csv (why: 1 cell(s); line 2 (linear) why: suggests 3 seeds here, suggests 4 seeds committed "
-                      "(words))"]
+    assert differ == [
+        "b.csv (rel: 2 cell(s); line 2 rel: 0.6 here, 0.5 committed (tolerance 1e-09))",
+        "x.csv (why: 1 cell(s); line 2 (linear) why: suggests 3 seeds here, suggests 4 seeds committed (words))",
+    ]

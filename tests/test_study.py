@@ -55,8 +55,14 @@ def test_paper_preset_expands_grid_with_readable_keys():
     tree = load_preset("paper")
     runs = tree["runs"]
     assert len(runs) == 5 * 2 * 4 * 3
-    assert runs["olmo2-13b_mnli_64_s0"] == {"model": "olmo2-13b", "train_set": "mnli_train", "id_testset": "mnli",
-                                            "shots": 64, "data_seed": 0, "seed": 0}
+    assert runs["olmo2-13b_mnli_64_s0"] == {
+        "model": "olmo2-13b",
+        "train_set": "mnli_train",
+        "id_testset": "mnli",
+        "shots": 64,
+        "data_seed": 0,
+        "seed": 0,
+    }
     assert tree["evaluate"]["testsets"] == ["mnli", "snli", "scitail", "rte", "hans", "anli", "wnli", "paws"]
     small = load_preset("paper", models=["opt-2.7b"], shots=[16], seeds=[1])
     assert list(small["runs"]) == ["opt-2.7b_mnli_16_s1", "opt-2.7b_snli_16_s1"]
@@ -67,14 +73,22 @@ def test_real_presets_carry_the_measured_recipe_per_model_family():
 
     for name in ("real", "cpu"):
         tree = load_preset(name)
-        assert sorted(tree["runs"]) == ["gemma3-270m_mnli_real_1024_s0", "gemma3-270m_mnli_real_1024_s1",
-                                        "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
+        assert sorted(tree["runs"]) == [
+            "gemma3-270m_mnli_real_1024_s0",
+            "gemma3-270m_mnli_real_1024_s1",
+            "smollm2-135m_mnli_real_1024_s0",
+            "smollm2-135m_mnli_real_1024_s1",
+        ]
         cfg = {k: RunSettings.from_params(tree, k) for k in tree["runs"]}
         # docs/recipe-sweep.md configs F (SmolLM2) and GF (Gemma)
-        assert (cfg["smollm2-135m_mnli_real_1024_s0"].lr, cfg["smollm2-135m_mnli_real_1024_s0"].warmup_ratio) \
-            == (2e-3, 0.1)
-        assert (cfg["gemma3-270m_mnli_real_1024_s1"].lr, cfg["gemma3-270m_mnli_real_1024_s1"].warmup_ratio) \
-            == (1e-3, 0.2)
+        assert (cfg["smollm2-135m_mnli_real_1024_s0"].lr, cfg["smollm2-135m_mnli_real_1024_s0"].warmup_ratio) == (
+            2e-3,
+            0.1,
+        )
+        assert (cfg["gemma3-270m_mnli_real_1024_s1"].lr, cfg["gemma3-270m_mnli_real_1024_s1"].warmup_ratio) == (
+            1e-3,
+            0.2,
+        )
         for c in cfg.values():
             assert (c.batch_size, c.max_steps, c.loss, c.shots) == (16, 64, "verbalizer", 1024)
 
@@ -94,7 +108,9 @@ def test_misspelled_model_under_train_by_model_is_one_line_naming_the_key(tmp_pa
     monkeypatch.undo()
     # narrowing the models on the command line is not a typo: Gemma's settings are simply unused
     assert list(load_preset("real", models=["smollm2-135m"])["runs"]) == [
-        "smollm2-135m_mnli_real_1024_s0", "smollm2-135m_mnli_real_1024_s1"]
+        "smollm2-135m_mnli_real_1024_s0",
+        "smollm2-135m_mnli_real_1024_s1",
+    ]
 
 
 def test_quickstart_is_real_data_and_both_model_families():
@@ -156,17 +172,25 @@ def test_study_use_keeps_the_users_comments_beside_their_keys(tmp_path):
     params = tmp_path / "params.yaml"
     text = quickstart_text().replace("study:\n", "# lab study, ask Ana before changing the seeds\nstudy:\n", 1)
     text = text.replace("  seed: 0\n", "  seed: 0                     # fixed with Ana\n", 1)
-    text = text.replace("  methods: [linear, rank, gam]",
-                        "  # the three the paper reports\n  methods: [linear, rank, gam]")
+    text = text.replace(
+        "  methods: [linear, rank, gam]", "  # the three the paper reports\n  methods: [linear, rank, gam]"
+    )
     text = text.replace("  bootstrap: 200", "  bootstrap: 200             # enough for a CI")
-    text = text.replace("  prepare: []", "  testsets:\n    my_set:                     # from the lab\n"
-                        "      path: data/raw/my_set.csv # tsv | csv | jsonl\n      premise: s1\n      hypothesis: s2\n"
-                        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n"
-                        "  prepare: []")
+    text = text.replace(
+        "  prepare: []",
+        "  testsets:\n    my_set:                     # from the lab\n"
+        "      path: data/raw/my_set.csv # tsv | csv | jsonl\n      premise: s1\n      hypothesis: s2\n"
+        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n"
+        "  prepare: []",
+    )
     params.write_text(text)
-    mine = ["# lab study, ask Ana before changing the seeds", "  seed: 0                     # fixed with Ana",
-            "  # the three the paper reports", "    my_set:                     # from the lab",
-            "      path: data/raw/my_set.csv # tsv | csv | jsonl"]
+    mine = [
+        "# lab study, ask Ana before changing the seeds",
+        "  seed: 0                     # fixed with Ana",
+        "  # the three the paper reports",
+        "    my_set:                     # from the lab",
+        "      path: data/raw/my_set.csv # tsv | csv | jsonl",
+    ]
     res = run("study", "use", "paper", "--params", params, "--models", "olmo2-7b", "--shots", "64", "--seeds", "0")
     assert res.exit_code == 0, res.output
     paper = params.read_text()
@@ -184,18 +208,28 @@ def test_study_use_keeps_the_users_comments_beside_their_keys(tmp_path):
     assert tree == load_preset("quickstart")
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda p: p["train"].__setitem__("lr", "fast"), "params: train.lr: expected int or number, got str 'fast'"),
-    (lambda p: p["train"].__setitem__("learning_rate", 0.1), "params: unknown key 'train.learning_rate'"),
-    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("model", "smolm2-135m"),
-     "params: runs.smollm2-135m_mnli_real_64_s0.model: unknown model 'smolm2-135m' (did you mean 'smollm2-135m'?)"),
-    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("train_set", "mnli_real_trian"),
-     "params: runs.smollm2-135m_mnli_real_64_s0.train_set: unknown testset 'mnli_real_trian' "
-     "(did you mean 'mnli_real_train'?)"),
-    (lambda p: p["evaluate"]["testsets"].append("hanz"), "params: evaluate.testsets[5]: unknown testset 'hanz'"),
-    (lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("shots", 3.5),
-     "params: runs.smollm2-135m_mnli_real_64_s0.shots: expected int, got float 3.5"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda p: p["train"].__setitem__("lr", "fast"), "params: train.lr: expected int or number, got str 'fast'"),
+        (lambda p: p["train"].__setitem__("learning_rate", 0.1), "params: unknown key 'train.learning_rate'"),
+        (
+            lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("model", "smolm2-135m"),
+            "params: runs.smollm2-135m_mnli_real_64_s0.model: unknown model 'smolm2-135m' "
+            "(did you mean 'smollm2-135m'?)",
+        ),
+        (
+            lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("train_set", "mnli_real_trian"),
+            "params: runs.smollm2-135m_mnli_real_64_s0.train_set: unknown testset 'mnli_real_trian' "
+            "(did you mean 'mnli_real_train'?)",
+        ),
+        (lambda p: p["evaluate"]["testsets"].append("hanz"), "params: evaluate.testsets[5]: unknown testset 'hanz'"),
+        (
+            lambda p: p["runs"]["smollm2-135m_mnli_real_64_s0"].__setitem__("shots", 3.5),
+            "params: runs.smollm2-135m_mnli_real_64_s0.shots: expected int, got float 3.5",
+        ),
+    ],
+)
 def test_bad_params_one_line_before_any_stage(tmp_path, edit, expected):
     tree = load_preset("quickstart")
     edit(tree)
@@ -228,8 +262,22 @@ def test_scientific_notation_reads_as_float_like_dvc(tmp_path):
 def test_paper_dry_run_sizes_the_hub_models_offline(tmp_path):
     """The paper's models are sized from built-in configs before anything is downloaded."""
     params = tmp_path / "params.yaml"
-    assert run("study", "use", "paper", "--params", params, "--models", "olmo2-13b,opt-2.7b", "--shots", "64",
-               "--seeds", "0").exit_code == 0
+    assert (
+        run(
+            "study",
+            "use",
+            "paper",
+            "--params",
+            params,
+            "--models",
+            "olmo2-13b,opt-2.7b",
+            "--shots",
+            "64",
+            "--seeds",
+            "0",
+        ).exit_code
+        == 0
+    )
     res = run("train", "--run", "olmo2-13b_mnli_64_s0", "--params", params, "--dry-run")
     assert res.exit_code == 0, res.output
     assert "13,716,198,400 total" in res.output
@@ -245,8 +293,11 @@ def test_params_read_yes_and_no_as_strings_like_dvc():
     without quotes (`dvc exp run -S`); true/false are still booleans."""
     from oodcorr.settings.yaml_dialect import read_yaml
 
-    assert read_yaml("label_map: {yes: entailment, no: non_entailment}\nslices: true\nm: on\n") == \
-        {"label_map": {"yes": "entailment", "no": "non_entailment"}, "slices": True, "m": "on"}
+    assert read_yaml("label_map: {yes: entailment, no: non_entailment}\nslices: true\nm: on\n") == {
+        "label_map": {"yes": "entailment", "no": "non_entailment"},
+        "slices": True,
+        "m": "on",
+    }
 
 
 def test_put_back_never_reads_the_dvc_folder(tmp_path, monkeypatch):

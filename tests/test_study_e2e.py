@@ -29,8 +29,13 @@ def test_repro_produces_the_whole_study(study):
         rows = [json.loads(line) for line in (study / "runs" / run / "eval" / "metrics.jsonl").read_text().splitlines()]
         whole = [r for r in rows if r["slice"] is None]
         assert {r["step"] for r in whole} == set(steps)
-        assert {r["testset"] for r in whole} == {"synth_id", "synth_overlap", "synth_negation", "synth_vocab",
-                                                  "synth_embedded"}
+        assert {r["testset"] for r in whole} == {
+            "synth_id",
+            "synth_overlap",
+            "synth_negation",
+            "synth_vocab",
+            "synth_embedded",
+        }
     pc = pd.read_csv(study / "results" / "partial_correlations.csv")
     assert set(pc["run"]) == set(RUNS) and {"linear", "rank", "gam"} <= set(pc["method"])
     summary = json.loads((study / "results" / "summary.json").read_text())
@@ -107,8 +112,14 @@ def test_killed_study_resumes_to_the_same_results(study, tmp_path):
     ckpts = list((root / "runs" / RUNS[0] / "checkpoints").glob("checkpoint-*"))
     assert ckpts and not (root / "runs" / RUNS[0] / "checkpoints" / "checkpoint-16").exists()
     # second attempt: killed during evaluation
-    proc = subprocess.Popen(["dvc", "repro"], cwd=root, env=env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["dvc", "repro"],
+        cwd=root,
+        env=env(),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 600
     cache = root / "runs" / RUNS[0] / "eval" / "cache"
     while time.time() < deadline and proc.poll() is None:
@@ -125,8 +136,10 @@ def test_killed_study_resumes_to_the_same_results(study, tmp_path):
         a = (study / "runs" / run / "eval" / "metrics.jsonl").read_text()
         b = (root / "runs" / run / "eval" / "metrics.jsonl").read_text()
         assert a == b
-    pd.testing.assert_frame_equal(pd.read_csv(study / "results" / "partial_correlations.csv"),
-                                  pd.read_csv(root / "results" / "partial_correlations.csv"))
+    pd.testing.assert_frame_equal(
+        pd.read_csv(study / "results" / "partial_correlations.csv"),
+        pd.read_csv(root / "results" / "partial_correlations.csv"),
+    )
     client, runs = mlflow_runs(root)
     train = [r for r in runs if r.data.tags.get("oodcorr.kind") == "train"]
     assert sorted(r.data.tags["oodcorr.run_key"] for r in train) == sorted(RUNS)
@@ -145,16 +158,18 @@ def test_temp_experiment_logs_to_the_project_store(study):
     new = {r.info.run_id for r in after} - {r.info.run_id for r in before}
     kinds = sorted(r.data.tags.get("oodcorr.kind") for r in after if r.info.run_id in new)
     assert kinds == ["analysis", "train", "train"], kinds
-    lrs = {r.data.params.get("lr") for r in after
-           if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"}
+    lrs = {
+        r.data.params.get("lr") for r in after if r.info.run_id in new and r.data.tags.get("oodcorr.kind") == "train"
+    }
     assert lrs == {"0.002"}
     # the experiment's runs carry its name and changed params; the baseline's runs stay beside them (not superseded)
     for r in (r for r in after if r.info.run_id in new):
         assert r.info.run_name.endswith(" · lr-sweep") and r.data.tags["oodcorr.dvc_exp"] == "lr-sweep", r.info
         if r.data.tags.get("oodcorr.kind") == "train":
             assert "train.lr=0.002" in r.data.tags["oodcorr.dvc_exp_params"], r.data.tags
-    assert next(r for r in after if r.info.run_id in new and r.data.tags["oodcorr.kind"] == "analysis"
-                ).info.run_name.startswith("analysis ")
+    assert next(
+        r for r in after if r.info.run_id in new and r.data.tags["oodcorr.kind"] == "analysis"
+    ).info.run_name.startswith("analysis ")
     old_train = [r for r in after if r.info.run_id not in new and r.data.tags.get("oodcorr.run_key")]
     assert old_train and all(r.data.tags.get("oodcorr.kind") == "train" for r in old_train), old_train
     assert not list((study / ".dvc" / "tmp").glob("**/mlflow.db"))  # nothing logged into the temporary copy

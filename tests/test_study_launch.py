@@ -32,9 +32,17 @@ def small_params(**runs) -> dict:
 
 def test_params_accept_launch_settings_and_name_a_bad_key():
     params = small_params()
-    params["study"]["launch"] = {"executor": "slurm", "partition": "gpu", "gpus_per_run": 1, "time": "2:00:00",
-                                 "max_parallel": 8, "mem_gb": 64, "sbatch": {"exclude": "node12"},
-                                 "setup": ["module load cuda/12.4"], "folder": "/shared/oodcorr-launch"}
+    params["study"]["launch"] = {
+        "executor": "slurm",
+        "partition": "gpu",
+        "gpus_per_run": 1,
+        "time": "2:00:00",
+        "max_parallel": 8,
+        "mem_gb": 64,
+        "sbatch": {"exclude": "node12"},
+        "setup": ["module load cuda/12.4"],
+        "folder": "/shared/oodcorr-launch",
+    }
     validate(params)
     params["study"]["launch"]["gpus"] = 1
     with pytest.raises(UserError, match=r"study\.launch\.gpus'.*did you mean"):
@@ -50,8 +58,19 @@ def test_settings_command_line_over_params_over_defaults():
         core.settings({"study": {"launch": {"executor": "pbs"}}})
 
 
-@pytest.mark.parametrize("value,minutes", [(90, 90), ("90", 90), ("30:00", 30), ("30:01", 31), ("2:00:00", 120),
-                                           ("1-0", 1440), ("1-2:30", 1590), ("1-00:00:01", 1441)])
+@pytest.mark.parametrize(
+    "value,minutes",
+    [
+        (90, 90),
+        ("90", 90),
+        ("30:00", 30),
+        ("30:01", 31),
+        ("2:00:00", 120),
+        ("1-0", 1440),
+        ("1-2:30", 1590),
+        ("1-00:00:01", 1441),
+    ],
+)
 def test_time_in_sbatch_formats(value, minutes):
     assert core.parse_time(value) == minutes
 
@@ -70,20 +89,30 @@ def test_stale_runs_follow_dvc_status():
 
 
 def _record(tmp_path, executor, **runs):
-    return {"executor": executor, "folder": str(tmp_path),
-            "runs": {k: {"job_id": j, "result": str(tmp_path / f"{k}.result.json"), "stderr": "log"}
-                     for k, j in runs.items()}}
+    return {
+        "executor": executor,
+        "folder": str(tmp_path),
+        "runs": {
+            k: {"job_id": j, "result": str(tmp_path / f"{k}.result.json"), "stderr": "log"} for k, j in runs.items()
+        },
+    }
 
 
 def test_states_come_from_the_queue_first_then_the_json_result(tmp_path):
     (tmp_path / "ok.result.json").write_text(json.dumps({"outcome": "success", "key": "ok"}))
-    (tmp_path / "failed.result.json").write_text(json.dumps({"outcome": "error",
-                                                             "message": "x: train@x exited 2: error: boom"}))
+    (tmp_path / "failed.result.json").write_text(
+        json.dumps({"outcome": "error", "message": "x: train@x exited 2: error: boom"})
+    )
     (tmp_path / "requeued.result.json").write_text(json.dumps({"outcome": "error", "message": "interrupted"}))
     rec = _record(tmp_path, "slurm", ok="1_0", failed="1_1", lost="1_2", requeued="1_3", queued="1_4")
     states = core.run_states(rec, queue={"1_3": "PENDING", "1_4": "RUNNING"})
     assert {k: v["state"] for k, v in states.items()} == {
-        "ok": "DONE", "failed": "FAILED", "lost": "LOST", "requeued": "PENDING", "queued": "RUNNING"}
+        "ok": "DONE",
+        "failed": "FAILED",
+        "lost": "LOST",
+        "requeued": "PENDING",
+        "queued": "RUNNING",
+    }
     assert states["failed"]["detail"] == "x: train@x exited 2: error: boom"
     rec["runs"]["ok"]["state"] = "committed"
     assert core.run_states(rec, queue={})["ok"]["state"] == "COMMITTED"
@@ -109,8 +138,9 @@ def test_runs_waiting_in_a_live_local_launch_are_pending_not_lost(tmp_path):
         rec["launcher"]["started"] = local._started(str(launcher.pid))
         # collect commits run "done" while the launcher starts "waiting": both survive on disk
         path = tmp_path / "launch.json"
-        path.write_text(json.dumps({**rec, "runs": {**rec["runs"], "done": {**rec["runs"]["done"],
-                                                                             "state": "committed"}}}))
+        path.write_text(
+            json.dumps({**rec, "runs": {**rec["runs"], "done": {**rec["runs"]["done"], "state": "committed"}}})
+        )
         local._record_job(path, rec, "waiting", {"job_id": "2", "stdout": "o", "stderr": "e"})
         on_disk = json.loads(path.read_text())["runs"]
         assert on_disk["done"]["state"] == "committed" and on_disk["waiting"]["job_id"] == "2"
@@ -168,20 +198,31 @@ def test_job_runs_stage_commands_without_a_shell_and_reports_the_failing_one(tmp
 
     (tmp_path / "s.py").write_text(STAGE_SCRIPT)
     py = sys.executable
-    spec = {"key": "k", "root": str(tmp_path), "env": {"X_LAUNCH": "1"}, "result": str(tmp_path / "k.json"),
-            "stages": [{"name": "train@k", "cmd": f"{py} s.py a.txt 'two words'"},
-                       {"name": "evaluate@k", "cmd": f"{py} s.py b.txt ok"}]}
+    spec = {
+        "key": "k",
+        "root": str(tmp_path),
+        "env": {"X_LAUNCH": "1"},
+        "result": str(tmp_path / "k.json"),
+        "stages": [
+            {"name": "train@k", "cmd": f"{py} s.py a.txt 'two words'"},
+            {"name": "evaluate@k", "cmd": f"{py} s.py b.txt ok"},
+        ],
+    }
     out = RunJob()(spec)
     assert [s["name"] for s in out["stages"]] == ["train@k", "evaluate@k"]
     assert (tmp_path / "a.txt").read_text() == "1two words" and (tmp_path / "b.txt").read_text() == "1ok"
     assert json.loads((tmp_path / "k.json").read_text())["outcome"] == "success"
-    spec["stages"] = [{"name": "train@k", "cmd": f"{py} s.py c.txt 'error: no such model'"},
-                      {"name": "evaluate@k", "cmd": f"{py} s.py never.txt ok"}]
+    spec["stages"] = [
+        {"name": "train@k", "cmd": f"{py} s.py c.txt 'error: no such model'"},
+        {"name": "evaluate@k", "cmd": f"{py} s.py never.txt ok"},
+    ]
     with pytest.raises(StageFailed, match=r"k: train@k exited 3: error: no such model"):
         RunJob()(spec)
     assert not (tmp_path / "never.txt").exists()
-    assert json.loads((tmp_path / "k.json").read_text()) == {"outcome": "error",
-                                                             "message": "k: train@k exited 3: error: no such model"}
+    assert json.loads((tmp_path / "k.json").read_text()) == {
+        "outcome": "error",
+        "message": "k: train@k exited 3: error: no such model",
+    }
     # text that only a shell would interpret never reaches one: the command is refused before it runs
     for cmd in ("oodcorr train --run x;touch PWNED;echo", "oodcorr train --run $(id)", "a | b", "a > f", "a && b"):
         with pytest.raises(StageFailed, match="needs a shell"):
@@ -190,8 +231,12 @@ def test_job_runs_stage_commands_without_a_shell_and_reports_the_failing_one(tmp
     with pytest.raises(StageFailed, match="needs a shell"):
         RunJob()(spec)
     assert not (tmp_path / "PWNED").exists() and (tmp_path / "a.txt").exists()
-    assert command_argv("oodcorr train --run tiny-opt_synth_16_s0") == ["oodcorr", "train", "--run",
-                                                                        "tiny-opt_synth_16_s0"]
+    assert command_argv("oodcorr train --run tiny-opt_synth_16_s0") == [
+        "oodcorr",
+        "train",
+        "--run",
+        "tiny-opt_synth_16_s0",
+    ]
 
 
 def _cli_project(tmp_path):
@@ -205,8 +250,10 @@ def test_no_slurm_reachable_is_one_line(tmp_path):
     cmd = [sys.executable, "-m", "oodcorr", "study", "launch", "--executor", "slurm"]
     res = sh(cmd, root, check=False, PATH=str(BIN))  # no sbatch on PATH
     assert res.returncode == 2
-    assert res.stderr.strip() == ("error: no SLURM cluster reachable: `sbatch` not found on PATH (run on the "
-                                  "cluster's login node, set SLURM_CONF, or use --executor local)")
+    assert res.stderr.strip() == (
+        "error: no SLURM cluster reachable: `sbatch` not found on PATH (run on the "
+        "cluster's login node, set SLURM_CONF, or use --executor local)"
+    )
     if shutil.which("sbatch"):
         res = sh(cmd, root, check=False, SLURM_CONF=str(tmp_path / "nowhere.conf"))
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
@@ -230,8 +277,12 @@ def test_local_launch_reports_a_failed_run_commits_the_others_and_resumes_a_kill
     assert f"{GOOD}: train@{GOOD} -> evaluate@{GOOD}" in dry.stdout and "2 of 2 runs" in dry.stdout
 
     # 1) the good run is killed after step 4 (a hard exit, like a preemption), the bad one fails
-    res = sh(["oodcorr", "study", "launch", "--executor", "local", "--max-parallel", "2"], root, check=False,
-             OODCORR_TEST_KILL_AT_STEP=4)
+    res = sh(
+        ["oodcorr", "study", "launch", "--executor", "local", "--max-parallel", "2"],
+        root,
+        check=False,
+        OODCORR_TEST_KILL_AT_STEP=4,
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     record = json.loads(sorted((root / ".oodcorr" / "launch").glob("*/launch.json"))[-1].read_text())
     for key in (GOOD, BAD):
@@ -257,8 +308,9 @@ def test_local_launch_reports_a_failed_run_commits_the_others_and_resumes_a_kill
     changed = {line.rstrip(":") for line in status.splitlines() if line and not line.startswith(("\t", " "))}
     assert changed == {f"train@{BAD}", f"evaluate@{BAD}", "analyze"}, status
     client, runs = mlflow_runs(root)
-    train = [r for r in runs if r.data.tags.get("oodcorr.kind") == "train"
-             and r.data.tags.get("oodcorr.run_key") == GOOD]
+    train = [
+        r for r in runs if r.data.tags.get("oodcorr.kind") == "train" and r.data.tags.get("oodcorr.run_key") == GOOD
+    ]
     assert len(train) == 1
     steps = [m.step for m in client.get_metric_history(train[0].info.run_id, "train/loss")]
     assert steps == list(range(1, 9))

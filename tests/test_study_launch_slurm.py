@@ -24,8 +24,7 @@ RUNS = ["tiny-olmo2_synth_16_s0", "tiny-opt_synth_16_s0"]
 @pytest.fixture(scope="module")
 def slurm_conf():
     try:
-        res = subprocess.run(["bash", str(REPO / ".ci" / "slurm-up.sh")], capture_output=True, text=True,
-                             timeout=120)
+        res = subprocess.run(["bash", str(REPO / ".ci" / "slurm-up.sh")], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"slurm unavailable: .ci/slurm-up.sh: {e}")
     lines = [line for line in res.stdout.splitlines() if line.strip()]
@@ -49,8 +48,19 @@ def changed_stages(root):
 def test_slurm_launch_collect_then_repro_runs_only_the_analysis(slurm_conf, plain, tmp_path):
     t0 = time.time()
     root = make_project(tmp_path / "study", small_params())
-    launch = ["oodcorr", "study", "launch", "--executor", "slurm", "--gpus-per-run", "0", "--time", "20",
-              "--max-parallel", "2"]
+    launch = [
+        "oodcorr",
+        "study",
+        "launch",
+        "--executor",
+        "slurm",
+        "--gpus-per-run",
+        "0",
+        "--time",
+        "20",
+        "--max-parallel",
+        "2",
+    ]
     res = sh(launch + ["--no-wait"], root, SLURM_CONF=slurm_conf)
     assert "submitted 2 run(s) as SLURM job array" in res.stdout, res.stdout + res.stderr
     record = json.loads(sorted((root / ".oodcorr" / "launch").glob("*/launch.json"))[-1].read_text())
@@ -83,8 +93,9 @@ def test_slurm_launch_collect_then_repro_runs_only_the_analysis(slurm_conf, plai
 
     # the same results as a plain `dvc repro` of the same params
     for run in RUNS:
-        assert (root / "runs" / run / "eval" / "metrics.jsonl").read_text() == \
-            (plain / "runs" / run / "eval" / "metrics.jsonl").read_text()
+        assert (root / "runs" / run / "eval" / "metrics.jsonl").read_text() == (
+            plain / "runs" / run / "eval" / "metrics.jsonl"
+        ).read_text()
         # same weights up to float rounding: the thread policy picks threads by the load at stage start, and
         # a different thread count changes the order of float sums (CI saw 1-ulp differences at step 2)
         adapters = sorted((plain / "runs" / run / "checkpoints").glob("checkpoint-*/adapter_model.safetensors"))
@@ -105,4 +116,3 @@ def test_slurm_launch_collect_then_repro_runs_only_the_analysis(slurm_conf, plai
     for r in train:
         assert [m.step for m in client.get_metric_history(r.info.run_id, "train/loss")] == list(range(1, 9))
     print(f"\nslurm launch + requeue + collect: {launched_s:.0f} s (preempted: {preempted})")
-

@@ -23,8 +23,10 @@ def test_mask_secrets():
     assert m(f"http://bob:{SECRET}@host:5000/api?x=1") == "http://***@host:5000/api?x=1"
     assert m(f"warning: MLflow at http://{TOKEN}@h:1/ unreachable") == "warning: MLflow at http://***@h:1/ unreachable"
     assert m("https://h/p?token=abc&run=2;api_key=zz") == "https://h/p?token=***&run=2;api_key=***"
-    assert m("postgresql://bob:pw@db/mlflow?sslmode=require&password=pw2") == \
-        "postgresql://***@db/mlflow?sslmode=require&password=***"
+    assert (
+        m("postgresql://bob:pw@db/mlflow?sslmode=require&password=pw2")
+        == "postgresql://***@db/mlflow?sslmode=require&password=***"
+    )
     assert m("'http://a:b@h', 'c@d'") == "'http://***@h', 'c@d'"  # stops at the quote
     assert m(f"http://bob:{SECRET}@127.0.0.1:5/?token={SECRET}") == "http://***@127.0.0.1:5/?token=***"
     assert has_credentials("http://host/p@x")  # an `@` after a host may be a password holding `/`: refused
@@ -45,8 +47,14 @@ def test_log_records_are_masked(caplog):
 
 
 def _oodcorr(args, cwd, **extra):
-    return subprocess.run([sys.executable, "-m", "oodcorr", *args], cwd=cwd, env={**env(), **extra},
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "oodcorr", *args],
+        cwd=cwd,
+        env={**env(), **extra},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _one_error(res) -> str:
@@ -57,8 +65,9 @@ def _one_error(res) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("uri", [f"http://bob:{SECRET}@127.0.0.1:1/", f"http://{TOKEN}@127.0.0.1:1/",
-                                 f"https://127.0.0.1:1/?token={TOKEN}"])
+@pytest.mark.parametrize(
+    "uri", [f"http://bob:{SECRET}@127.0.0.1:1/", f"http://{TOKEN}@127.0.0.1:1/", f"https://127.0.0.1:1/?token={TOKEN}"]
+)
 def test_credentials_in_params_are_refused_before_anything_runs(tmp_path, uri):
     p = make_project(tmp_path, {"a": {}})
     params = yaml.safe_load(p.read_text())
@@ -72,7 +81,8 @@ def test_credentials_in_params_are_refused_before_anything_runs(tmp_path, uri):
 
 def test_ui_with_a_tracking_server_is_one_line(tmp_path):
     make_project(tmp_path, {"a": {}})
-    line = _one_error(_oodcorr(["ui", "--port", "5999"], tmp_path,
-                               MLFLOW_TRACKING_URI=f"http://{TOKEN}@127.0.0.1:1/?token={TOKEN}"))
+    line = _one_error(
+        _oodcorr(["ui", "--port", "5999"], tmp_path, MLFLOW_TRACKING_URI=f"http://{TOKEN}@127.0.0.1:1/?token={TOKEN}")
+    )
     assert "MLFLOW_TRACKING_URI" in line and "http://127.0.0.1:1/" in line and "tracking server" in line, line
     assert "no experiment" not in line

@@ -18,14 +18,17 @@ from study_helpers import sh
 
 KEY = "smollm2-135m_mnli_real_64_s0"
 CFG = {"model": "smollm2-135m", "train_set": "mnli_real_train", "shots": 64, "seed": 0}
-RUNS = {KEY: CFG, "smollm2-135m_mnli_real_64_s1": {**CFG, "seed": 1},
-        "gemma3-270m_mnli_real_64_s0": {**CFG, "model": "gemma3-270m"}}
+RUNS = {
+    KEY: CFG,
+    "smollm2-135m_mnli_real_64_s1": {**CFG, "seed": 1},
+    "gemma3-270m_mnli_real_64_s0": {**CFG, "model": "gemma3-270m"},
+}
 
 
 def hue(color: str) -> float:
     import colorsys
 
-    r, g, b = (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    r, g, b = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
     return colorsys.rgb_to_hls(r, g, b)[0] * 360
 
 

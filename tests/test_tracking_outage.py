@@ -31,8 +31,7 @@ def test_kill_during_store_creation_then_rerun_works(tmp_path):
     db = tmp_path / "mlruns" / "mlflow.db"
     uri = f"sqlite:///{db}"
     code = f"from oodcorr.tracking import store as tracking; tracking.ensure_store({uri!r}); print('ok')"
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and not list(db.parent.glob(".mlflow.db.*.tmp")):
         time.sleep(0.01)
@@ -51,7 +50,11 @@ def test_kill_during_store_creation_then_rerun_works(tmp_path):
         con.execute("create table _alembic_tmp_params (key varchar(250))")
         con.execute("create table runs (run_uuid varchar(32))")
     for store in (db, legacy):
-        out = subprocess.run([sys.executable, "-c", f"""
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"""
 import mlflow
 from oodcorr.tracking import store as tracking
 tracking.ensure_store('sqlite:///{store}')
@@ -60,7 +63,13 @@ e = c.create_experiment('x')
 r = c.create_run(e)
 c.log_param(r.info.run_id, 'a', 1)
 print('ok', len(c.search_runs([e])))
-"""], env=env(), capture_output=True, text=True, timeout=300)
+""",
+            ],
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0 and "ok 1" in out.stdout, out.stderr[-2000:]
     assert list(legacy.parent.glob("mlflow.db.broken-*"))  # the empty half store is kept aside, not deleted
     assert not list(db.parent.glob(".mlflow.db.*.tmp"))  # the killed attempt's temporary is gone
@@ -68,8 +77,9 @@ print('ok', len(c.search_runs([e])))
 
 def _oodcorr(args, cwd, **extra):
     t0 = time.time()
-    res = subprocess.run([str(BIN / "oodcorr"), *args], cwd=cwd, env=env(**extra), capture_output=True, text=True,
-                         timeout=600)
+    res = subprocess.run(
+        [str(BIN / "oodcorr"), *args], cwd=cwd, env=env(**extra), capture_output=True, text=True, timeout=600
+    )
     return res, time.time() - t0
 
 
@@ -80,8 +90,9 @@ def test_closed_port_then_sync_fills_a_live_server(tmp_path):
     ref = tmp_path / "ref"
     ref.mkdir()
     make_project(ref, runs)
-    t_ref = sum(_oodcorr(a, ref)[1]
-                for a in (["train", "--run", "r", "--quiet"], ["evaluate", "--run", "r", "--quiet"]))
+    t_ref = sum(
+        _oodcorr(a, ref)[1] for a in (["train", "--run", "r", "--quiet"], ["evaluate", "--run", "r", "--quiet"])
+    )
 
     proj = tmp_path / "p"
     proj.mkdir()
@@ -150,9 +161,14 @@ def test_server_dying_mid_run_then_sync_completes_the_same_run(tmp_path):
     make_project(proj, {"r": {"max_steps": 48, "checkpoints": {"every": 2}}})
     proc, server = start_server(tmp_path)
     try:
-        train = subprocess.Popen([str(BIN / "oodcorr"), "train", "--run", "r", "--quiet"], cwd=proj,
-                                 env=env(MLFLOW_TRACKING_URI=server), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        train = subprocess.Popen(
+            [str(BIN / "oodcorr"), "train", "--run", "r", "--quiet"],
+            cwd=proj,
+            env=env(MLFLOW_TRACKING_URI=server),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         rid, deadline = None, time.time() + 300
         while time.time() < deadline and train.poll() is None:
             found = _server_runs(server)
@@ -195,8 +211,17 @@ def test_concurrent_processes_share_one_fresh_store(tmp_path):
     proj.mkdir()
     make_project(proj, {"a": {"max_steps": 8}, "b": {"max_steps": 8, "seed": 1}})
     for stage in ("train", "evaluate"):
-        procs = [subprocess.Popen([str(BIN / "oodcorr"), stage, "--run", k, "--quiet"], cwd=proj, env=env(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in ("a", "b")]
+        procs = [
+            subprocess.Popen(
+                [str(BIN / "oodcorr"), stage, "--run", k, "--quiet"],
+                cwd=proj,
+                env=env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for k in ("a", "b")
+        ]
         for p in procs:
             _, err = p.communicate(timeout=600)
             assert p.returncode == 0, err[-3000:]
@@ -223,5 +248,6 @@ def _server_runs(server):
 
 
 def _steps(server, rid):
-    return [m["step"] for m in rest(server, "metrics/get-history", run_id=rid, metric_key="train/loss")
-            .get("metrics", [])]
+    return [
+        m["step"] for m in rest(server, "metrics/get-history", run_id=rid, metric_key="train/loss").get("metrics", [])
+    ]

@@ -44,8 +44,14 @@ def read_only(cmd: list[str], cwd, store) -> subprocess.CompletedProcess:
     if not shutil.which("unshare"):
         pytest.skip("root without unshare: cannot make the store read-only")
     script = f'mount --bind "{store}" "{store}" && mount -o remount,bind,ro "{store}" && exec "$@"'
-    res = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *cmd], cwd=cwd, env=env(), capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", *cmd],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if "mount" in res.stderr and "permission denied" in res.stderr.lower():
         pytest.skip(f"no private read-only mount here: {res.stderr.strip()[:120]}")
     return res

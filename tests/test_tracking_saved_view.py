@@ -39,18 +39,36 @@ def saved_study(repo):
     sdir = repo / "studies" / "demo"
     runs = {}
     for i, (key, model) in enumerate(RUNS.items()):
-        cfg = {"model": model, "train_set": "mnli_real_train", "id_testset": "mnli_real", "shots": 16,
-               "data_seed": 0, "seed": 0}
+        cfg = {
+            "model": model,
+            "train_set": "mnli_real_train",
+            "id_testset": "mnli_real",
+            "shots": 16,
+            "data_seed": 0,
+            "seed": 0,
+        }
         runs[key] = cfg
         rdir = sdir / "runs" / key
-        write_json(rdir / "run.json", {"run": key, "config": cfg, "tracking_identity": f"id{i}", "finished": True,
-                                       "total_steps": 90, "model_info": {"revision": "r"}})
+        write_json(
+            rdir / "run.json",
+            {
+                "run": key,
+                "config": cfg,
+                "tracking_identity": f"id{i}",
+                "finished": True,
+                "total_steps": 90,
+                "model_info": {"revision": "r"},
+            },
+        )
         st = irt_study(10, [40, 40, 40], SIGMA, tau=0.04, n_id_items=80, rng=np.random.default_rng(i))
         steps = list(range(0, 100, 10))
         write_predictions(rdir / "eval", st, steps, "mnli", OOD)
         write_jsonl(rdir / "eval" / "metrics.jsonl", irt_metrics_rows(st, key, model, 0, steps, "mnli", OOD))
-    params = {"study": {"name": "demo", "tracking": "none"}, "runs": runs,
-              "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0}}
+    params = {
+        "study": {"name": "demo", "tracking": "none"},
+        "runs": runs,
+        "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0},
+    }
     (sdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["dvc", "add", "-q", *[f"studies/demo/runs/{k}" for k in RUNS]], repo)
     sh(["git", "add", "-A"], repo)
@@ -77,9 +95,15 @@ def test_a_saved_study_is_shown_from_its_own_store_and_never_written(tmp_path):
     untouched(repo)
 
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "oodcorr"), "ui", "--params", params, "--port", str(port)], cwd=repo,
-                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "oodcorr"), "ui", "--params", params, "--port", str(port)],
+        cwd=repo,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     threading.Thread(target=lambda: [lines.append(x.rstrip()) for x in proc.stderr], daemon=True).start()
     base = f"http://127.0.0.1:{port}"

@@ -48,13 +48,21 @@ def test_store_locked_by_another_process_is_an_error_not_rebuilt(store_with_runs
     db = _copy(store_with_runs, tmp_path)
     before = db.read_bytes()
     monkeypatch.setattr(tracking, "BUSY_TIMEOUT_S", 0.5)
-    holder = subprocess.Popen([sys.executable, "-c", f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import sqlite3, sys, time
 con = sqlite3.connect({str(db)!r}, isolation_level=None)
 con.execute("begin exclusive")
 print("locked", flush=True)
 time.sleep(60)
-"""], stdout=subprocess.PIPE, text=True)
+""",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(UserError) as e:
@@ -85,7 +93,7 @@ def _corrupt_page(db):
     with sqlite3.connect(db) as con:
         page = con.execute("select rootpage from sqlite_master where name = 'metrics'").fetchone()[0]
     start = (page - 1) * 4096
-    data[start: start + 64] = b"\xa5" * 64
+    data[start : start + 64] = b"\xa5" * 64
     db.write_bytes(bytes(data))
 
 
@@ -98,8 +106,7 @@ def test_damaged_store_is_an_error_naming_the_file_and_is_never_moved(store_with
         _ensure(db)
     msg = str(e.value)
     assert str(db) in msg and ("damaged" in msg or "cannot be read" in msg) and "mv " in msg, msg
-    assert db.read_bytes() == before and sorted(p.name for p in db.parent.iterdir()) == [".mlflow.db.lock",
-                                                                                           "mlflow.db"]
+    assert db.read_bytes() == before and sorted(p.name for p in db.parent.iterdir()) == [".mlflow.db.lock", "mlflow.db"]
 
 
 def test_only_a_provably_empty_half_created_store_is_moved_aside(tmp_path):
@@ -151,7 +158,7 @@ def _index_damage(db) -> None:
     good = db.read_bytes()
     for offset in range(len(good) - 50, max(0, len(good) - 16 * 4096), -50):
         data = bytearray(good)
-        data[offset: offset + 50] = b"\xa5" * 50
+        data[offset : offset + 50] = b"\xa5" * 50
         db.write_bytes(bytes(data))
         with sqlite3.connect(db) as con:
             try:
@@ -218,7 +225,8 @@ def test_copied_or_moved_project_logs_artifacts_inside_itself(tmp_path, monkeypa
 
     _, first = log_file(orig, "first.txt")
     elsewhere = mlflow.MlflowClient(tracking.tracking_uri(params(orig))).create_experiment(
-        "mine", artifact_location=(tmp_path / "bucket").as_uri())  # a user's own location: never rewritten
+        "mine", artifact_location=(tmp_path / "bucket").as_uri()
+    )  # a user's own location: never rewritten
     shutil.copytree(orig, tmp_path / "copy")
     shutil.copytree(orig, tmp_path / "moved")
     shutil.rmtree(orig / "mlruns" / "artifacts" / first)  # as if moved: the old place is gone for "moved"

@@ -25,10 +25,13 @@ def _analysis_runs(root):
 def test_sync_rebuilds_the_analysis_run_once(tmp_path, monkeypatch):
     owner, clone = tmp_path / "owner", tmp_path / "clone"
     for model, rho in {"m1": 0.7, "m2": 0.6}.items():
-        write_jsonl(owner / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
-                    metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"))
-    (owner / "params.yaml").write_text(yaml.safe_dump(
-        {"study": {"name": "demo"}, "analyze": {"methods": ["linear"], "bootstrap": 0, "mlflow": True}}))
+        write_jsonl(
+            owner / "runs" / f"{model}-s0" / "eval" / "metrics.jsonl",
+            metrics_rows(model, 0, 12, rho, ["hans", "anli", "wnli"], run=f"{model}-s0"),
+        )
+    (owner / "params.yaml").write_text(
+        yaml.safe_dump({"study": {"name": "demo"}, "analyze": {"methods": ["linear"], "bootstrap": 0, "mlflow": True}})
+    )
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset")  # restored at teardown; the project's own store is used
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     monkeypatch.chdir(owner)
@@ -45,8 +48,9 @@ def test_sync_rebuilds_the_analysis_run_once(tmp_path, monkeypatch):
     client, (run,) = _analysis_runs(clone)
     assert run.info.status == "FINISHED" and run.data.tags["oodcorr.rebuilt"]
     assert run.data.metrics == logged.data.metrics and run.data.params == logged.data.params
-    assert {"report.html", "summary.json", "partial_correlations.csv"} <= {a.path for a in client.list_artifacts(
-        run.info.run_id)}
+    assert {"report.html", "summary.json", "partial_correlations.csv"} <= {
+        a.path for a in client.list_artifacts(run.info.run_id)
+    }
 
     assert CliRunner().invoke(cli, ["sync"]).exit_code == 0
     assert [r.info.run_id for r in _analysis_runs(clone)[1]] == [run.info.run_id]  # kept, not duplicated

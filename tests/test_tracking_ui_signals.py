@@ -43,13 +43,20 @@ def uvicorn(port: int) -> bool:
     return any(b"uvicorn" in Path(f"/proc/{p}/cmdline").read_bytes() for p in server_pids(port))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
-                         ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: signal.Signals(s).name
+)
 def test_no_server_survives_a_signal_during_start_up(tmp_path, sig):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"study": {"name": "signals"}}))
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "oodcorr"), "ui", "--port", str(port)], cwd=tmp_path, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "oodcorr"), "ui", "--port", str(port)],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 240
         while not uvicorn(port) and time.time() < deadline:  # late in start-up: the web server is starting

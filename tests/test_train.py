@@ -92,8 +92,9 @@ def test_loss_decreases_and_checkpoints(project, mlflow_uri):
     assert last < first and hist[0][1] - last > 0.3, hist
     run = client.get_run(rec["mlflow_run_id"])
     assert run.data.tags["oodcorr.run_key"] == "a" and run.data.tags["oodcorr.kind"] == "train"
-    assert (run.data.tags["oodcorr.model"] == "tiny-olmo2"
-            and run.data.tags["oodcorr.model_revision"].startswith("sha256:"))
+    assert run.data.tags["oodcorr.model"] == "tiny-olmo2" and run.data.tags["oodcorr.model_revision"].startswith(
+        "sha256:"
+    )
     assert run.data.params["lr"] == "0.005" and run.data.params["lora.r"] == "8"
     assert len(client.get_metric_history(rec["mlflow_run_id"], "train/lr")) == 24
     assert "run.json" in [a.path for a in client.list_artifacts(rec["mlflow_run_id"])]
@@ -146,8 +147,9 @@ def test_config_change_starts_fresh(project, mlflow_uri):
     client = _client(mlflow_uri)
     assert client.get_run(first["mlflow_run_id"]).data.tags["oodcorr.kind"] == "train-superseded"
     exp_id = client.get_experiment_by_name("oodcorr/test").experiment_id
-    active = client.search_runs([exp_id],
-                                filter_string="tags.`oodcorr.run_key` = 'c' and tags.`oodcorr.kind` = 'train'")
+    active = client.search_runs(
+        [exp_id], filter_string="tags.`oodcorr.run_key` = 'c' and tags.`oodcorr.kind` = 'train'"
+    )
     assert [r.info.run_id for r in active] == [second["mlflow_run_id"]]  # the lookup by run key finds only the new run
     pool = project / "data" / "prepared" / "synth_train.jsonl"  # re-prepared data with other rows
     pool.write_text(pool.read_text().replace("walked to", "drove to"))
@@ -156,10 +158,14 @@ def test_config_change_starts_fresh(project, mlflow_uri):
 
 
 def test_full_finetune_and_nf4_runs(project):
-    p = make_project(project, {"full": {"finetune": "full", "max_steps": 2, "checkpoints": {"every": 2}},
-                               "gc": {"gradient_checkpointing": True, "max_steps": 2, "lora": {"dropout": 0.0}},
-                               "q": {"model": "tiny-opt", "quantization": "nf4", "max_steps": 3,
-                                     "loss": "verbalizer", "grad_accum": 2}})
+    p = make_project(
+        project,
+        {
+            "full": {"finetune": "full", "max_steps": 2, "checkpoints": {"every": 2}},
+            "gc": {"gradient_checkpointing": True, "max_steps": 2, "lora": {"dropout": 0.0}},
+            "q": {"model": "tiny-opt", "quantization": "nf4", "max_steps": 3, "loss": "verbalizer", "grad_accum": 2},
+        },
+    )
     _train(p, "full")
     assert (project / "runs" / "full" / "checkpoints" / "checkpoint-2" / "model.safetensors").exists()
     _train(p, "gc")
@@ -197,8 +203,11 @@ def test_a_deleted_checkpoint_is_rebuilt_from_the_nearest_kept_state(project, ml
     assert "checkpoint-6 missing or incomplete" in err and "from checkpoint-3 to step 6" in err, err
     assert files() == original and rec["finished"]
     assert later == {s: (ck / f"checkpoint-{s}" / "adapter_model.safetensors").stat().st_mtime_ns for s in later}
-    losses = [r["step"] for r in map(json.loads, (run_dir / "tracking" / "train.jsonl").read_text().splitlines())
-              if r.get("key") == "train/loss"]
+    losses = [
+        r["step"]
+        for r in map(json.loads, (run_dir / "tracking" / "train.jsonl").read_text().splitlines())
+        if r.get("key") == "train/loss"
+    ]
     assert sorted(losses) == sorted(list(range(1, 13)) + [4, 5, 6])  # only steps 4-6 trained again
     client = _client(mlflow_uri)
     assert sorted(m.step for m in client.get_metric_history(rec["mlflow_run_id"], "train/loss")) == list(range(1, 13))

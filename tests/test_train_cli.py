@@ -25,19 +25,22 @@ def _files(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-@pytest.mark.parametrize("run, override, message", [
-    ("nope", {}, "unknown run 'nope'"),
-    ("x", {"shots": 100}, "shots=100 but the training pool has only 64"),
-    ("x", {"verbalizer": {"entailment": " Antidisestablishmentarianism"}}, "verbalizer.entailment"),
-    ("x", {"pattern": "{premise} Yes or No?"}, "no {hypothesis} placeholder"),
-    ("x", {"lora": {"target_modules": ["qq_proj"]}}, "lora.target_modules"),
-    ("x", {"lr": "fast"}, "runs.x.lr: expected"),
-    ("x", {"loss": "hinge"}, "runs.x.loss: expected one of"),
-    ("x", {"model": "no-such-org/no-such-model"}, "not in the Hugging Face cache"),
-    ("x", {"model": "gpt-17"}, "unknown model 'gpt-17'"),
-    ("x", {"train_set": "missing_set"}, "unknown testset 'missing_set'"),
-    ("x", {"train_set": "synth_id"}, "synth_id was not prepared"),
-])
+@pytest.mark.parametrize(
+    "run, override, message",
+    [
+        ("nope", {}, "unknown run 'nope'"),
+        ("x", {"shots": 100}, "shots=100 but the training pool has only 64"),
+        ("x", {"verbalizer": {"entailment": " Antidisestablishmentarianism"}}, "verbalizer.entailment"),
+        ("x", {"pattern": "{premise} Yes or No?"}, "no {hypothesis} placeholder"),
+        ("x", {"lora": {"target_modules": ["qq_proj"]}}, "lora.target_modules"),
+        ("x", {"lr": "fast"}, "runs.x.lr: expected"),
+        ("x", {"loss": "hinge"}, "runs.x.loss: expected one of"),
+        ("x", {"model": "no-such-org/no-such-model"}, "not in the Hugging Face cache"),
+        ("x", {"model": "gpt-17"}, "unknown model 'gpt-17'"),
+        ("x", {"train_set": "missing_set"}, "unknown testset 'missing_set'"),
+        ("x", {"train_set": "synth_id"}, "synth_id was not prepared"),
+    ],
+)
 def test_bad_input(project, run, override, message):
     params = make_project(project, {"x": override})
     before = _files(project)
@@ -70,15 +73,17 @@ def test_dry_run_counts_match_real_model(project):
     info = dry_run_info(run)
     model = prepare_model(run)[0]
     assert info["params_trainable"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
-    assert info["params_total"] == sum(p.numel() for n, p in model.base_model.model.named_parameters()
-                                       if "lora_" not in n)
+    assert info["params_total"] == sum(
+        p.numel() for n, p in model.base_model.model.named_parameters() if "lora_" not in n
+    )
 
 
 def test_estimate_memory_olmo2_13b():
     from oodcorr.train.sizing import estimate_memory
 
-    cfg = SimpleNamespace(hidden_size=5120, num_hidden_layers=40, vocab_size=100352, intermediate_size=13824,
-                          tie_word_embeddings=False)
+    cfg = SimpleNamespace(
+        hidden_size=5120, num_hidden_layers=40, vocab_size=100352, intermediate_size=13824, tie_word_embeddings=False
+    )
     mem = estimate_memory(cfg, batch_size=8, seq_len=128, lora_r=8)
     assert 12e9 < mem["n_params"] < 15e9
     assert mem["fits"]["qlora"] and not mem["fits"]["lora"] and not mem["fits"]["full"]

@@ -28,14 +28,34 @@ def _run(cmd, root, uri):
 def test_two_process_training_equals_one_process(tmp_path):
     runs = {"d": {"max_steps": 6, "checkpoints": {"every": 3}, "lora": {"dropout": 0.0}}}
     roots = {}
-    for name, launcher in (("one", [sys.executable, "-m", "oodcorr"]),
-                           ("two", [str(ACCELERATE), "launch", "--num_processes", "2", "--multi_gpu",
-                                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                                    "-m", "oodcorr"])):
+    for name, launcher in (
+        ("one", [sys.executable, "-m", "oodcorr"]),
+        (
+            "two",
+            [
+                str(ACCELERATE),
+                "launch",
+                "--num_processes",
+                "2",
+                "--multi_gpu",
+                "--num_machines",
+                "1",
+                "--mixed_precision",
+                "no",
+                "--dynamo_backend",
+                "no",
+                "-m",
+                "oodcorr",
+            ],
+        ),
+    ):
         root = tmp_path / name
         params = make_project(root, runs)
-        err = _run([*launcher, "train", "--run", "d", "--params", str(params), "--quiet"], root,
-                   f"sqlite:///{root / 'mlflow.db'}")
+        err = _run(
+            [*launcher, "train", "--run", "d", "--params", str(params), "--quiet"],
+            root,
+            f"sqlite:///{root / 'mlflow.db'}",
+        )
         assert err.count("train d: 6 steps") == (2 if name == "two" else 1), err  # one line per process
         roots[name] = root
     one, two = (adapter(roots[n] / "runs" / "d", 6) for n in ("one", "two"))
@@ -52,7 +72,6 @@ def test_two_process_training_equals_one_process(tmp_path):
     for n in ("one", "two"):
         client = mlflow.MlflowClient(f"sqlite:///{roots[n] / 'mlflow.db'}")
         run_id = json.loads((roots[n] / "runs" / "d" / "tracking" / "mlflow.json").read_text())["run_id"]
-        losses.append([m.value for m in sorted(client.get_metric_history(run_id, "train/loss"),
-                                               key=lambda m: m.step)])
+        losses.append([m.value for m in sorted(client.get_metric_history(run_id, "train/loss"), key=lambda m: m.step)])
     assert len(losses[0]) == 6
     torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=1e-4, atol=1e-5)

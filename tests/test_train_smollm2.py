@@ -14,8 +14,19 @@ def test_smollm2_few_steps(tmp_path, mlflow_uri, monkeypatch):
     from oodcorr.settings.config import load_params
     from oodcorr.train.stage import train_run
 
-    p = make_project(tmp_path, {"s": {"model": "smollm2-135m", "shots": 8, "max_steps": 4, "lr": 1e-3,
-                                      "max_length": 64, "checkpoints": {"every": 4}}})
+    p = make_project(
+        tmp_path,
+        {
+            "s": {
+                "model": "smollm2-135m",
+                "shots": 8,
+                "max_steps": 4,
+                "lr": 1e-3,
+                "max_length": 64,
+                "checkpoints": {"every": 4},
+            }
+        },
+    )
     rec = train_run(load_params(p), "s")
     assert rec["checkpoint_steps"] == [0, 4] and rec["model_info"]["model_type"] == "llama"
     a0, a4 = adapter(tmp_path / "runs" / "s", 0), adapter(tmp_path / "runs" / "s", 4)

@@ -34,7 +34,7 @@ def test_the_pages_state_the_committed_intervals_and_verdicts():
 
 
 def test_the_pages_state_the_rank_and_gam_agreement_and_the_seeds_that_settle_it_alone():
-    """"The rank and GAM versions agree", the rank intervals quoted, and which seeds exclude 0 on their own."""
+    """ "The rank and GAM versions agree", the rank intervals quoted, and which seeds exclude 0 on their own."""
     cons = pd.read_csv(RESULTS / "consistency.csv").set_index(["method", "testset_a", "testset_b"])
     pooled = pd.read_csv(RESULTS / "pooled_seeds.csv")
     runs = pd.read_csv(RESULTS / "partial_correlations.csv")

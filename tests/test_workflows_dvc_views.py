@@ -23,17 +23,23 @@ def quickstart_metrics(root, id_acc: float, ood_acc: float, reliability: float) 
     testsets = params["evaluate"]["testsets"]
     curves = []
     for run, cfg in params["runs"].items():
-        rows = [{"step": s, "testset": t, "accuracy": id_acc if t == cfg["id_testset"] else ood_acc + 0.01 * s}
-                for s in (0, 2, 4, 6, 8) for t in testsets]
+        rows = [
+            {"step": s, "testset": t, "accuracy": id_acc if t == cfg["id_testset"] else ood_acc + 0.01 * s}
+            for s in (0, 2, 4, 6, 8)
+            for t in testsets
+        ]
         ev = root / "runs" / run / "eval"
         ev.mkdir(parents=True, exist_ok=True)
         (ev / "summary.json").write_text(json.dumps(run_headline(rows, cfg["id_testset"])))
-        (ev / "accuracy.csv").write_text("step,testset,accuracy\n" + "".join(
-            f"{r['step']},{r['testset']},{r['accuracy']}\n" for r in rows))
+        (ev / "accuracy.csv").write_text(
+            "step,testset,accuracy\n" + "".join(f"{r['step']},{r['testset']},{r['accuracy']}\n" for r in rows)
+        )
         curves += [{**r, "run": run, "role": "id" if r["testset"] == cfg["id_testset"] else "ood"} for r in rows]
-    summary = {"n_runs": len(params["runs"]), "methods": {"linear": {
-        "share_significant_bh": 0.1667, "share_model_dependent": 0.3333}},
-        "noise": {"methods": {"linear": {"share_distinguishable": 0.0833, "median_reliability": reliability}}}}
+    summary = {
+        "n_runs": len(params["runs"]),
+        "methods": {"linear": {"share_significant_bh": 0.1667, "share_model_dependent": 0.3333}},
+        "noise": {"methods": {"linear": {"share_distinguishable": 0.0833, "median_reliability": reliability}}},
+    }
     (root / "results").mkdir(exist_ok=True)
     (root / "results" / "metrics.json").write_text(json.dumps(study_headline(summary, pd.DataFrame(curves), "linear")))
 
@@ -73,16 +79,17 @@ def test_metrics_and_exp_show_fit_200_columns_with_one_name_per_number(tmp_path)
     assert first.split()[-2:] == ["-", "8"], res.stdout  # the first commit's reliability (none) shows as missing
 
 
-@pytest.mark.parametrize("median, shown", [(-0.4, None), (0.0, None), (None, None), (float("nan"), None),
-                                           (0.35, 0.35)])
+@pytest.mark.parametrize("median, shown", [(-0.4, None), (0.0, None), (None, None), (float("nan"), None), (0.35, 0.35)])
 def test_headline_reliability_is_missing_where_the_report_says_none(median, shown):
     """results/metrics.json's reliability is the median reliability where there is signal, and null (DVC prints
     "-") where the report says none (at or below 0) or it is undefined; never a 0.0 that reads as measured."""
     from oodcorr.analysis.figure_parts import reliability_label
     from oodcorr.analysis.headline import headline
 
-    summary = {"n_runs": 2, "noise": {"methods": {"linear": {"share_distinguishable": 0.0,
-                                                             "median_reliability": median}}}}
+    summary = {
+        "n_runs": 2,
+        "noise": {"methods": {"linear": {"share_distinguishable": 0.0, "median_reliability": median}}},
+    }
     out = headline(summary, None, "linear")
     assert out["reliability"] == shown
     assert (reliability_label(median) in ("none", "–")) == (shown is None)

@@ -58,8 +58,11 @@ TITLE_CHARS = 16
 
 
 def _rows(testsets) -> list[dict]:
-    return [{"testset": t, "step": s, "slice": None, **{m: 0.5 for m in (*EVAL_NAMES, *METRICS)}}
-            for t in testsets for s in (0, 4)]
+    return [
+        {"testset": t, "step": s, "slice": None, **{m: 0.5 for m in (*EVAL_NAMES, *METRICS)}}
+        for t in testsets
+        for s in (0, 4)
+    ]
 
 
 def test_checkpoint_metric_names_are_short_and_distinct():
@@ -80,7 +83,10 @@ def test_a_local_copy_keeps_its_full_name_beside_the_hub_testset():
     """`scitail_real` is `scitail` in keys unless the study also evaluates the hub's `scitail`; every built-in
     testset evaluated together still gives one name each."""
     assert short_testsets(["scitail", "scitail_real", "rte_real"]) == {
-        "scitail": "scitail", "scitail_real": "scitail_real", "rte_real": "rte"}
+        "scitail": "scitail",
+        "scitail_real": "scitail_real",
+        "rte_real": "rte",
+    }
     keys = {r["key"] for r in eval_records(_rows(["scitail", "scitail_real"]), {0: 1, 4: 2})}
     assert {"acc/scitail", "acc/scitail_real"} <= keys
     names = [n for n in BUILTINS if not n.endswith("_train")]

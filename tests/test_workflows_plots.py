@@ -19,8 +19,9 @@ def test_plots_page_needs_no_network(tmp_path):
     shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")
     sh(["dvc", "config", "plots.html_template", template], root)
     (root / "acc.csv").write_text("step,testset,accuracy\n0,a,0.5\n2,a,0.6\n0,b,0.4\n2,b,0.7\n")
-    (root / "dvc.yaml").write_text("plots:\n  - acc.csv:\n      x: step\n      y: accuracy\n"
-                                   "      template: by_testset\n")
+    (root / "dvc.yaml").write_text(
+        "plots:\n  - acc.csv:\n      x: step\n      y: accuracy\n      template: by_testset\n"
+    )
     sh(["dvc", "plots", "show"], root)
     page = (root / "dvc_plots" / "index.html").read_text()
     assert not re.search(r"<script[^>]+src=\"https?://", page)  # nothing fetched from the network

@@ -32,8 +32,9 @@ def commands(block: str) -> list[str]:
     return [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
 
 
-def nli_csv(path: Path, n: int, seed: int, header=("sentence1", "sentence2", "gold", "genre"),
-            labels=("yes", "no")) -> None:
+def nli_csv(
+    path: Path, n: int, seed: int, header=("sentence1", "sentence2", "gold", "genre"), labels=("yes", "no")
+) -> None:
     """A small local NLI file: entailment = the hypothesis repeats the premise's subject."""
     import random
 
@@ -46,14 +47,22 @@ def nli_csv(path: Path, n: int, seed: int, header=("sentence1", "sentence2", "go
         for i in range(n):
             a, b, v = rng.choice(names), rng.choice(names), rng.choice(verbs)
             ent = i % 2 == 0
-            w.writerow([f"{a} {v} in the park.", f"{a if ent else b} {v}.", labels[0] if ent else labels[1],
-                        ["news", "fiction"][i % 3 == 0]])
+            w.writerow(
+                [
+                    f"{a} {v} in the park.",
+                    f"{a if ent else b} {v}.",
+                    labels[0] if ent else labels[1],
+                    ["news", "fiction"][i % 3 == 0],
+                ]
+            )
 
 
 def one_run_params(**train) -> dict:
     params = tiny_params(None)
-    params["runs"] = {"tiny-opt_synth_16_s0": params["runs"]["tiny-opt_synth_16_s0"],
-                      "tiny-olmo2_synth_16_s0": params["runs"]["tiny-olmo2_synth_16_s0"]}
+    params["runs"] = {
+        "tiny-opt_synth_16_s0": params["runs"]["tiny-opt_synth_16_s0"],
+        "tiny-olmo2_synth_16_s0": params["runs"]["tiny-olmo2_synth_16_s0"],
+    }
     params["train"].update({"max_steps": 6, "checkpoints": {"every": 1}, **train})
     params["evaluate"]["testsets"] = ["synth_id", "synth_overlap", "synth_negation"]
     return params
@@ -130,7 +139,8 @@ def test_a_label_outside_the_map_names_file_and_line(tmp_path):
         "error: data/raw/my_set.csv:5: testset my_set: label 'maybe' not in label_map (values outside it: "
         "'maybe' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', '-'. Fix: add each value to "
         "data.testsets.my_set.label_map in params.yaml, mapped to entailment, non_entailment, neutral or drop "
-        "(e.g. 'maybe': drop)"], res.stderr
+        "(e.g. 'maybe': drop)"
+    ], res.stderr
     assert not (tmp_path / "data" / "prepared").exists()
 
 
@@ -148,7 +158,8 @@ def test_study_check_reads_the_readmes_testset_as_prepare_would(tmp_path):
     res = sh(["oodcorr", "study", "check"], tmp_path, check=False)
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "error: data/raw/my_set.csv: testset my_set: no column 'genre' (the file has 4 columns); set premise, "
-        "hypothesis, label (and slice, id, filter) to column names of the file"], res.stderr
+        "hypothesis, label (and slice, id, filter) to column names of the file"
+    ], res.stderr
     nli_csv(tmp_path / "data" / "raw" / "my_set.csv", 8, seed=1)  # with its genre column
     assert sh(["oodcorr", "study", "check"], tmp_path).stdout.startswith("ok: ")
     assert not (tmp_path / "data" / "prepared").exists()
@@ -179,9 +190,14 @@ def test_a_rejected_data_file_leaves_data_dvc_as_committed(tmp_path):
     res = sh(["dvc", "repro", "prepare"], root, check=False)
     assert res.returncode != 0
     errors = [x for x in res.stdout.splitlines() + res.stderr.splitlines() if x.startswith("error: ")]
-    assert len(errors) == 1 and errors[0].startswith("error: data/raw/my_set.csv:4: testset my_set: label 'maybe'") \
-        and errors[0].endswith("; data.dvc put back as committed (DVC had recorded the rejected data; fix the file, "
-                               "then `dvc repro` again)"), res.stdout + res.stderr
+    assert (
+        len(errors) == 1
+        and errors[0].startswith("error: data/raw/my_set.csv:4: testset my_set: label 'maybe'")
+        and errors[0].endswith(
+            "; data.dvc put back as committed (DVC had recorded the rejected data; fix the file, "
+            "then `dvc repro` again)"
+        )
+    ), res.stdout + res.stderr
     assert (root / "data.dvc").read_bytes() == committed
     assert sh(["git", "status", "--porcelain"], root).stdout.strip() == ""
     (root / "data" / "raw" / "my_set.csv").write_text(good.replace("Ana", "Ann"))  # fixed (and edited)
@@ -195,9 +211,11 @@ def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
     --force` lists every stage, `study use --restore` gives back the file exactly as it was, with one backup (the
     paper slice) beside it; `study use quickstart` from the paper gives the quickstart plus the user's testset."""
     params_text = quickstart_text().replace(
-        "  prepare: []", "  testsets:\n    my_set:                       # from the lab\n"
+        "  prepare: []",
+        "  testsets:\n    my_set:                       # from the lab\n"
         "      path: data/raw/my_set.csv   # tsv | csv | jsonl\n      premise: sentence1\n      hypothesis: sentence2\n"
-        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n  prepare: []")
+        "      label: gold\n      label_map: {\"yes\": entailment, \"no\": non_entailment}\n  prepare: []",
+    )
     params_text = params_text.replace("rte_real]", "rte_real, my_set]")
     params_text = params_text.replace("analyze:\n", "# analysis settings agreed with the lab\nanalyze:\n")
     assert params_text.count("my_set") == 3  # declared, its file, evaluated
@@ -241,18 +259,42 @@ def test_paper_preset_runs_under_dvc_repro_with_tiny_stand_ins(tmp_path):
     """`oodcorr study use paper` as written (data.out, prepare list, grid), then only the hub loads swapped
     for local files, the models for tiny aliases and the grid trimmed: `dvc repro` runs to the end."""
     root = make_project(tmp_path / "paper", one_run_params())
-    sh(["oodcorr", "study", "use", "paper", "--models", "tiny-opt,tiny-olmo2", "--shots", "8", "--seeds", "0",
-        "--train-sets", "mnli_train"], root)
+    sh(
+        [
+            "oodcorr",
+            "study",
+            "use",
+            "paper",
+            "--models",
+            "tiny-opt,tiny-olmo2",
+            "--shots",
+            "8",
+            "--seeds",
+            "0",
+            "--train-sets",
+            "mnli_train",
+        ],
+        root,
+    )
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert params["study"]["name"] == "paper" and len(params["runs"]) == 2
     for i, name in enumerate(PAPER_NAMES):  # hub -> local files with the same names
-        nli_csv(root / "data" / "raw" / f"{name}.csv", 40 if name == "mnli_train" else 16, seed=i,
-                header=("sentence1", "sentence2", "gold", "heuristic"))
+        nli_csv(
+            root / "data" / "raw" / f"{name}.csv",
+            40 if name == "mnli_train" else 16,
+            seed=i,
+            header=("sentence1", "sentence2", "gold", "heuristic"),
+        )
         params["data"].setdefault("testsets", {})[name] = {
-            "path": f"data/raw/{name}.csv", "premise": "sentence1", "hypothesis": "sentence2", "label": "gold",
-            "label_map": {"yes": "entailment", "no": "non_entailment"}}
-    params["train"].update({"epochs": 1, "max_steps": 4, "checkpoints": {"every": 1}, "max_length": 48,
-                            "batch_size": 4})
+            "path": f"data/raw/{name}.csv",
+            "premise": "sentence1",
+            "hypothesis": "sentence2",
+            "label": "gold",
+            "label_map": {"yes": "entailment", "no": "non_entailment"},
+        }
+    params["train"].update(
+        {"epochs": 1, "max_steps": 4, "checkpoints": {"every": 1}, "max_length": 48, "batch_size": 4}
+    )
     params["evaluate"]["max_length"] = 64
     params["analyze"]["bootstrap"] = 20
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

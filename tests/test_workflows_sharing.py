@@ -46,8 +46,13 @@ def make_setup(clone: Path, tmp: Path, check=True):
 @pytest.mark.slow
 def test_sharing_section_two_clones_and_a_local_remote(tmp_path):
     text = readme_sharing()
-    for step in ("dvc remote add -d storage", "dvc push", "git add .dvc/config data.dvc dvc.lock",
-                 "make setup && source .venv/bin/activate", "dvc pull"):
+    for step in (
+        "dvc remote add -d storage",
+        "dvc push",
+        "git add .dvc/config data.dvc dvc.lock",
+        "make setup && source .venv/bin/activate",
+        "dvc pull",
+    ):
         assert step in text, step
     owner = owner_project(tmp_path)
     (owner / "data" / "raw" / "new_set.csv").write_text("sentence1,sentence2,gold\nA runs.,A runs.,yes\n")
@@ -114,9 +119,11 @@ def test_shared_study_is_up_to_date_and_mlflow_complete_in_a_second_clone(tmp_pa
         assert run.info.status == "FINISHED" and run.data.params == mine.data.params
         loss = client.get_metric_history(run.info.run_id, "train/loss")
         assert [m.step for m in loss] == [
-            m.step for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")]
+            m.step for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")
+        ]
         assert [m.value for m in loss] == pytest.approx(
-            [m.value for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")])
+            [m.value for m in owner_client.get_metric_history(mine.info.run_id, "train/loss")]
+        )
         acc = client.get_metric_history(run.info.run_id, "acc/synth_overlap")
         assert len({m.timestamp for m in acc}) == len(acc) > 1  # one time per checkpoint: no vertical line
     assert "Running stage" not in sh(["dvc", "repro"], clone).stdout  # nothing recomputed

@@ -1,4 +1,5 @@
 """oodcorr: do generalisation results generalise?"""
+
 __version__ = "0.1.0"
 
 import logging as _logging

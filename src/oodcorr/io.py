@@ -199,8 +199,9 @@ def iter_json_objects(path, shown: str | None = None, prefix: str = ""):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise UserError(f"{shown}:{lineno}: {prefix}not UTF-8 (byte {raw[e.start]:#04x} at column "
-                                f"{e.start + 1})") from None
+                raise UserError(
+                    f"{shown}:{lineno}: {prefix}not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -226,19 +227,29 @@ def os_error_line(e: BaseException) -> str | None:
     text = str(e)
     if code is None:  # pyarrow and others put the errno in the text only
         lowered = text.lower()
-        code = 28 if "no space left" in lowered or "disk quota" in lowered else \
-            13 if "permission denied" in lowered else 30 if "read-only file system" in lowered else None
+        code = (
+            28
+            if "no space left" in lowered or "disk quota" in lowered
+            else 13
+            if "permission denied" in lowered
+            else 30
+            if "read-only file system" in lowered
+            else None
+        )
     where = e.filename if e.filename is not None else None
     shown = f"{where}: " if where else ""
     if code in _NO_SPACE:
-        return (f"{shown}no space left to write ({e.strerror or text}); free some space (or raise the quota) "
-                "and rerun: finished work is kept, nothing half-written was left")
+        return (
+            f"{shown}no space left to write ({e.strerror or text}); free some space (or raise the quota) "
+            "and rerun: finished work is kept, nothing half-written was left"
+        )
     if code in _NO_WRITE:
-        return (f"{shown}cannot write here ({e.strerror or text}); make the folder writable for this user "
-                "(or choose another location) and rerun")
+        return (
+            f"{shown}cannot write here ({e.strerror or text}); make the folder writable for this user "
+            "(or choose another location) and rerun"
+        )
     if code == 36:  # ENAMETOOLONG
         return f"{str(where)[:120] + '...: ' if where else ''}name too long for the file system; use a shorter name"
     if code in (20, 21):  # ENOTDIR, EISDIR
         return f"{shown}{e.strerror or text}: a file stands where a folder is expected (or the reverse); move it away"
     return None
-

@@ -57,8 +57,10 @@ def _open_locked(path: Path, busy: str) -> int:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise UserError(f"{busy} (pid {holder if holder.isdigit() else 'unknown'}); wait for it to finish "
-                            f"or stop it, then rerun (lock: {path})") from None
+            raise UserError(
+                f"{busy} (pid {holder if holder.isdigit() else 'unknown'}); wait for it to finish "
+                f"or stop it, then rerun (lock: {path})"
+            ) from None
         try:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 return fd

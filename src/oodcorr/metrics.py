@@ -65,8 +65,9 @@ METRICS: dict[str, Metric] = {
     "auc": Metric(log_odds, LOGP, bias_invariant=True, short="auc", aggregate="auc"),
     "mean_margin": Metric(margin, LOGP, bias_invariant=False, short="margin"),
     "mean_logp_gold": Metric(logp_gold, LOGP, bias_invariant=False, short="logp"),
-    "yes_rate": Metric(says_yes, ("prediction",), bias_invariant=False, short="yes", higher_is_better=False,
-                       diagnostic=True),
+    "yes_rate": Metric(
+        says_yes, ("prediction",), bias_invariant=False, short="yes", higher_is_better=False, diagnostic=True
+    ),
 }
 ANALYSABLE = tuple(m for m, spec in METRICS.items() if not spec.diagnostic)  # analyze.metric's choices
 DEFAULT_METRIC = "balanced_margin"  # verdicts and the headline; accuracy is reported beside it
@@ -78,8 +79,7 @@ DIAGNOSTIC_METRIC = "yes_rate"  # the answer-bias diagnostic
 def check_metric(name: str, where: str = "analyze.metric") -> str:
     """`name` if it is an analysable metric, else a UserError naming `where` and the known ones."""
     if name not in ANALYSABLE:
-        raise UserError(f"{where}: unknown metric {name!r}{closest(name, ANALYSABLE)}; "
-                        f"known: {', '.join(ANALYSABLE)}")
+        raise UserError(f"{where}: unknown metric {name!r}{closest(name, ANALYSABLE)}; known: {', '.join(ANALYSABLE)}")
     return name
 
 

@@ -46,8 +46,11 @@ def _check_table(t) -> None:
         kind = t.schema.field(c).type
         if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
             raise BadPredictions(f"column {c} holds {kind}, not numbers (log-probabilities)")
-        bad = t.num_rows - pc.sum(pc.is_finite(t.column(c).cast(pa.float64())).cast(pa.int64())).as_py() \
-            if t.num_rows else 0
+        bad = (
+            t.num_rows - pc.sum(pc.is_finite(t.column(c).cast(pa.float64())).cast(pa.int64())).as_py()
+            if t.num_rows
+            else 0
+        )
         if bad:
             raise BadPredictions(f"column {c} has {bad} value(s) that are not finite numbers (NaN, inf or empty)")
     ids = t.column("id").cast(pa.string())
@@ -75,8 +78,10 @@ def check_step_dirs(run: str, pred_dir: Path, hint: str) -> None:
     """Every entry of predictions/ is a step-<N> folder (a link, a file or another name is named, not skipped)."""
     for entry in sorted(pred_dir.iterdir()):
         if entry.is_symlink() or not entry.is_dir() or not STEP_DIR.fullmatch(entry.name):
-            raise UserError(f"run {run!r}: {entry}: not a step-<N> folder (predictions/ holds one step-<checkpoint "
-                            f"step> folder per checkpoint, nothing else); remove it or {hint}")
+            raise UserError(
+                f"run {run!r}: {entry}: not a step-<N> folder (predictions/ holds one step-<checkpoint "
+                f"step> folder per checkpoint, nothing else); remove it or {hint}"
+            )
 
 
 GOLD = "_gold"  # load_run_items' key of {testset: (items,) bool gold-entailment labels}
@@ -91,8 +96,9 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
     pred_dir = Path(eval_dir) / "predictions"
     hint = f"run `oodcorr evaluate --run {run}` to write them"
     if not pred_dir.is_dir():
-        raise UserError(f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} "
-                        "(or set analyze.noise: false)")
+        raise UserError(
+            f"run {run!r}: no per-example predictions ({pred_dir} missing); {hint} (or set analyze.noise: false)"
+        )
     check_step_dirs(run, pred_dir, hint)
     out = {m: {} for m in metrics}
     out[GOLD] = {}
@@ -109,8 +115,9 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                 try:
                     cache[path] = _read_predictions(path)
                 except KeyError as e:
-                    raise UserError(f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); "
-                                    f"{hint}") from None
+                    raise UserError(
+                        f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); {hint}"
+                    ) from None
                 except BadPredictions as e:
                     raise UserError(f"run {run!r}: {path}: {e}; {hint}") from None
                 except Exception as e:  # pyarrow raises several types for bad files/missing columns
@@ -123,8 +130,9 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
             if ids0 is None:
                 ids0 = ids
             elif len(ids) != len(ids0) or (ids != ids0).any():
-                raise UserError(f"run {run!r}: {path} holds different examples than step {int(steps[0])} "
-                                f"of {name}; {hint}")
+                raise UserError(
+                    f"run {run!r}: {path} holds different examples than step {int(steps[0])} of {name}; {hint}"
+                )
             for m in metrics:
                 mats[m].append(item_scores(cols, m))
             out[GOLD][name] = gold_entailment(cols)

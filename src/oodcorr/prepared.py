@@ -35,8 +35,9 @@ def read_manifest_file(out: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise UserError(f"{path}:{e.lineno}: invalid manifest JSON ({e.msg}); delete it and re-run "
-                        "`oodcorr data prepare`") from None
+        raise UserError(
+            f"{path}:{e.lineno}: invalid manifest JSON ({e.msg}); delete it and re-run `oodcorr data prepare`"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("testsets"), dict):
         raise UserError(f"{path}: not an oodcorr manifest (no 'testsets' mapping)")
     for name in data["testsets"]:  # a key becomes a file name (and prepare's cleanup removes stale ones)

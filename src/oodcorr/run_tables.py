@@ -22,8 +22,10 @@ def metrics_files(params: dict | None, project: Project) -> list[str]:
         return [str(metrics_file(run_dir(project, key))) for key in params["runs"]]
     if params is not None and ("runs" in params or not any(not k.startswith("_") for k in params)):
         # an empty params file or `runs: {}`: never every runs/* folder (another study's runs would be mixed in)
-        raise UserError(f"{params.get('_path', 'params.yaml')}: no runs; the analysis reads the study's runs (add "
-                        "them, or `oodcorr study use <preset>`), or pass --metrics FILE...")
+        raise UserError(
+            f"{params.get('_path', 'params.yaml')}: no runs; the analysis reads the study's runs (add "
+            "them, or `oodcorr study use <preset>`), or pass --metrics FILE..."
+        )
     # an analysis-only folder (a params.yaml without a `runs` section, or none): every runs/*/eval/metrics.jsonl
     where = runs_root(project)
     return sorted(str(p) for p in where.glob("*/" + str(metrics_file(Path()))))
@@ -85,11 +87,14 @@ def load_metrics(files, slices: bool = False):
         if len(rows) == before:
             empty.append(path)
     if rows and empty:  # one run's file empty: the study is never analysed without that run
-        raise UserError(f"{empty[0]}: no metrics rows (an evaluation that wrote nothing); run `oodcorr evaluate` "
-                        "for that run again")
+        raise UserError(
+            f"{empty[0]}: no metrics rows (an evaluation that wrote nothing); run `oodcorr evaluate` for that run again"
+        )
     if not rows:
-        raise UserError("no metrics rows found" + (f" in {', '.join(map(str, files))}" if files else
-                                                   " (no metrics files; run `oodcorr evaluate` first)"))
+        raise UserError(
+            "no metrics rows found"
+            + (f" in {', '.join(map(str, files))}" if files else " (no metrics files; run `oodcorr evaluate` first)")
+        )
     df = pd.DataFrame(rows)
     for col in ("slice", "id_testset"):
         if col not in df:
@@ -115,8 +120,10 @@ def _id_testset(run: str, g) -> str:
         train_set = str(g["train_set"].iloc[0])
         name = train_set[: -len("_train")] if train_set.endswith("_train") else train_set
         if name not in testsets:
-            raise UserError(f"run {run!r}: no id_testset field and no testset named {name!r} "
-                            f"(from train_set {train_set!r}); testsets: {', '.join(sorted(testsets))}")
+            raise UserError(
+                f"run {run!r}: no id_testset field and no testset named {name!r} "
+                f"(from train_set {train_set!r}); testsets: {', '.join(sorted(testsets))}"
+            )
     if name not in testsets:
         raise UserError(f"run {run!r}: id_testset {name!r} was not evaluated{closest(name, testsets)}")
     return name
@@ -139,9 +146,14 @@ def build_runs(df) -> dict:
         ood = sorted(c for c in wide.columns if c != id_name and not c.startswith(id_name + "["))
         ood += sorted(c for c in wide.columns if c.startswith(id_name + "["))
         n_id = g.loc[g["testset"] == id_name, "n"].dropna() if "n" in g else ()  # items behind each ID accuracy
-        runs[run] = {"meta": meta, "steps": wide.index.to_numpy(), "x": wide[id_name].to_numpy(float),
-                     "Y": wide[ood].astype(float), "sources": sorted(set(g["_source"])),
-                     "n_id": float(n_id.median()) if len(n_id) else None}
+        runs[run] = {
+            "meta": meta,
+            "steps": wide.index.to_numpy(),
+            "x": wide[id_name].to_numpy(float),
+            "Y": wide[ood].astype(float),
+            "sources": sorted(set(g["_source"])),
+            "n_id": float(n_id.median()) if len(n_id) else None,
+        }
     return runs
 
 
@@ -154,12 +166,11 @@ def training_run_ids(runs: dict) -> dict[str, str]:
             rid = None
             for info in (tracking_dir(rdir) / "mlflow.json", rdir / RUN_JSON):  # run.json: older versions
                 try:
-                    rid = rid or json.loads(info.read_text()).get("mlflow_run_id" if info.name == "run.json"
-                                                                   else "run_id")
+                    rid = rid or json.loads(info.read_text()).get(
+                        "mlflow_run_id" if info.name == "run.json" else "run_id"
+                    )
                 except (OSError, json.JSONDecodeError):
                     pass
                 if rid:
                     ids[run] = rid
     return ids
-
-

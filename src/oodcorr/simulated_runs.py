@@ -17,8 +17,7 @@ def write_predictions(eval_dir, study: dict, steps, id_name: str, ood_names) -> 
     import pyarrow.parquet as pq
 
     eval_dir = Path(eval_dir)
-    series = [(id_name, study["x_items"], study["x_margin"]),
-              *zip(ood_names, study["items"], study["margins"])]
+    series = [(id_name, study["x_items"], study["x_margin"]), *zip(ood_names, study["items"], study["margins"])]
     for i, step in enumerate(steps):
         d = eval_dir / "predictions" / f"step-{int(step)}"
         d.mkdir(parents=True, exist_ok=True)
@@ -30,15 +29,24 @@ def write_predictions(eval_dir, study: dict, steps, id_name: str, ood_names) -> 
             lp_other = -np.logaddexp(0, z)
             ent = label == "entailment"
             pred = np.where(items[i], label, np.where(ent, "non_entailment", "entailment"))
-            pq.write_table(pa.table({
-                "id": [f"{name}-{q:05d}" for q in range(k)], "label": label, "prediction": pred,
-                "logp_entailment": np.where(ent, lp_gold, lp_other).astype("float32"),
-                "logp_non_entailment": np.where(ent, lp_other, lp_gold).astype("float32"),
-                "slice": [None] * k}), d / f"{name}.parquet")
+            pq.write_table(
+                pa.table(
+                    {
+                        "id": [f"{name}-{q:05d}" for q in range(k)],
+                        "label": label,
+                        "prediction": pred,
+                        "logp_entailment": np.where(ent, lp_gold, lp_other).astype("float32"),
+                        "logp_non_entailment": np.where(ent, lp_other, lp_gold).astype("float32"),
+                        "slice": [None] * k,
+                    }
+                ),
+                d / f"{name}.parquet",
+            )
 
 
-def write_bias_study(eval_dir, study: dict, run: str, model: str, seed: int, steps, names,
-                     train_set: str = "mnli_train", shots: int = 16) -> list[dict]:
+def write_bias_study(
+    eval_dir, study: dict, run: str, model: str, seed: int, steps, names, train_set: str = "mnli_train", shots: int = 16
+) -> list[dict]:
     """predictions/step-<N>/<testset>.parquet and metrics.jsonl (every metric of the table, as the evaluate
     stage writes them) of a simulated answer_bias_study; names[0] is the ID testset. Returns the rows."""
     from pathlib import Path
@@ -55,12 +63,31 @@ def write_bias_study(eval_dir, study: dict, run: str, model: str, seed: int, ste
         d.mkdir(parents=True, exist_ok=True)
         for name, gold, m in zip(names, study["gold"], study["log_odds"]):
             t = prediction_table(gold, m[i])
-            pq.write_table(pa.table({"id": [f"{name}-{q:05d}" for q in range(len(gold))], **{
-                c: (np.asarray(v, "float32") if c.startswith("logp") else v) for c, v in t.items()},
-                "slice": [None] * len(gold)}), d / f"{name}.parquet")
-            rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": names[0], "shots": shots,
-                         "seed": seed, "step": int(step), "testset": name, "slice": None, "n": len(gold),
-                         **table_metrics(t)})
+            pq.write_table(
+                pa.table(
+                    {
+                        "id": [f"{name}-{q:05d}" for q in range(len(gold))],
+                        **{c: (np.asarray(v, "float32") if c.startswith("logp") else v) for c, v in t.items()},
+                        "slice": [None] * len(gold),
+                    }
+                ),
+                d / f"{name}.parquet",
+            )
+            rows.append(
+                {
+                    "run": run,
+                    "model": model,
+                    "train_set": train_set,
+                    "id_testset": names[0],
+                    "shots": shots,
+                    "seed": seed,
+                    "step": int(step),
+                    "testset": name,
+                    "slice": None,
+                    "n": len(gold),
+                    **table_metrics(t),
+                }
+            )
     write_jsonl(eval_dir / "metrics.jsonl", rows)
     return rows
 

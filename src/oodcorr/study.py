@@ -38,11 +38,18 @@ def expand_grid(grid: dict) -> dict:
     runs = {}
     by_model = grid.get("train_by_model") or {}
     for model, train_set, shots, seed in itertools.product(
-            grid["models"], grid["train_sets"], grid["shots"], grid["seeds"]):
+        grid["models"], grid["train_sets"], grid["shots"], grid["seeds"]
+    ):
         id_testset = (grid.get("id_testsets") or {}).get(train_set, re.sub(r"_train$", "", train_set))
         runs[run_key(model, train_set, shots, seed)] = {
-            "model": model, "train_set": train_set, "id_testset": id_testset,
-            "shots": int(shots), "data_seed": int(seed), "seed": int(seed), **by_model.get(model, {})}
+            "model": model,
+            "train_set": train_set,
+            "id_testset": id_testset,
+            "shots": int(shots),
+            "data_seed": int(seed),
+            "seed": int(seed),
+            **by_model.get(model, {}),
+        }
     return runs
 
 
@@ -56,15 +63,19 @@ def load_preset(name: str, **overrides) -> dict:
     if grid is not None:
         for model in grid.get("train_by_model") or {}:  # checked against the preset's models, before --models
             if model not in grid["models"]:
-                raise UserError(f"{path}: grid.train_by_model.{model} is not one of grid.models"
-                                f"{closest(str(model), grid['models'])}; grid.models: {', '.join(grid['models'])}")
+                raise UserError(
+                    f"{path}: grid.train_by_model.{model} is not one of grid.models"
+                    f"{closest(str(model), grid['models'])}; grid.models: {', '.join(grid['models'])}"
+                )
         grid.update({k: v for k, v in overrides.items() if v})
         tree["runs"] = expand_grid(grid)
     elif any(overrides.values()):
         given = ", ".join(f"--{k.replace('_', '-')}" for k, v in overrides.items() if v)
         grids = ", ".join(p for p in presets() if "grid" in (read_yaml((PRESETS_DIR / f"{p}.yaml").read_text()) or {}))
-        raise UserError(f"preset {name!r} lists its runs one by one, so {given} cannot change them; these options "
-                        f"apply to the grid presets ({grids}); edit runs in params.yaml instead")
+        raise UserError(
+            f"preset {name!r} lists its runs one by one, so {given} cannot change them; these options "
+            f"apply to the grid presets ({grids}); edit runs in params.yaml instead"
+        )
     validate(tree)
     return tree
 
@@ -76,8 +87,9 @@ def split_option(option: str, text: str | None, kind=str) -> list | None:
         return None
     items = [x.strip() for x in text.split(",")]
     if not all(items):
-        raise UserError(f"{option} {text!r}: an empty item; expected a comma list such as "
-                        f"{'16,64' if kind is int else 'a,b'}")
+        raise UserError(
+            f"{option} {text!r}: an empty item; expected a comma list such as {'16,64' if kind is int else 'a,b'}"
+        )
     if kind is not int:
         return items
     low = 1 if option == "--shots" else 0
@@ -139,24 +151,33 @@ for _command in _LAUNCH_COMMANDS:
 
 
 def _preset_help() -> str:
-    return ("Write PRESET into params.yaml; presets: " + ", ".join(presets()) + ". Your own testsets (declared "
-            "under data.testsets, with their place in evaluate.testsets) and your comments carry over; the old "
-            "file is kept as params.yaml.bak (one backup, replaced by the next switch), and --restore swaps it back. "
-            "--diff shows the change first.")
+    return (
+        "Write PRESET into params.yaml; presets: " + ", ".join(presets()) + ". Your own testsets (declared "
+        "under data.testsets, with their place in evaluate.testsets) and your comments carry over; the old "
+        "file is kept as params.yaml.bak (one backup, replaced by the next switch), and --restore swaps it back. "
+        "--diff shows the change first."
+    )
 
 
 @study.command("use", help=_preset_help(), short_help="Switch params.yaml to a preset (or --restore a backup).")
 @click.argument("preset", required=False)
-@click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
-              help="The params file to write.")
+@click.option(
+    "--params",
+    "params_file",
+    default="params.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The params file to write.",
+)
 @click.option("--models", help="Comma list overriding the preset's models (aliases or hub ids).")
 @click.option("--shots", help="Comma list overriding the preset's shots, e.g. 16,64.")
 @click.option("--seeds", help="Comma list overriding the preset's seeds.")
 @click.option("--train-sets", help="Comma list overriding the ID training pools, e.g. mnli_train.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print what would change in params.yaml; write nothing.")
 @click.option("--force", is_flag=True, help="Write the preset as it is, without carrying your testsets over.")
-@click.option("--restore", is_flag=True, help="Bring params.yaml.bak back; the file it replaces becomes the backup "
-              "(no PRESET).")
+@click.option(
+    "--restore", is_flag=True, help="Bring params.yaml.bak back; the file it replaces becomes the backup (no PRESET)."
+)
 def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, force, restore):
     import difflib
 
@@ -172,13 +193,19 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
         return
     if not preset:
         raise UserError(f"name a preset ({', '.join(presets())}) or pass --restore")
-    tree = load_preset(preset, models=split_option("--models", models), shots=split_option("--shots", shots, int),
-                       seeds=split_option("--seeds", seeds, int), train_sets=split_option("--train-sets", train_sets))
+    tree = load_preset(
+        preset,
+        models=split_option("--models", models),
+        shots=split_option("--shots", shots, int),
+        seeds=split_option("--seeds", seeds, int),
+        train_sets=split_option("--train-sets", train_sets),
+    )
     old = target.read_text() if target.exists() else ""
     texts = [(PRESETS_DIR / f"{p}.yaml").read_text() for p in presets()]
     every = [(read_yaml(text).get("data") or {}).get("testsets") or {} for text in texts]
-    text, tree, mine = params_edit.switch(old, (PRESETS_DIR / f"{preset}.yaml").read_text(), tree, every,
-                                          keep=not force)
+    text, tree, mine = params_edit.switch(
+        old, (PRESETS_DIR / f"{preset}.yaml").read_text(), tree, every, keep=not force
+    )
     lost = 0
     if not force and old.strip():
         text, lost = params_edit.keep_comments(old, text, texts)
@@ -186,8 +213,12 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
     check_references(tree)
     check_study(tree)
     if show_diff:
-        diff = difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
-                                    fromfile=f"{target} (now)", tofile=f"{target} (preset {preset})")
+        diff = difflib.unified_diff(
+            old.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=f"{target} (now)",
+            tofile=f"{target} (preset {preset})",
+        )
         click.echo("".join(diff) or f"{target}: already preset {preset}; nothing would change", nl=False)
         return
     from oodcorr.io import write_text
@@ -200,15 +231,26 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
     carried = f"; kept your testsets {', '.join(mine)}" if mine else ""
     carried += f"; {lost} of your comments were on keys the preset changes or lacks" if lost else ""
     kept = f" (previous file kept as {backup.name}; `oodcorr study use --restore` brings it back)" if backup else ""
-    click.echo(f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{carried}{kept}; now run "
-               f"`dvc repro` (or `dvc exp run`)")
+    click.echo(
+        f"{target}: preset {preset} with {len(tree.get('runs') or {})} runs{carried}{kept}; now run "
+        f"`dvc repro` (or `dvc exp run`)"
+    )
 
 
 @study.command("check")
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
-              help="params.yaml to check (default: the project's).")
-@click.option("--stamp", type=click.Path(dir_okay=False), default=None,
-              help="Write this file when the check passes (dvc.yaml's check stage: every stage depends on it).")
+@click.option(
+    "--params",
+    "params_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="params.yaml to check (default: the project's).",
+)
+@click.option(
+    "--stamp",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write this file when the check passes (dvc.yaml's check stage: every stage depends on it).",
+)
 def check_cmd(params_file, stamp):
     """Validate params.yaml (types, values, unknown keys, runs -> models/testsets, the local and synthetic
     testsets' rows) without running or writing anything but --stamp."""
@@ -218,20 +260,28 @@ def check_cmd(params_file, stamp):
         from oodcorr.data.dvc_sources import note
         from oodcorr.settings.config import find_project_root
 
-        raise UserError(f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}") \
-            from None
+        raise UserError(
+            f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}"
+        ) from None
     if stamp:
         from oodcorr.io import write_text
 
         write_text(stamp, "params.yaml passed `oodcorr study check`\n")  # constant: nothing downstream re-runs
-    click.echo(f"ok: {len(params.get('runs') or {})} runs, "
-               f"{len((params.get('evaluate') or {}).get('testsets') or [])} evaluation testsets")
+    click.echo(
+        f"ok: {len(params.get('runs') or {})} runs, "
+        f"{len((params.get('evaluate') or {}).get('testsets') or [])} evaluation testsets"
+    )
 
 
 @study.command("runs")
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
-              help="params.yaml to read (default: the project's).")
+@click.option(
+    "--params",
+    "params_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="params.yaml to read (default: the project's).",
+)
 def runs_cmd(params_file):
     """List the run keys of the study (one per line)."""
-    for key in (check_params(params_file).get("runs") or {}):
+    for key in check_params(params_file).get("runs") or {}:
         click.echo(key)

@@ -26,8 +26,19 @@ import numpy as np
 import pandas as pd
 
 R2_MOST = 0.5  # "most of a residual": yes_rate's share of its variance
-COLUMNS = ["run", "model", "seed", "testset", "role", "yes_share_gold", "yes_rate_min", "yes_rate_max",
-           "r2_accuracy", "r2_bias_free", "bias_free_metric"]
+COLUMNS = [
+    "run",
+    "model",
+    "seed",
+    "testset",
+    "role",
+    "yes_share_gold",
+    "yes_rate_min",
+    "yes_rate_max",
+    "r2_accuracy",
+    "r2_bias_free",
+    "bias_free_metric",
+]
 
 
 def explained_share(x, y, yes) -> float:
@@ -55,15 +66,27 @@ def diagnose(series: dict, meta: dict, bias_free: str) -> pd.DataFrame:
         for testset in s["yes_rate"]:
             yes = np.asarray(s["yes_rate"][testset], float)
             role = "id" if testset == id_name else "ood"
-            r2 = {metric: explained_share(s[metric][id_name], s[metric][testset], yes) if role == "ood" else math.nan
-                  for metric in ("accuracy", bias_free) if metric in s}
+            r2 = {
+                metric: explained_share(s[metric][id_name], s[metric][testset], yes) if role == "ood" else math.nan
+                for metric in ("accuracy", bias_free)
+                if metric in s
+            }
             fin = yes[np.isfinite(yes)]
-            rows.append({"run": run, "model": m["model"], "seed": m["seed"], "testset": testset, "role": role,
-                         "yes_share_gold": s["yes_share_gold"].get(testset, math.nan),
-                         "yes_rate_min": float(fin.min()) if len(fin) else math.nan,
-                         "yes_rate_max": float(fin.max()) if len(fin) else math.nan,
-                         "r2_accuracy": r2.get("accuracy", math.nan), "r2_bias_free": r2.get(bias_free, math.nan),
-                         "bias_free_metric": bias_free})
+            rows.append(
+                {
+                    "run": run,
+                    "model": m["model"],
+                    "seed": m["seed"],
+                    "testset": testset,
+                    "role": role,
+                    "yes_share_gold": s["yes_share_gold"].get(testset, math.nan),
+                    "yes_rate_min": float(fin.min()) if len(fin) else math.nan,
+                    "yes_rate_max": float(fin.max()) if len(fin) else math.nan,
+                    "r2_accuracy": r2.get("accuracy", math.nan),
+                    "r2_bias_free": r2.get(bias_free, math.nan),
+                    "bias_free_metric": bias_free,
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -98,22 +121,37 @@ def yes_residual_corr(series: dict) -> dict:
     return out
 
 
-def pair_flags(keys: pd.DataFrame, accuracy: pd.DataFrame, bias_free: pd.DataFrame, diag: pd.DataFrame,
-               series: dict | None = None, on=("run", "method", "testset_a", "testset_b")) -> np.ndarray:
+def pair_flags(
+    keys: pd.DataFrame,
+    accuracy: pd.DataFrame,
+    bias_free: pd.DataFrame,
+    diag: pd.DataFrame,
+    series: dict | None = None,
+    on=("run", "method", "testset_a", "testset_b"),
+) -> np.ndarray:
     """The answer_bias flag for each row of `keys` (columns `on`): accuracy's and the bias-free metric's partial
     rows (r, ci_low, ci_high on the same keys) disagree beyond their intervals, or yes_rate explains more than
     R2_MOST of both testsets' accuracy residuals (diag: diagnose's run x testset R^2) through a bias the two
     share (their yes_rate residuals correlate above R2_MOST; `series` as for diagnose, None: not required)."""
     on = list(on)
     cols = ["r", "ci_low", "ci_high"]
-    m = keys[on].merge(accuracy[on + cols], on=on, how="left").merge(
-        bias_free[on + cols], on=on, how="left", suffixes=("_acc", "_bf"))
+    m = (
+        keys[on]
+        .merge(accuracy[on + cols], on=on, how="left")
+        .merge(bias_free[on + cols], on=on, how="left", suffixes=("_acc", "_bf"))
+    )
     split = disagree(m["r_acc"], m["ci_low_acc"], m["ci_high_acc"], m["r_bf"], m["ci_low_bf"], m["ci_high_bf"])
     r2 = {(r.run, r.testset): r.r2_accuracy for r in diag.itertuples(index=False)} if len(diag) else {}
     shared = yes_residual_corr(series) if series is not None else None
-    most = np.array([r2.get((run, a), math.nan) > R2_MOST and r2.get((run, b), math.nan) > R2_MOST and
-                     (shared is None or shared.get((run, a, b), math.nan) > R2_MOST)
-                     for run, a, b in zip(keys["run"], keys["testset_a"], keys["testset_b"])], bool)
+    most = np.array(
+        [
+            r2.get((run, a), math.nan) > R2_MOST
+            and r2.get((run, b), math.nan) > R2_MOST
+            and (shared is None or shared.get((run, a, b), math.nan) > R2_MOST)
+            for run, a, b in zip(keys["run"], keys["testset_a"], keys["testset_b"])
+        ],
+        bool,
+    )
     return np.asarray(split, bool) | most
 
 
@@ -146,23 +184,45 @@ def yes_rate_figures(fig_dir, series: dict, steps: dict) -> dict[str, str]:
 def report_section(diag: pd.DataFrame, partials: pd.DataFrame, figures: dict, img, table) -> list[str]:
     """The report's "Answer bias" section (img/table: the report's figure and table helpers)."""
     if diag is None or not len(diag):
-        return ["<h2>Answer bias</h2><p>Not assessed: the metrics files hold no yes_rate (written by an older "
-                "version; re-run <code>oodcorr evaluate</code>).</p>"]
+        return [
+            "<h2>Answer bias</h2><p>Not assessed: the metrics files hold no yes_rate (written by an older "
+            "version; re-run <code>oodcorr evaluate</code>).</p>"
+        ]
     bf = str(diag["bias_free_metric"].iloc[0])
-    flagged = partials[partials.get("answer_bias", pd.Series(False, index=partials.index)).fillna(False).astype(bool)] \
-        if len(partials) else partials
-    parts = ["<h2>Answer bias</h2>",
-             "<p>A checkpoint that answers \"Yes\" more often loses accuracy on testsets with fewer gold \"Yes\" "
-             "than \"No\" and gains on the others, so accuracy residuals of two such testsets can correlate through "
-             f"the answer bias alone. <code>{bf}</code> is unchanged by such a bias. <b>r2_accuracy</b> is the share "
-             "of a testset's accuracy residual (after ID) that the share of \"Yes\" answers explains; "
-             f"<b>r2_bias_free</b> the same for {bf}. Pairs are flagged <code>answer_bias</code> where accuracy's "
-             f"partial r and {bf}'s disagree beyond their intervals, or the \"Yes\" share explains more than "
-             f"{R2_MOST:.0%} of both testsets' accuracy residuals: {len(flagged)} of {len(partials)} rows.</p>"]
+    flagged = (
+        partials[partials.get("answer_bias", pd.Series(False, index=partials.index)).fillna(False).astype(bool)]
+        if len(partials)
+        else partials
+    )
+    parts = [
+        "<h2>Answer bias</h2>",
+        "<p>A checkpoint that answers \"Yes\" more often loses accuracy on testsets with fewer gold \"Yes\" "
+        "than \"No\" and gains on the others, so accuracy residuals of two such testsets can correlate through "
+        f"the answer bias alone. <code>{bf}</code> is unchanged by such a bias. <b>r2_accuracy</b> is the share "
+        "of a testset's accuracy residual (after ID) that the share of \"Yes\" answers explains; "
+        f"<b>r2_bias_free</b> the same for {bf}. Pairs are flagged <code>answer_bias</code> where accuracy's "
+        f"partial r and {bf}'s disagree beyond their intervals, or the \"Yes\" share explains more than "
+        f"{R2_MOST:.0%} of both testsets' accuracy residuals: {len(flagged)} of {len(partials)} rows.</p>",
+    ]
     parts.append(table(diag[diag["role"] == "ood"], [c for c in COLUMNS if c not in ("role", "bias_free_metric")]))
     if len(flagged):
-        parts.append(table(flagged, ["run", "method", "testset_a", "testset_b", "r", "ci_low", "ci_high",
-                                     "r_accuracy", "ci_low_accuracy", "ci_high_accuracy"]))
+        parts.append(
+            table(
+                flagged,
+                [
+                    "run",
+                    "method",
+                    "testset_a",
+                    "testset_b",
+                    "r",
+                    "ci_low",
+                    "ci_high",
+                    "r_accuracy",
+                    "ci_low_accuracy",
+                    "ci_high_accuracy",
+                ],
+            )
+        )
     parts += [img(name, cap) for name, cap in sorted(figures.items()) if name.startswith("yes_rate_")]
     return parts
 
@@ -179,22 +239,32 @@ def assess(runs: dict, tables: dict, bf_partials, bf: str, summary: dict) -> pd.
     if acc is None or bf_partials is None or any(m not in d["series"] for d in runs.values() for m in need):
         summary["answer_bias"] = {"assessed": False, "note": "no yes_rate in the metrics files or predictions"}
         return pd.DataFrame(columns=COLUMNS)
-    series = {run: {"id_testset": d["meta"]["id_testset"], "yes_share_gold": d["gold_share"],
-                    **{m: d["series"][m] for m in need}} for run, d in runs.items()}
+    series = {
+        run: {
+            "id_testset": d["meta"]["id_testset"],
+            "yes_share_gold": d["gold_share"],
+            **{m: d["series"][m] for m in need},
+        }
+        for run, d in runs.items()
+    }
     diag = diagnose(series, {run: d["meta"] for run, d in runs.items()}, bf)
     partials = tables["partials"]
     partials["answer_bias"] = pair_flags(partials, acc, bf_partials, diag, series)
     pair = ["method", "testset_a", "testset_b"]
-    for key, by in (("pooled", ["model", "train_set", "shots", "id_testset", *pair]),
-                    ("consistency", ["train_set", "shots", "id_testset", *pair])):
+    for key, by in (
+        ("pooled", ["model", "train_set", "shots", "id_testset", *pair]),
+        ("consistency", ["train_set", "shots", "id_testset", *pair]),
+    ):
         if len(tables[key]):
             anyb = partials.groupby(by, dropna=False)["answer_bias"].any().reset_index()
             tables[key] = tables[key].drop(columns="answer_bias").merge(anyb, on=by, how="left")
             tables[key]["answer_bias"] = tables[key]["answer_bias"].fillna(False).astype(bool)
     ood = diag[diag["role"] == "ood"]
     summary["answer_bias"] = {
-        "assessed": True, "bias_free_metric": bf,
+        "assessed": True,
+        "bias_free_metric": bf,
         "pairs_flagged": {m: int(g["answer_bias"].sum()) for m, g in partials.groupby("method")},
         "median_r2_accuracy": float(ood["r2_accuracy"].median()) if ood["r2_accuracy"].notna().any() else None,
-        "median_r2_bias_free": float(ood["r2_bias_free"].median()) if ood["r2_bias_free"].notna().any() else None}
+        "median_r2_bias_free": float(ood["r2_bias_free"].median()) if ood["r2_bias_free"].notna().any() else None,
+    }
     return diag

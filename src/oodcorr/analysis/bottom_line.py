@@ -44,14 +44,20 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
             gains.append((run, x[0], x[-1], n_id, (x[-1] - x[0]) / se if se else None))
     parts = ["<h2>In short: what this study can and cannot show</h2><ul>"]
     if gains:
-        words = "; ".join(f"{html.escape(str(run))}: {a:.3f} → {b:.3f} ({100 * (b - a):+.1f} points"
-                          + (f", {z:+.1f} SE)" if z is not None else ")") for run, a, b, _, z in gains)
+        words = "; ".join(
+            f"{html.escape(str(run))}: {a:.3f} → {b:.3f} ({100 * (b - a):+.1f} points"
+            + (f", {z:+.1f} SE)" if z is not None else ")")
+            for run, a, b, _, z in gains
+        )
         sized = [g for g in gains if g[4] is not None]
         moved = sum(1 for *_, z in sized if abs(z) >= 2)
         ns = sorted({round(g[3]) for g in sized})
-        se_note = (f"; SE of a gain ≈ √(2p(1−p)/N), N = {'/'.join(map(str, ns))} ID items" if ns else "")
-        parts.append(f"<li><b>Training</b> (ID accuracy, first → last checkpoint{se_note}): {words}."
-                     + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "") + "</li>")
+        se_note = f"; SE of a gain ≈ √(2p(1−p)/N), N = {'/'.join(map(str, ns))} ID items" if ns else ""
+        parts.append(
+            f"<li><b>Training</b> (ID accuracy, first → last checkpoint{se_note}): {words}."
+            + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "")
+            + "</li>"
+        )
     noise = summary.get("noise") or {}
     methods = noise.get("methods") or {}
     first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
@@ -60,34 +66,47 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
         s = methods[m]
         rel, share = s.get("median_reliability"), s.get("share_distinguishable")
         n_pairs = summary.get("n_pairs")
-        parts.append(f"<li><b>Testset noise</b> ({m}): median reliability of the residual trajectories "
-                     f"<b>{reliability_label(rel)}</b> (0–1: 1 = all signal; none = no signal above testset noise); "
-                     f"share of pairs "
-                     f"distinguishable from noise {_fmt(share) if share is not None else '–'}"
-                     f"{f' of {n_pairs} OOD pairs per run' if n_pairs else ''}.</li>")
+        parts.append(
+            f"<li><b>Testset noise</b> ({m}): median reliability of the residual trajectories "
+            f"<b>{reliability_label(rel)}</b> (0–1: 1 = all signal; none = no signal above testset noise); "
+            f"share of pairs "
+            f"distinguishable from noise {_fmt(share) if share is not None else '–'}"
+            f"{f' of {n_pairs} OOD pairs per run' if n_pairs else ''}.</li>"
+        )
         need = items_for(rel, n_items) if n_items else None
         if need is not None:
-            parts.append(f"<li><b>Size</b>: at this signal level a reliability of 0.8 needs ≈ {need:,.0f} items per "
-                         f"testset (now ≈ {n_items:.0f}); <code>oodcorr plan --pilot-reliability {rel:.2f} "
-                         f"--pilot-items {n_items:.0f}</code> (or <code>--pilot "
-                         f"runs/&lt;run&gt;/eval/metrics.jsonl</code>) also "
-                         f"sizes the checkpoints.</li>")
+            parts.append(
+                f"<li><b>Size</b>: at this signal level a reliability of 0.8 needs ≈ {need:,.0f} items per "
+                f"testset (now ≈ {n_items:.0f}); <code>oodcorr plan --pilot-reliability {rel:.2f} "
+                f"--pilot-items {n_items:.0f}</code> (or <code>--pilot "
+                f"runs/&lt;run&gt;/eval/metrics.jsonl</code>) also "
+                f"sizes the checkpoints.</li>"
+            )
         elif n_items:
-            parts.append(f"<li><b>Size</b>: no residual signal above testset noise at ≈ {n_items:.0f} items per "
-                         f"testset, so no testset size can be derived from this study; "
-                         f"<code>oodcorr plan</code> sizes one from stated assumptions.</li>")
+            parts.append(
+                f"<li><b>Size</b>: no residual signal above testset noise at ≈ {n_items:.0f} items per "
+                f"testset, so no testset size can be derived from this study; "
+                f"<code>oodcorr plan</code> sizes one from stated assumptions.</li>"
+            )
         if share is not None and share == 0:
-            parts.append("<li><b>Reading</b>: no pair is distinguishable from testset noise, so this study cannot say "
-                         "whether any OOD improvement goes with another once ID progress is removed, nor whether "
-                         "such a relation holds across models. Its correlations below demonstrate the pipeline; "
-                         "they are not a finding.</li>")
+            parts.append(
+                "<li><b>Reading</b>: no pair is distinguishable from testset noise, so this study cannot say "
+                "whether any OOD improvement goes with another once ID progress is removed, nor whether "
+                "such a relation holds across models. Its correlations below demonstrate the pipeline; "
+                "they are not a finding.</li>"
+            )
         elif share is not None:
-            parts.append("<li><b>Reading</b>: only pairs marked <i>distinguishable from noise</i> below (noise-"
-                         "corrected CI excludes 0, both testsets reliable) carry a sign; every other r is compatible "
-                         "with testset noise.</li>")
+            parts.append(
+                "<li><b>Reading</b>: only pairs marked <i>distinguishable from noise</i> below (noise-"
+                "corrected CI excludes 0, both testsets reliable) carry a sign; every other r is compatible "
+                "with testset noise.</li>"
+            )
     verdicts = ((summary.get("methods") or {}).get(first) or {}).get("verdicts")
     if verdicts:
-        parts.append(f"<li><b>Across models</b> ({first}): " + ", ".join(
-            f"{v.replace('_', ' ')} {n}" for v, n in verdicts.items() if n) + ".</li>")
+        parts.append(
+            f"<li><b>Across models</b> ({first}): "
+            + ", ".join(f"{v.replace('_', ' ')} {n}" for v, n in verdicts.items() if n)
+            + ".</li>"
+        )
     parts.append("</ul>")
     return parts

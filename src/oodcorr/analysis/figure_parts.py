@@ -35,16 +35,26 @@ def fit_title(ax, text: str, fontsize: float = 9) -> None:
     fig = ax.get_figure()
     width_pt = ax.get_position().width * fig.get_figwidth() * 72
     chars = max(12, int(width_pt / (0.56 * fontsize)))
-    ax.set_title("\n".join(textwrap.fill(line, chars, break_on_hyphens=False) for line in text.split("\n")),
-                 fontsize=fontsize)
+    ax.set_title(
+        "\n".join(textwrap.fill(line, chars, break_on_hyphens=False) for line in text.split("\n")), fontsize=fontsize
+    )
 
 
 def empty_panel(ax, why: str) -> None:
     """Say in the panel why it has nothing drawn (instead of an empty frame)."""
     import textwrap
 
-    ax.text(0.5, 0.5, textwrap.fill(why, 34), ha="center", va="center", fontsize=8, color="#444",
-            transform=ax.transAxes, bbox={"facecolor": "white", "edgecolor": "#bbb", "boxstyle": "round"})
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(why, 34),
+        ha="center",
+        va="center",
+        fontsize=8,
+        color="#444",
+        transform=ax.transAxes,
+        bbox={"facecolor": "white", "edgecolor": "#bbb", "boxstyle": "round"},
+    )
 
 
 def _plt():

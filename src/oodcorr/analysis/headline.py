@@ -18,8 +18,16 @@ def _num(value):
 
 # results/metrics.json keys; the per-run runs/<run>/eval/summary.json uses the same names for the same
 # numbers (step, id_accuracy, ood_accuracy), so `dvc metrics show` has one column per number.
-STUDY_KEYS = ("n_runs", "id_accuracy", "ood_accuracy", "significant", "model_dependent", "consistent_null",
-              "distinguishable", "reliability")
+STUDY_KEYS = (
+    "n_runs",
+    "id_accuracy",
+    "ood_accuracy",
+    "significant",
+    "model_dependent",
+    "consistent_null",
+    "distinguishable",
+    "reliability",
+)
 
 
 def headline(summary: dict, curves, method: str) -> dict:

@@ -11,18 +11,20 @@ from pathlib import Path
 from oodcorr.analysis.figure_parts import reliability_label
 from oodcorr.stats.flags import first as first_flag
 
-CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}\n"
-       "table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}"
-       "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\n"
-       "th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}"
-       ".consistent_negative{background:#dde6f8}\n"
-       ".model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}"
-       ".insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}\n"
-       "figure{margin:1em 0}figcaption{font-size:12px;color:#555}"
-       "pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}\n"
-       "details{margin:.6em 0}summary{cursor:pointer;color:#245;font-size:14px}table.verdicts{font-size:13px}"
-       "table.verdicts td{white-space:nowrap}table.verdicts td.l{white-space:normal}\n"
-       "p.legend{font-size:12px;color:#444}figure.first img{max-height:46vh;width:auto}")
+CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}\n"
+    "table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}"
+    "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\n"
+    "th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}"
+    ".consistent_negative{background:#dde6f8}\n"
+    ".model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}"
+    ".insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}\n"
+    "figure{margin:1em 0}figcaption{font-size:12px;color:#555}"
+    "pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}\n"
+    "details{margin:.6em 0}summary{cursor:pointer;color:#245;font-size:14px}table.verdicts{font-size:13px}"
+    "table.verdicts td{white-space:nowrap}table.verdicts td.l{white-space:normal}\n"
+    "p.legend{font-size:12px;color:#444}figure.first img{max-height:46vh;width:auto}"
+)
 
 MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
 OPEN_ROWS = 12  # a table with more rows is collapsed (<details>) with its row count, so the page stays scannable
@@ -37,9 +39,14 @@ def _fmt(v) -> str:
 
 
 # Columns the page combines to stay within ~1,300 px (the CSVs keep every column): name -> source columns.
-COMBINED = {"pair": ("testset_a", "testset_b"), "CI": ("ci_low", "ci_high"), "ci2": ("ci2_low", "ci2_high"),
-            "ci2 even": ("ci2even_low", "ci2even_high"), "CI acc": ("ci_low_accuracy", "ci_high_accuracy"),
-            "rel a / b": ("rel_a", "rel_b")}
+COMBINED = {
+    "pair": ("testset_a", "testset_b"),
+    "CI": ("ci_low", "ci_high"),
+    "ci2": ("ci2_low", "ci2_high"),
+    "ci2 even": ("ci2even_low", "ci2even_high"),
+    "CI acc": ("ci_low_accuracy", "ci_high_accuracy"),
+    "rel a / b": ("rel_a", "rel_b"),
+}
 
 
 def _breakable(text: str) -> str:
@@ -96,5 +103,7 @@ def table(df, columns, css_col: str | None = None, label: str = "the table") -> 
 
 def _img(path: Path, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(path.name)}: {html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(path.name)}: {html.escape(caption)}</figcaption></figure>"
+    )

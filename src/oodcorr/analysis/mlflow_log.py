@@ -13,8 +13,15 @@ from oodcorr.settings.project import Project
 from oodcorr.tracking.analysis_run import inputs_key, log_to_mlflow
 
 
-def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracking_uri: str | None,
-                 experiment: str | None, training_run_ids: list[str] | None = None) -> None:
+def log_analysis(
+    out_dir: Path,
+    summary: dict,
+    runs: dict,
+    metrics_files,
+    tracking_uri: str | None,
+    experiment: str | None,
+    training_run_ids: list[str] | None = None,
+) -> None:
     """Log the finished analysis (its run id into summary["mlflow_run_id"]); an unreachable store warns."""
     from oodcorr.run_tables import training_run_ids as find_ids
 
@@ -25,16 +32,22 @@ def log_analysis(out_dir: Path, summary: dict, runs: dict, metrics_files, tracki
 
         tracking.bound_http_waits()
         tracking.ensure_store(uri)
-        summary["mlflow_run_id"] = log_to_mlflow(out_dir, summary, ids, experiment or "oodcorr", uri,
-                                                 inputs_key=inputs_key(metrics_files, summary))
+        summary["mlflow_run_id"] = log_to_mlflow(
+            out_dir, summary, ids, experiment or "oodcorr", uri, inputs_key=inputs_key(metrics_files, summary)
+        )
     except UserError:
         raise
     except Exception as e:
         from oodcorr.credentials import mask_secrets
 
         detail = " ".join(str(e).split("\n")[0].split())[:160]
-        click.echo(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(e).__name__}: {detail}); the analysis "
-                                f"is in {out_dir}, rerun `oodcorr analyze` to log it"), err=True)
+        click.echo(
+            mask_secrets(
+                f"warning: MLflow at {uri} unreachable ({type(e).__name__}: {detail}); the analysis "
+                f"is in {out_dir}, rerun `oodcorr analyze` to log it"
+            ),
+            err=True,
+        )
 
 
 def study_tracking(project: Project) -> tuple[str, str]:

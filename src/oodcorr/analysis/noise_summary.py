@@ -12,12 +12,20 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
 
     metric, reliability_min = settings.metric, settings.reliability_min
     if not use_noise:
-        return {"enabled": False, "metric": metric,
-                "note": "no per-example predictions: reliability and noise-corrected CIs skipped"}
-    out = {"enabled": True, "metric": metric, "reliability_min": reliability_min,
-           "ci2": "linear: gp_interval (profile likelihood of a coregionalised Gaussian-process model of the residual "
-                  "trajectories, seeds pooled in one likelihood); rank/gam: interval.partial_interval",
-           "equivalence": settings.equivalence, "methods": {}}
+        return {
+            "enabled": False,
+            "metric": metric,
+            "note": "no per-example predictions: reliability and noise-corrected CIs skipped",
+        }
+    out = {
+        "enabled": True,
+        "metric": metric,
+        "reliability_min": reliability_min,
+        "ci2": "linear: gp_interval (profile likelihood of a coregionalised Gaussian-process model of the residual "
+        "trajectories, seeds pooled in one likelihood); rank/gam: interval.partial_interval",
+        "equivalence": settings.equivalence,
+        "methods": {},
+    }
     for m, g in partials.groupby("method"):
         if not METHODS[m].noise or g["ci2_low"].isna().all() and g["rel_a"].isna().all():
             continue
@@ -30,11 +38,13 @@ def noise_summary(use_noise: bool, settings: AnalyzeSettings, partials, reliabil
             "share_equivalent": float(fin["equivalent"].mean()) if len(fin) else None,
             "mean_abs_r": float(fin["r"].abs().mean()) if len(fin) else None,
             "mean_abs_r_disattenuated": float(fin["r_disattenuated"].abs().mean())
-            if fin["r_disattenuated"].notna().any() else None,
+            if fin["r_disattenuated"].notna().any()
+            else None,
         }
     # the summary's `_linear_` key (astype: an empty mask would select columns, not rows)
     ols = reliability["method"].map(lambda m: METHODS[m].operator == "ols").astype(bool)
     by_metric = reliability[ols].groupby("metric")["reliability"].median()
-    out["median_reliability_linear_by_metric"] = {k: (float(v) if np.isfinite(v) else None)
-                                                 for k, v in by_metric.items()}
+    out["median_reliability_linear_by_metric"] = {
+        k: (float(v) if np.isfinite(v) else None) for k, v in by_metric.items()
+    }
     return out

@@ -26,17 +26,21 @@ def noise_enabled(runs: dict, settings: AnalyzeSettings, need_items=()) -> bool:
     lacking = [run for run in need_items if not have[run]]
     if lacking:
         run = lacking[0]
-        raise UserError(f"run {run!r}: {runs[run]['sources'][0]} has no {settings.metric} and there are no "
-                        f"per-example log-probs to compute it from (written by an older version); run `oodcorr "
-                        f"evaluate --run {run}` to rescore it, or set analyze.metric: accuracy")
+        raise UserError(
+            f"run {run!r}: {runs[run]['sources'][0]} has no {settings.metric} and there are no "
+            f"per-example log-probs to compute it from (written by an older version); run `oodcorr "
+            f"evaluate --run {run}` to rescore it, or set analyze.metric: accuracy"
+        )
     if settings.noise_off:
         return False
     missing = [run for run, ok in have.items() if not ok]
     if missing and (settings.noise_required or len(missing) < len(have)):
         run = missing[0]
-        raise UserError(f"run {run!r}: no per-example predictions in "
-                        f"{predictions_dir(runs[run])} (the noise analysis needs them); run `oodcorr evaluate "
-                        f"--run {run}` to write them, or set analyze.noise: false")
+        raise UserError(
+            f"run {run!r}: no per-example predictions in "
+            f"{predictions_dir(runs[run])} (the noise analysis needs them); run `oodcorr evaluate "
+            f"--run {run}` to write them, or set analyze.noise: false"
+        )
     return not missing
 
 
@@ -65,21 +69,36 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
             raise UserError(f"run {run!r}: no item matrices")
         id_name = data["meta"]["id_testset"]
         order = [metric, *(m for m in METRICS if m != metric)]
-        rr = analyse_run_noise(data["x"], data["Y"].to_numpy(float), names, methods, splits, rng,
-                                  {m: {nm: mats[m][nm] for nm in [id_name, *names]} for m in order},
-                                  gold=mats[GOLD], id_name=id_name)
+        rr = analyse_run_noise(
+            data["x"],
+            data["Y"].to_numpy(float),
+            names,
+            methods,
+            splits,
+            rng,
+            {m: {nm: mats[m][nm] for nm in [id_name, *names]} for m in order},
+            gold=mats[GOLD],
+            id_name=id_name,
+        )
         for row in rr:
             row.update(run=run, model=data["meta"]["model"], seed=data["meta"]["seed"])
         rel_rows += rr
         id_items = mats[metric].get(id_name)
         Y_items = [mats[metric][nm] for nm in names]
-        if METRICS[metric].aggregate == "mean" and id_items is not None and names and \
-                np.isfinite(data["x"]).all() and np.isfinite(data["Y"].to_numpy(float)).all():
+        if (
+            METRICS[metric].aggregate == "mean"
+            and id_items is not None
+            and names
+            and np.isfinite(data["x"]).all()
+            and np.isfinite(data["Y"].to_numpy(float)).all()
+        ):
             res = two_level_resamples(id_items, Y_items, bootstrap, rng)  # shared by the methods (paired)
             for method in methods:
                 if METHODS[method].ci2boot:
-                    boots[(run, method)] = (two_level_boot(id_items, Y_items, method, bootstrap, rng, resamples=res),
-                                            names)
+                    boots[(run, method)] = (
+                        two_level_boot(id_items, Y_items, method, bootstrap, rng, resamples=res),
+                        names,
+                    )
     rel = pd.DataFrame(rel_rows)
     if rel.empty:
         rel = pd.DataFrame(columns=RELIABILITY_COLUMNS)
@@ -102,17 +121,33 @@ def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings)
         names = [id_name, *data["Y"].columns]
         if run not in items or any(nm not in items[run][metric] for nm in names):
             continue
-        series, V = item_noise({nm: items[run][metric][nm] for nm in names}, items[run][GOLD],
-                               METRICS[metric].aggregate, rng, settings.reliability_splits)
+        series, V = item_noise(
+            {nm: items[run][metric][nm] for nm in names},
+            items[run][GOLD],
+            METRICS[metric].aggregate,
+            rng,
+            settings.reliability_splits,
+        )
         steps = np.asarray(data["steps"], float)
         span = steps.max() - steps.min()
-        out[run] = {"t": (steps - steps.min()) / span if span > 0 else steps * 0, "id": id_name,
-                    "series": series, "V": V}
+        out[run] = {
+            "t": (steps - steps.min()) / span if span > 0 else steps * 0,
+            "id": id_name,
+            "series": series,
+            "V": V,
+        }
     return out
 
 
-def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings,
-                     by_model: bool = True, inputs: dict | None = None) -> dict:
+def pooled_intervals(
+    runs: dict,
+    partials,
+    items: dict,
+    metric: str,
+    settings: AnalyzeSettings,
+    by_model: bool = True,
+    inputs: dict | None = None,
+) -> dict:
     """{(model, train_set, shots, id_testset, "linear", a, b): pair_ci2.interval over the model's seeds}: one
     likelihood per model and pair, whenever at least one of its runs has the pair's series. by_model=False: one
     likelihood over every model's runs per pair (the key without the model): a shared estimate. inputs:
@@ -128,15 +163,19 @@ def pooled_intervals(runs: dict, partials, items: dict, metric: str, settings: A
     keys = ["model"] * by_model + ["train_set", "shots", "id_testset", "method", "testset_a", "testset_b"]
     for key, g in rows.groupby(keys, sort=True, dropna=False):
         a, b = key[-2], key[-1]
-        seeds = [inputs[r] for r in sorted(set(g["run"])) if r in inputs
-                 and all(np.isfinite(inputs[r]["series"][t]).all() for t in (a, b, inputs[r]["id"]))]
+        seeds = [
+            inputs[r]
+            for r in sorted(set(g["run"]))
+            if r in inputs and all(np.isfinite(inputs[r]["series"][t]).all() for t in (a, b, inputs[r]["id"]))
+        ]
         if seeds:
             out[key] = interval(seeds, a, b, settings.alpha)
     return out
 
 
-def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings,
-                   inputs: dict | None = None) -> dict:
+def pair_intervals(
+    runs: dict, partials, items: dict, metric: str, settings: AnalyzeSettings, inputs: dict | None = None
+) -> dict:
     """{row position in partials: its interval} for the linear/rank/gam rows with a finite r, in runs whose
     series of the rows' testsets are all finite: linear, the likelihood interval of that run alone
     (pair_ci2.interval); rank/gam, the moment interval (interval.partial_interval, one batched call per run: the
@@ -148,8 +187,9 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
 
     inputs = seed_inputs(runs, items, metric, settings) if inputs is None else inputs
     out = {}
-    rows = partials[partials["method"].map(lambda m: METHODS[m].noise).astype(bool)
-                    & np.isfinite(partials["r"].astype(float))]
+    rows = partials[
+        partials["method"].map(lambda m: METHODS[m].noise).astype(bool) & np.isfinite(partials["r"].astype(float))
+    ]
     for run, g in rows.groupby("run"):
         if run not in inputs:
             continue
@@ -158,28 +198,42 @@ def pair_intervals(runs: dict, partials, items: dict, metric: str, settings: Ana
             continue
         lin = g["method"].map(lambda m: METHODS[m].interval == "seeds_likelihood").to_numpy(bool)
         for i, row in g[lin].iterrows():  # one story per row: the reliabilities are the interval's own
-            out[partials.index.get_loc(i)] = interval([inputs[run]], row["testset_a"], row["testset_b"],
-                                                      settings.alpha)
+            out[partials.index.get_loc(i)] = interval([inputs[run]], row["testset_a"], row["testset_b"], settings.alpha)
         g = g[~lin]
         if not len(g):
             continue
         a, b, k = g["testset_a"].tolist(), g["testset_b"].tolist(), len(g)
-        res = partial_interval(np.broadcast_to(series[id_name], (k, len(series[id_name]))),
-                               np.stack([series[t] for t in a]), np.stack([series[t] for t in b]),
-                               np.broadcast_to(V[id_name], (k,) + V[id_name].shape), np.stack([V[t] for t in a]),
-                               np.stack([V[t] for t in b]), settings.alpha, r_obs=g["r"].to_numpy(float),
-                               reliability_min=settings.reliability_min)
+        res = partial_interval(
+            np.broadcast_to(series[id_name], (k, len(series[id_name]))),
+            np.stack([series[t] for t in a]),
+            np.stack([series[t] for t in b]),
+            np.broadcast_to(V[id_name], (k,) + V[id_name].shape),
+            np.stack([V[t] for t in a]),
+            np.stack([V[t] for t in b]),
+            settings.alpha,
+            r_obs=g["r"].to_numpy(float),
+            reliability_min=settings.reliability_min,
+        )
         for j, i in enumerate(g.index):
-            out[partials.index.get_loc(i)] = {key: (str(v[j]) if key == "reason" else float(v[j]))
-                                              for key, v in res.items()}
+            out[partials.index.get_loc(i)] = {
+                key: (str(v[j]) if key == "reason" else float(v[j])) for key, v in res.items()
+            }
     return out
 
 
 NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2_se", "attenuation", "n_eff"]
 
 
-def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: dict | None = None,
-                  runs: dict | None = None, items: dict | None = None, inputs: dict | None = None):
+def noise_columns(
+    partials,
+    rel,
+    metric: str,
+    settings: AnalyzeSettings,
+    boots: dict | None = None,
+    runs: dict | None = None,
+    items: dict | None = None,
+    inputs: dict | None = None,
+):
     """`partials` with rel_a, rel_b (the reliabilities of the pair's residual series its interval used; without
     an interval, `metric`'s split-half reliabilities from the table `rel`), the noise-corrected interval
     (pair_intervals, from `runs` and `items`: r_disattenuated, ci2_low, ci2_high, ci2_se, attenuation, n_eff),
@@ -197,8 +251,7 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
     boots = boots or {}
     sub = rel[rel["metric"] == metric]
     rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
-    intervals = pair_intervals(runs, partials, items, metric, settings, inputs) \
-        if runs is not None and items else {}
+    intervals = pair_intervals(runs, partials, items, metric, settings, inputs) if runs is not None and items else {}
     out = partials.copy()
     for col in NOISE_COLUMNS + ["ci2boot_low", "ci2boot_high"] + list(CI2_EXTRA):
         out[col] = math.nan if col != "ci2_why" else ""
@@ -222,13 +275,22 @@ def noise_columns(partials, rel, metric: str, settings: AnalyzeSettings, boots: 
         flags[i] = ";".join(filter(None, [flags[i], *new]))
         vals = [ra, rb] + [math.nan] * 6
         if iv is not None and not iv["reason"]:
-            vals[2:] = [float(np.clip(iv["r_hat"], -1, 1)), iv["ci_low"], iv["ci_high"], iv["se_z"], iv["A"],
-                        iv["n_eff"]]
+            vals[2:] = [
+                float(np.clip(iv["r_hat"], -1, 1)),
+                iv["ci_low"],
+                iv["ci_high"],
+                iv["se_z"],
+                iv["A"],
+                iv["n_eff"],
+            ]
         out.iloc[i, out.columns.get_indexer(NOISE_COLUMNS)] = vals
         if (row.run, row.method) in boots:
             B, nm = boots[(row.run, row.method)]
-            out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(basic_ci(
-                row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)))
+            out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(
+                basic_ci(
+                    row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)
+                )
+            )
         lo, hi = vals[3], vals[4]
         reliable = not any(f.startswith("unreliable:") for f in new)
         out.iat[i, out.columns.get_loc("distinguishable")] = bool(reliable and np.isfinite(lo) and (lo > 0 or hi < 0))

@@ -38,8 +38,11 @@ def read_manifest(out_dir: Path) -> tuple[dict, set]:
     wrote (its tool name, a version): a file's shape never makes it ours."""
     try:
         manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("tool") != "oodcorr" or manifest.get("written_by") != WRITTEN_BY \
-                or not isinstance(manifest.get("version"), str):
+        if (
+            manifest.get("tool") != "oodcorr"
+            or manifest.get("written_by") != WRITTEN_BY
+            or not isinstance(manifest.get("version"), str)
+        ):
             return {}, set()
         files, dirs = dict(manifest.get("files") or {}), set(manifest.get("dirs") or [])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError, ValueError):
@@ -47,8 +50,19 @@ def read_manifest(out_dir: Path) -> tuple[dict, set]:
     return files, dirs
 
 
-TOP_LEVEL = {"partial_correlations.csv", "pooled_seeds.csv", "consistency.csv", "reliability.csv", "report.html",
-             "answer_bias.csv", "plots", "figures", "summary.json", "metrics.json", MANIFEST}
+TOP_LEVEL = {
+    "partial_correlations.csv",
+    "pooled_seeds.csv",
+    "consistency.csv",
+    "reliability.csv",
+    "report.html",
+    "answer_bias.csv",
+    "plots",
+    "figures",
+    "summary.json",
+    "metrics.json",
+    MANIFEST,
+}
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -58,8 +72,10 @@ def check_out_dir(out_dir: Path) -> None:
     be written is refused with one line, before any work."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():  # replacing it would drop the link and leave the folder it points to stale
-        raise UserError(f"--out {out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the folder itself "
-                        "as --out (or analyze.out), or remove the link")
+        raise UserError(
+            f"--out {out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the folder itself "
+            "as --out (or analyze.out), or remove the link"
+        )
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: is a file, not a folder")
     if out_dir.is_dir():
@@ -85,8 +101,10 @@ def check_out_dir(out_dir: Path) -> None:
         walk(out_dir)
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" (+{len(foreign) - 3} more)" if len(foreign) > 3 else "")
-            raise UserError(f"--out {out_dir}: holds files oodcorr did not write ({shown}); the analysis replaces "
-                            "this folder as a whole, so move them away or choose an empty or new folder")
+            raise UserError(
+                f"--out {out_dir}: holds files oodcorr did not write ({shown}); the analysis replaces "
+                "this folder as a whole, so move them away or choose an empty or new folder"
+            )
     check_writable(out_dir)
 
 
@@ -103,8 +121,10 @@ def check_writable(out_dir: Path) -> None:
             raise OSError(36, "File name too long")
         tempfile.TemporaryDirectory(dir=parent, prefix=".oodcorr-probe-").cleanup()
     except OSError as e:
-        raise UserError(f"--out {out_dir}: not writable ({parent}: {e.strerror or e}); choose another folder, "
-                        "e.g. one in your project") from None
+        raise UserError(
+            f"--out {out_dir}: not writable ({parent}: {e.strerror or e}); choose another folder, "
+            "e.g. one in your project"
+        ) from None
 
 
 def write_manifest(folder: Path, out_dir: Path) -> None:
@@ -124,8 +144,13 @@ def write_manifest(folder: Path, out_dir: Path) -> None:
             files[rel] = _sha256(p)
     from oodcorr import __version__
 
-    (folder / MANIFEST).write_text(json.dumps({"tool": "oodcorr", "version": __version__, "written_by": WRITTEN_BY,
-                                               "files": files, "dirs": dirs}, indent=1) + "\n")
+    (folder / MANIFEST).write_text(
+        json.dumps(
+            {"tool": "oodcorr", "version": __version__, "written_by": WRITTEN_BY, "files": files, "dirs": dirs},
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def curves_table(runs: dict):
@@ -136,19 +161,27 @@ def curves_table(runs: dict):
     rows = []
     for run, d in runs.items():
         names = [d["meta"]["id_testset"], *d["Y"].columns, *(d.get("one_class") or [])]
-        ser = d.get("series") or {"accuracy": {d["meta"]["id_testset"]: d["x"], **{t: d["Y"][t].to_numpy()
-                                                                                  for t in d["Y"].columns}}}
+        ser = d.get("series") or {
+            "accuracy": {d["meta"]["id_testset"]: d["x"], **{t: d["Y"][t].to_numpy() for t in d["Y"].columns}}
+        }
         for name in names:
             for i, step in enumerate(d["steps"]):
-                row = {"run": run, "model": d["meta"]["model"], "seed": d["meta"]["seed"], "step": int(step),
-                       "testset": name, "role": "id" if name == d["meta"]["id_testset"] else "ood"}
+                row = {
+                    "run": run,
+                    "model": d["meta"]["model"],
+                    "seed": d["meta"]["seed"],
+                    "step": int(step),
+                    "testset": name,
+                    "role": "id" if name == d["meta"]["id_testset"] else "ood",
+                }
                 row.update({m: float(v[name][i]) for m, v in ser.items()})
                 rows.append(row)
     return pd.DataFrame(rows).dropna(subset=["accuracy"]) if rows else pd.DataFrame(rows)
 
 
-def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: dict, curves, all_methods: list,
-                  pair, plots: bool) -> None:
+def write_outputs(
+    out_dir: Path, settings, summary: dict, runs: dict, tables: dict, curves, all_methods: list, pair, plots: bool
+) -> None:
     """Every output into a temporary folder that replaces `out_dir` only when all of it is written.
     `tables`: partials, pooled, consistency, reliability (None: no predictions / noise off)."""
     import pandas as pd
@@ -156,8 +189,9 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
     from oodcorr.analysis.noise_tables import RELIABILITY_COLUMNS
     from oodcorr.io import atomic_dir
 
-    partials, pooled, consistency, reliability = (tables[k] for k in ("partials", "pooled", "consistency",
-                                                                      "reliability"))
+    partials, pooled, consistency, reliability = (
+        tables[k] for k in ("partials", "pooled", "consistency", "reliability")
+    )
     alpha = settings.alpha
     with atomic_dir(Path(out_dir)) as tmp:
         partials.to_csv(tmp / "partial_correlations.csv", index=False)
@@ -169,8 +203,7 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         from oodcorr.analysis.answer_bias import COLUMNS as BIAS_COLUMNS
 
         bias = tables.get("answer_bias")
-        (bias if bias is not None else pd.DataFrame(columns=BIAS_COLUMNS)).to_csv(tmp / "answer_bias.csv",
-                                                                                  index=False)
+        (bias if bias is not None else pd.DataFrame(columns=BIAS_COLUMNS)).to_csv(tmp / "answer_bias.csv", index=False)
         (tmp / "plots").mkdir()
         curves.to_csv(tmp / "plots" / "accuracy_vs_step.csv", index=False)
         figures = {}
@@ -179,20 +212,35 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
 
             (tmp / "figures").mkdir()
             notes: list[str] = []  # figures with nothing to draw: one line each, in the report
-            figures = make_figures(tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric,
-                                   notes=notes, partials=partials)
+            figures = make_figures(
+                tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric, notes=notes, partials=partials
+            )
             if bias is not None and len(bias):
                 from oodcorr.analysis.answer_bias import yes_rate_figures
 
-                figures.update(yes_rate_figures(tmp / "figures", {
-                    run: {"yes_rate": {t: d["series"]["yes_rate"][t] for t in bias[bias["run"] == run]["testset"]},
-                          "yes_share_gold": d["gold_share"]} for run, d in runs.items()},
-                    {run: d["steps"] for run, d in runs.items()}))
+                figures.update(
+                    yes_rate_figures(
+                        tmp / "figures",
+                        {
+                            run: {
+                                "yes_rate": {
+                                    t: d["series"]["yes_rate"][t] for t in bias[bias["run"] == run]["testset"]
+                                },
+                                "yes_share_gold": d["gold_share"],
+                            }
+                            for run, d in runs.items()
+                        },
+                        {run: d["steps"] for run, d in runs.items()},
+                    )
+                )
             if reliability is not None and len(reliability):
                 from oodcorr.analysis.plots import reliability_heatmaps
 
-                figures.update(reliability_heatmaps(tmp / "figures", reliability, settings.reliability_min,
-                                                    settings.metric, notes=notes))
+                figures.update(
+                    reliability_heatmaps(
+                        tmp / "figures", reliability, settings.reliability_min, settings.metric, notes=notes
+                    )
+                )
             summary["figures_not_drawn"] = notes
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -202,6 +250,16 @@ def write_outputs(out_dir: Path, settings, summary: dict, runs: dict, tables: di
         (tmp / "metrics.json").write_text(io_json + "\n")  # the DVC metric: a few headline numbers
         from oodcorr.analysis.report import write_report
 
-        write_report(tmp / "report.html", summary, runs, partials, pooled, consistency, figures, alpha,
-                     reliability=reliability, answer_bias=bias)
+        write_report(
+            tmp / "report.html",
+            summary,
+            runs,
+            partials,
+            pooled,
+            consistency,
+            figures,
+            alpha,
+            reliability=reliability,
+            answer_bias=bias,
+        )
         write_manifest(tmp, Path(out_dir))

@@ -54,10 +54,12 @@ def counts(consistency, method: str, column: str = "verdict") -> dict:
 
 def counts_line(c: dict) -> str:
     """'settled 0, null 0, unsettled 6 (unreliable 6)'."""
+
     def part(o):
         n = sum(c[o].values())
         detail = ", ".join(f"{v.replace('_', ' ')} {k}" for v, k in sorted(c[o].items()) if k)
         return f"{o} {n}" + (f" ({detail})" if detail and o != "null" else "")
+
     return ", ".join(part(o) for o in ORDER)
 
 
@@ -79,8 +81,11 @@ def _family_cell(row, suffix: str, noise: bool, alpha: float) -> str:
     r, lo, hi = (_num(row.get(f"{c}{suffix}")) for c in (point, low, high))
     if not math.isfinite(r):
         observed = _num(row.get(f"r{suffix}"))
-        return f"<td>– <small>(observed r {observed:+.2f})</small></td>" if noise and math.isfinite(observed) \
+        return (
+            f"<td>– <small>(observed r {observed:+.2f})</small></td>"
+            if noise and math.isfinite(observed)
             else "<td>–</td>"
+        )
     mark = ""
     if math.isfinite(lo) and math.isfinite(hi):
         ci = f" [{lo:+.2f}, {hi:+.2f}]"
@@ -128,8 +133,11 @@ def _why(keyed: dict, row, models, rmin: float | None = None) -> str:
             words += [gate] if gate else []
         if words:
             parts.append(f"{_name(m)}: {_code('; '.join(words))}")
-    return ("<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
-            if parts else "")
+    return (
+        "<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
+        if parts
+        else ""
+    )
 
 
 def verdict_table(summary: dict, consistency, pooled) -> list[str]:
@@ -148,8 +156,9 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
     if metric != BASELINE_METRIC and "verdict_accuracy" in consistency:
         metrics.append((BASELINE_METRIC, "_accuracy", "verdict_accuracy"))
     rows = consistency[consistency["method"] == method]
-    models = sorted(pooled.loc[pooled["method"] == method, "model"].unique()) if pooled is not None and len(pooled) \
-        else []
+    models = (
+        sorted(pooled.loc[pooled["method"] == method, "model"].unique()) if pooled is not None and len(pooled) else []
+    )
     setups = rows[["train_set", "shots"]].drop_duplicates() if {"train_set", "shots"} <= set(rows) else []
     keyed = {}
     if pooled is not None and len(pooled):
@@ -157,36 +166,55 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
             keyed[(p.get("train_set"), p.get("shots"), p["model"], p["testset_a"], p["testset_b"])] = p
     rank = {o: i for i, o in enumerate(ORDER)}
     rows = rows.assign(_o=rows["verdict"].map(lambda v: rank[outcome(v)[0]])).sort_values(
-        ["_o", "verdict", "testset_a", "testset_b"])
+        ["_o", "verdict", "testset_a", "testset_b"]
+    )
     head = (["setup"] if len(setups) > 1 else []) + ["pair"]
     head += [f"{_name(m)}: {html.escape(name)}" for m in models for name, _, _ in metrics]
     head += [f"verdict: {html.escape(name)}" for name, _, _ in metrics]
     body = []
     for _, row in rows.iterrows():
         cells = [f"<td class='l'>{_name(row['train_set'])} {row['shots']}</td>"] if len(setups) > 1 else []
-        cells.append(f"<td class='l' style='white-space:nowrap'>{html.escape(str(row['testset_a']))} ~ "
-                     f"{html.escape(str(row['testset_b']))}</td>")
+        cells.append(
+            f"<td class='l' style='white-space:nowrap'>{html.escape(str(row['testset_a']))} ~ "
+            f"{html.escape(str(row['testset_b']))}</td>"
+        )
         for m in models:
             p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
             cells += [_family_cell(p, suffix, noise, alpha) for _, suffix, _ in metrics]
         for _, suffix, column in metrics:
             o, words = outcome(row.get(column))
             why = "" if o != "unsettled" or suffix else _why(keyed, row, models, rmin)
-            cells.append(f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
-                         f"{html.escape(words.format(delta=delta))}{why}</td>")
+            cells.append(
+                f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
+                f"{html.escape(words.format(delta=delta))}{why}</td>"
+            )
         body.append("<tr>" + "".join(cells) + "</tr>")
-    cell = ("the seed-pooled noise-free partial r (r_disattenuated: testset noise taken out) and its noise-corrected "
-            "95 % interval (ci2), the two the verdict reads" if noise else
-            f"the seed-pooled partial r and its 95 % CI (BH p &lt; {alpha}: <b>*</b>)")
-    legend = (f"<p class='legend'>Per family: {cell} ({html.escape(method)}, ID progress regressed out)"
-              + ("; <b>d</b> = distinguishable from noise (that interval excludes 0); observed r = the partial r "
-                 "before the noise correction, shown only where the noise-free r is undefined" if noise else "") +
-              "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
-              f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
-              "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>")
+    cell = (
+        "the seed-pooled noise-free partial r (r_disattenuated: testset noise taken out) and its noise-corrected "
+        "95 % interval (ci2), the two the verdict reads"
+        if noise
+        else f"the seed-pooled partial r and its 95 % CI (BH p &lt; {alpha}: <b>*</b>)"
+    )
+    legend = (
+        f"<p class='legend'>Per family: {cell} ({html.escape(method)}, ID progress regressed out)"
+        + (
+            "; <b>d</b> = distinguishable from noise (that interval excludes 0); observed r = the partial r "
+            "before the noise correction, shown only where the noise-free r is undefined"
+            if noise
+            else ""
+        )
+        + "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
+        f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
+        "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>"
+    )
     head_row = "".join(f"<th>{_nowrap(h)}</th>" for h in head)  # a table wider than its window scrolls
-    return [NARROW + f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>" + "".join(body)
-            + "</table></div>", legend]
+    return [
+        NARROW
+        + f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>"
+        + "".join(body)
+        + "</table></div>",
+        legend,
+    ]
 
 
 def terminal_summary(summary: dict, consistency, report, partials=None) -> list[str]:
@@ -201,15 +229,16 @@ def terminal_summary(summary: dict, consistency, report, partials=None) -> list[
     if ((summary.get("methods") or {}).get(method) or {}).get("mean_abs_r") is None:
         lines.append(f"  no pair has a partial r: {why_no_r(partials, method, metric)}")
     if metric != BASELINE_METRIC and consistency is not None and "verdict_accuracy" in consistency:
-        lines.append(f"  {BASELINE_METRIC} beside it: "
-                     f"{counts_line(counts(consistency, method, 'verdict_accuracy'))}")
+        lines.append(f"  {BASELINE_METRIC} beside it: {counts_line(counts(consistency, method, 'verdict_accuracy'))}")
     noise = ((summary.get("noise") or {}).get("methods") or {}).get(method) or {}
     share = noise.get("share_distinguishable")
     if share is not None:
         from oodcorr.analysis.figure_parts import reliability_label
 
-        lines.append(f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median reliability "
-                     f"{reliability_label(noise.get('median_reliability'))}")
+        lines.append(
+            f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median reliability "
+            f"{reliability_label(noise.get('median_reliability'))}"
+        )
     lines.append(f"report: {report}")
     return lines
 
@@ -222,8 +251,9 @@ def why_no_r(partials, method: str, metric: str) -> str:
         return "no run has two OOD testsets with a score, so there is no pair to correlate"
     if partials is None or "flag" not in partials:
         return "the report's flags say why"
-    firsts = [str(f).split(";")[0] for f in partials.loc[partials["method"] == method, "flag"]
-              if isinstance(f, str) and f]
+    firsts = [
+        str(f).split(";")[0] for f in partials.loc[partials["method"] == method, "flag"] if isinstance(f, str) and f
+    ]
     if not firsts:
         return "the report's flags say why"
     return describe(max(sorted(set(firsts)), key=firsts.count), metric)

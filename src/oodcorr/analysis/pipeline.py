@@ -18,9 +18,18 @@ from oodcorr.stats.consistency import SETUP
 from oodcorr.stats.methods import REFERENCES, primary
 
 
-def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None, *, plots: bool = True,
-                 mlflow: bool = False, tracking_uri: str | None = None, experiment: str | None = None,
-                 training_run_ids: list[str] | None = None, **overrides) -> dict:
+def run_analysis(
+    metrics_files,
+    out_dir,
+    settings: AnalyzeSettings | None = None,
+    *,
+    plots: bool = True,
+    mlflow: bool = False,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    training_run_ids: list[str] | None = None,
+    **overrides,
+) -> dict:
     """Run the whole analysis and write every output into `out_dir` (atomically). Returns the summary.
 
     `settings` (default AnalyzeSettings()) with `overrides` (its field names) on top. Its methods may include
@@ -53,12 +62,16 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     pooled = pool_seeds(partials, alpha, settings.equivalence, ci2_pooled, settings.reliability_min)
     consistency = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
     if use_noise and settings.pool_models:
-        consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False,
-                                                                inputs))
+        consistency = with_shared(consistency, pooled_intervals(runs, partials, items, metric, settings, False, inputs))
     summary = summarise(partials, consistency, all_methods, alpha)
-    summary.update(alpha=alpha, bootstrap=settings.bootstrap, methods_requested=methods, metric=metric,
-                   equivalence=settings.equivalence,
-                   models=sorted(partials["model"].unique().tolist()) if len(partials) else [])
+    summary.update(
+        alpha=alpha,
+        bootstrap=settings.bootstrap,
+        methods_requested=methods,
+        metric=metric,
+        equivalence=settings.equivalence,
+        models=sorted(partials["model"].unique().tolist()) if len(partials) else [],
+    )
     if one_class:
         summary["flags"] = one_class
     summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
@@ -66,8 +79,13 @@ def run_analysis(metrics_files, out_dir, settings: AnalyzeSettings | None = None
     tables.update(beside_accuracy(runs, tables, settings, all_methods, summary, items))
     bf = series.bias_free_metric(metric)  # what accuracy is compared with for the answer_bias flag
     bf_runs = series.as_metric(runs, bf) if bf != metric else None
-    bf_partials = tables["partials"] if bf == metric else \
-        compute_partials(bf_runs, all_methods, settings.but(bootstrap=0)) if bf_runs is not None else None
+    bf_partials = (
+        tables["partials"]
+        if bf == metric
+        else compute_partials(bf_runs, all_methods, settings.but(bootstrap=0))
+        if bf_runs is not None
+        else None
+    )
     tables["answer_bias"] = answer_bias.assess(runs, tables, bf_partials, bf, summary)
     pair = scatter_pair(runs, partials, settings.scatter_pair, primary(methods) or methods[0])
     out_dir = Path(out_dir)
@@ -92,8 +110,9 @@ def with_one_class(partials, runs: dict, methods):
     return out.astype({c: float for c in numeric if c in out})
 
 
-def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict,
-                    items: dict | None = None) -> dict:
+def beside_accuracy(
+    runs: dict, tables: dict, settings: AnalyzeSettings, methods, summary: dict, items: dict | None = None
+) -> dict:
     """Accuracy (the paper's metric) beside the analysed one: its partial r, Fisher CI and, with the noise
     pass, ci2 and `distinguishable` as <column>_accuracy in partial_correlations.csv, its seed-pooled r and CI
     in pooled_seeds.csv, its verdict in consistency.csv (verdict_accuracy) and summary["accuracy"]."""
@@ -111,22 +130,31 @@ def beside_accuracy(runs: dict, tables: dict, settings: AnalyzeSettings, methods
         ci2_pooled = None
         if tables["reliability"] is not None:
             inputs = seed_inputs(acc_runs, items, BASELINE_METRIC, settings)
-            acc = noise_columns(acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items,
-                                inputs=inputs)
+            acc = noise_columns(
+                acc, tables["reliability"], BASELINE_METRIC, settings, runs=acc_runs, items=items, inputs=inputs
+            )
             ci2_pooled = pooled_intervals(acc_runs, acc, items, BASELINE_METRIC, settings, inputs=inputs)
         pooled = pool_seeds(acc, alpha, settings.equivalence, ci2_pooled, settings.reliability_min)
         cons = cross_model(pooled, alpha, settings.reliability_min, settings.equivalence)
         s = summarise(acc, cons, methods, alpha)
-        summary["accuracy"] = {m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]}
-                               for m, v in s["methods"].items()}
+        summary["accuracy"] = {
+            m: {"mean_abs_r": v["mean_abs_r"], "verdicts": v["verdicts"]} for m, v in s["methods"].items()
+        }
     keys = ["run", "method", "testset_a", "testset_b"]
     pkeys = ["model", *SETUP, "method", "testset_a", "testset_b"]
     ckeys = [*SETUP, "method", "testset_a", "testset_b"]
-    return {"partials": series.beside(tables["partials"], acc, keys, BASELINE_METRIC),
-            "pooled": series.beside(tables["pooled"], pooled, pkeys, BASELINE_METRIC,
-                                    ("r", "ci_low", "ci_high", "p_bh", "r_disattenuated", "ci2_low", "ci2_high")),
-            "consistency": series.beside(tables["consistency"], cons, ckeys, BASELINE_METRIC, ("verdict", "r_pooled")),
-            "accuracy_partials": acc}
+    return {
+        "partials": series.beside(tables["partials"], acc, keys, BASELINE_METRIC),
+        "pooled": series.beside(
+            tables["pooled"],
+            pooled,
+            pkeys,
+            BASELINE_METRIC,
+            ("r", "ci_low", "ci_high", "p_bh", "r_disattenuated", "ci2_low", "ci2_high"),
+        ),
+        "consistency": series.beside(tables["consistency"], cons, ckeys, BASELINE_METRIC, ("verdict", "r_pooled")),
+        "accuracy_partials": acc,
+    }
 
 
 def compute_partials(runs: dict, methods, settings: AnalyzeSettings | None = None):
@@ -153,8 +181,26 @@ def compute_partials(runs: dict, methods, settings: AnalyzeSettings | None = Non
                 f[key] = value
             f["method"] = m
             frames.append(f)
-    cols = ["run", "model", "train_set", "shots", "seed", "id_testset", "method", "testset_a", "testset_b",
-            "r", "n", "k", "df", "p", "p_holm", "p_bh", "ci_low", "ci_high"]
+    cols = [
+        "run",
+        "model",
+        "train_set",
+        "shots",
+        "seed",
+        "id_testset",
+        "method",
+        "testset_a",
+        "testset_b",
+        "r",
+        "n",
+        "k",
+        "df",
+        "p",
+        "p_holm",
+        "p_bh",
+        "ci_low",
+        "ci_high",
+    ]
     if bootstrap:
         cols += ["boot_ci_low", "boot_ci_high"]
     if not frames:

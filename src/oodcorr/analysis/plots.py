@@ -24,8 +24,9 @@ from oodcorr.stats.methods import METHODS, drawn_smooth
 MAX_SCATTER_RUNS = 6
 
 
-def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = BASELINE_METRIC,
-            empty: dict | None = None):
+def heatmap(
+    sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = BASELINE_METRIC, empty: dict | None = None
+):
     """One model x setup x method: symmetric matrix of pooled r, annotated with r and stars; with a metric
     other than accuracy a second panel shows accuracy's (columns r_accuracy, p_bh_accuracy) beside it.
     A panel with no r says why in its middle (`empty`: metric -> reason)."""
@@ -50,8 +51,15 @@ def heatmap(sub, names, title, path, alpha=AnalyzeSettings.alpha, metric: str = 
         for i in range(T):
             for j in range(T):
                 if ann[i][j]:
-                    ax.text(j, i, ann[i][j], ha="center", va="center", fontsize=7,
-                            color="white" if abs(M[i, j]) > 0.6 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        ann[i][j],
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if abs(M[i, j]) > 0.6 else "black",
+                    )
         if not np.isfinite(M).any():
             empty_panel(ax, f"no partial r of {label}: {(empty or {}).get(label, 'every pair is flagged')}")
         fig.colorbar(im, ax=ax, shrink=0.8, label=f"partial r of {label} (seeds pooled)")
@@ -151,8 +159,14 @@ def _why_no_r(runs: dict, metric: str) -> str:
         if x is not None:
             ids.append(np.asarray(x, float))
     if ids and all(np.nanmax(x) - np.nanmin(x) <= 1e-12 for x in ids if np.isfinite(x).any()):
-        return (f"the ID {metric} never changed (at {ids[0][np.isfinite(ids[0])][0]:.3f} in every checkpoint), so "
-                "there is no ID progress to regress out") if np.isfinite(ids[0]).any() else "no ID values"
+        return (
+            (
+                f"the ID {metric} never changed (at {ids[0][np.isfinite(ids[0])][0]:.3f} in every checkpoint), so "
+                "there is no ID progress to regress out"
+            )
+            if np.isfinite(ids[0]).any()
+            else "no ID values"
+        )
     return "every pair is flagged (pooled_seeds.csv, flag)"
 
 
@@ -164,11 +178,13 @@ def curves_by_testset(runs: dict, path) -> bool:
         id_name = d["meta"]["id_testset"]
         acc = (d.get("series") or {}).get(BASELINE_METRIC)  # accuracy, whatever metric the analysis used
         if acc:
-            cols = [(f"{id_name} (ID)" if n == id_name else n, d["steps"], np.asarray(v, float))
-                    for n, v in acc.items()]
+            cols = [
+                (f"{id_name} (ID)" if n == id_name else n, d["steps"], np.asarray(v, float)) for n, v in acc.items()
+            ]
         else:
-            cols = [(f"{id_name} (ID)", d["steps"], d["x"])] + [(n, s.index.to_numpy(), s.to_numpy(float))
-                                                                for n, s in d["Y"].items()]
+            cols = [(f"{id_name} (ID)", d["steps"], d["x"])] + [
+                (n, s.index.to_numpy(), s.to_numpy(float)) for n, s in d["Y"].items()
+            ]
         for name, steps, values in cols:
             if np.isfinite(values).any():
                 series.setdefault(name, []).append((run, d["meta"]["model"], steps, values))
@@ -183,13 +199,20 @@ def curves_by_testset(runs: dict, path) -> bool:
     for ax, name in zip(axes.flat, names):
         for run, model, steps, values in series[name]:
             seed = runs[run]["meta"].get("seed", 0)
-            ax.plot(steps, values, color=colour[model], lw=1.4, marker=".", ms=4,
-                    ls=["-", "--", ":", "-."][int(seed) % 4] if str(seed).lstrip("-").isdigit() else "-")
+            ax.plot(
+                steps,
+                values,
+                color=colour[model],
+                lw=1.4,
+                marker=".",
+                ms=4,
+                ls=["-", "--", ":", "-."][int(seed) % 4] if str(seed).lstrip("-").isdigit() else "-",
+            )
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
     for row in axes:
         row[0].set_ylabel("accuracy", fontsize=8)
@@ -201,8 +224,17 @@ def curves_by_testset(runs: dict, path) -> bool:
     return True
 
 
-def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSettings.alpha,
-                 metric: str = BASELINE_METRIC, notes: list | None = None, partials=None) -> dict[str, str]:
+def make_figures(
+    out: Path,
+    runs: dict,
+    pooled,
+    methods,
+    pair,
+    alpha=AnalyzeSettings.alpha,
+    metric: str = BASELINE_METRIC,
+    notes: list | None = None,
+    partials=None,
+) -> dict[str, str]:
     """Write every figure into `out`; returns {file name: caption}. A figure with nothing to draw is skipped
     and `notes` (when given) gets one line naming it and why (from the per-run `partials`' flags if given)."""
     figs: dict[str, str] = {}
@@ -225,13 +257,22 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
             seeds = int(sub["n_seeds"].max()) if "n_seeds" in sub else 1
             title = f"{model} | {train_set} {shots}-shot | {method}" + (f" | {seeds} seeds pooled" if seeds > 1 else "")
             mine = {run: d for run, d in runs.items() if d["meta"].get("model") == model}
-            heatmap(sub, names, title, out / name, alpha, metric,
-                    empty={m: _why_no_r(mine, m) for m in {metric, BASELINE_METRIC}})
-            figs[name] = f"{title}: partial r of {metric}" + (" (left) and accuracy (right)"
-                                                              if metric != BASELINE_METRIC else "")
+            heatmap(
+                sub,
+                names,
+                title,
+                out / name,
+                alpha,
+                metric,
+                empty={m: _why_no_r(mine, m) for m in {metric, BASELINE_METRIC}},
+            )
+            figs[name] = f"{title}: partial r of {metric}" + (
+                " (left) and accuracy (right)" if metric != BASELINE_METRIC else ""
+            )
     if len(runs) and curves_by_testset(runs, out / "curves_testsets.png"):
-        figs["curves_testsets.png"] = ("accuracy vs step, one panel per testset, every run (colour = model), "
-                                       "shared y-axis")
+        figs["curves_testsets.png"] = (
+            "accuracy vs step, one panel per testset, every run (colour = model), shared y-axis"
+        )
     if pair:
         name = f"scatter_{safe(pair[0])}_{safe(pair[1])}.png"
         if scatter_grid(runs, pair, out / name, drawn_smooth(methods), metric):
@@ -243,8 +284,13 @@ def make_figures(out: Path, runs: dict, pooled, methods, pair, alpha=AnalyzeSett
     return figs
 
 
-def reliability_heatmaps(fig_dir, reliability, reliability_min: float = AnalyzeSettings.reliability_min,
-                         metric: str = DEFAULT_METRIC, notes: list | None = None) -> dict:
+def reliability_heatmaps(
+    fig_dir,
+    reliability,
+    reliability_min: float = AnalyzeSettings.reliability_min,
+    metric: str = DEFAULT_METRIC,
+    notes: list | None = None,
+) -> dict:
     """reliability_<metric>_<method>.png: runs x testsets split-half reliability of the residual trajectory,
     for the analysed metric (the other metrics' reliabilities are in reliability.csv and the report)."""
     plt = _plt()
@@ -253,22 +299,33 @@ def reliability_heatmaps(fig_dir, reliability, reliability_min: float = AnalyzeS
         wide = g.pivot_table(index="run", columns="testset", values="reliability", aggfunc="mean", dropna=False)
         if wide.empty or not np.isfinite(wide.to_numpy(float)).any():
             if notes is not None:
-                notes.append(f"reliability heatmap ({metric}, {method}) not drawn: no testset has a reliability "
-                             f"(too few items or checkpoints).")
+                notes.append(
+                    f"reliability heatmap ({metric}, {method}) not drawn: no testset has a reliability "
+                    f"(too few items or checkpoints)."
+                )
             continue
         fig, ax = plt.subplots(figsize=(1.2 + 0.8 * wide.shape[1], 1.0 + 0.4 * wide.shape[0]))
         im = ax.imshow(wide.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=45, ha="right", fontsize=8)
         ax.set_yticks(range(wide.shape[0]), wide.index, fontsize=8)
         for (i, j), v in np.ndenumerate(wide.to_numpy(float)):
-            ax.text(j, i, reliability_label(v), ha="center", va="center", fontsize=7,
-                    color="white" if not np.isfinite(v) or v < 0.6 else "black")
+            ax.text(
+                j,
+                i,
+                reliability_label(v),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if not np.isfinite(v) or v < 0.6 else "black",
+            )
         fig.colorbar(im, ax=ax, fraction=0.04)
         fit_title(ax, f"reliability of residual trajectories ({metric}, {method})")
         fig.tight_layout()
         name = f"reliability_{safe(metric)}_{safe(method)}.png"
         fig.savefig(Path(fig_dir) / name, dpi=100)
         plt.close(fig)
-        figures[name] = (f"split-half reliability per run x testset ({metric}, {method}); below "
-                         f"{reliability_min} the residual trajectory is mostly testset noise")
+        figures[name] = (
+            f"split-half reliability per run x testset ({metric}, {method}); below "
+            f"{reliability_min} the residual trajectory is mostly testset noise"
+        )
     return figures

@@ -6,8 +6,9 @@ from oodcorr.metrics import METRICS
 from oodcorr.stats.methods import METHODS
 
 
-def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict, gold: dict | None = None,
-                      id_name: str | None = None):
+def analyse_run_noise(
+    x, Y, names, methods, n_splits: int, rng, rel_items: dict, gold: dict | None = None, id_name: str | None = None
+):
     """Reliability rows of one run (metric, method, testset, n_items, n, reliability, flag).
 
     x, Y: the analysed series (n,), (n, T); rel_items: {metric: {testset: (n, I)}} item matrices.
@@ -43,11 +44,20 @@ def analyse_run_noise(x, Y, names, methods, n_splits: int, rng, rel_items: dict,
             items = mats[name][ok]
             g = gold.get(name) if gold is not None else None
             if items.shape[1] >= MIN_ITEMS and name not in masks:
-                masks[name] = stratified_halves(g, n_splits, rng) if g is not None else \
-                    split_masks(items.shape[1], n_splits, rng)
+                masks[name] = (
+                    stratified_halves(g, n_splits, rng) if g is not None else split_masks(items.shape[1], n_splits, rng)
+                )
             ops = {m: {"smooth": gam[j], "ols": lin}.get(METHODS[m].operator) for m in methods}
-            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g,
-                                                     kind).items():
-                rel_rows.append({"metric": metric, "method": method, "testset": name, "n_items": items.shape[1],
-                                 "n": int(items.shape[0]), "reliability": rel, "flag": flag})
+            for method, (rel, flag) in reliabilities(items, xc, ops, n_splits, rng, masks.get(name), g, kind).items():
+                rel_rows.append(
+                    {
+                        "metric": metric,
+                        "method": method,
+                        "testset": name,
+                        "n_items": items.shape[1],
+                        "n": int(items.shape[0]),
+                        "reliability": rel,
+                        "flag": flag,
+                    }
+                )
     return rel_rows

@@ -64,9 +64,11 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
                 series[m] = {t: values(kind, mats[m][t], mats[GOLD][t]) for t in names}
             elif m == metric:
                 src = d["sources"][0]
-                raise UserError(f"run {run!r}: {src} has no {m} and there are no log-probs to compute it from "
-                                f"(written by an older version); run `oodcorr evaluate --run {run}` to rescore "
-                                "it, or set analyze.metric: accuracy")
+                raise UserError(
+                    f"run {run!r}: {src} has no {m} and there are no log-probs to compute it from "
+                    f"(written by an older version); run `oodcorr evaluate --run {run}` to rescore "
+                    "it, or set analyze.metric: accuracy"
+                )
         d["series"] = series
         d["gold_share"] = _gold_share(g, names, mats)
         x = series[metric][names[0]]
@@ -75,10 +77,13 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
             if why != "one_class":
                 from oodcorr.stats.flags import describe
 
-                raise UserError(f"run {run!r}: {d['sources'][0]}: {describe(f'{why}:{names[0]}', metric)} "
-                                "(the ID testset)")
-            raise UserError(f"run {run!r}: {metric} is undefined on the ID testset {names[0]!r} (one gold class); "
-                            "set analyze.metric: accuracy")
+                raise UserError(
+                    f"run {run!r}: {d['sources'][0]}: {describe(f'{why}:{names[0]}', metric)} (the ID testset)"
+                )
+            raise UserError(
+                f"run {run!r}: {metric} is undefined on the ID testset {names[0]!r} (one gold class); "
+                "set analyze.metric: accuracy"
+            )
         ood = [t for t in names[1:] if np.isfinite(series[metric][t]).any()]
         d["undefined"] = {t: f"{_why_undefined(g, t, metric)}:{t}" for t in names[1:] if t not in ood}
         flags += d["undefined"].values()
@@ -125,8 +130,11 @@ def as_metric(runs: dict, metric: str) -> dict | None:
         if s is None:
             return None
         names = sorted([*d["Y"].columns, *(t for t in d.get("one_class") or [] if np.isfinite(s[t]).any())])
-        out[run] = {**d, "x": s[d["meta"]["id_testset"]],
-                    "Y": pd.DataFrame({t: s[t] for t in names}, index=d["Y"].index)}
+        out[run] = {
+            **d,
+            "x": s[d["meta"]["id_testset"]],
+            "Y": pd.DataFrame({t: s[t] for t in names}, index=d["Y"].index),
+        }
     return out
 
 
@@ -139,14 +147,28 @@ def one_class_rows(runs: dict, methods) -> list[dict]:
         names = sorted([*d["Y"].columns, *bad])
         for method in methods:
             for i, a in enumerate(names):
-                for b in names[i + 1:]:
+                for b in names[i + 1 :]:
                     if a in bad or b in bad:
-                        rows.append({**d["meta"], "method": method, "testset_a": a, "testset_b": b, "r": math.nan,
-                                     "n": len(d["x"]), "k": 1.0, "df": math.nan, "p": math.nan,
-                                     "p_holm": math.nan, "p_bh": math.nan, "ci_low": math.nan,
-                                     "ci_high": math.nan,
-                                     "flag": ";".join((d.get("undefined") or {}).get(t, f"one_class:{t}")
-                                                      for t in (a, b) if t in bad)})
+                        rows.append(
+                            {
+                                **d["meta"],
+                                "method": method,
+                                "testset_a": a,
+                                "testset_b": b,
+                                "r": math.nan,
+                                "n": len(d["x"]),
+                                "k": 1.0,
+                                "df": math.nan,
+                                "p": math.nan,
+                                "p_holm": math.nan,
+                                "p_bh": math.nan,
+                                "ci_low": math.nan,
+                                "ci_high": math.nan,
+                                "flag": ";".join(
+                                    (d.get("undefined") or {}).get(t, f"one_class:{t}") for t in (a, b) if t in bad
+                                ),
+                            }
+                        )
     return rows
 
 

@@ -24,10 +24,16 @@ def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     dtype = str(resolve_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
     quant = eval_quantization(trained.quantization, trained.model, trained.revision)
     settings = {
-        "model": trained.model, "revision": trained.revision or local_revision(path),
-        "pattern": trained.pattern, "verbalizer": dict(trained.verbalizer), "dtype": dtype, "quantization": quant,
+        "model": trained.model,
+        "revision": trained.revision or local_revision(path),
+        "pattern": trained.pattern,
+        "verbalizer": dict(trained.verbalizer),
+        "dtype": dtype,
+        "quantization": quant,
         "max_length": int(ev.max_length if ev.max_length is not None else trained.max_length),
-        "_path": path, "_batch_size": ev.batch_size, "_revision": trained.revision,
+        "_path": path,
+        "_batch_size": ev.batch_size,
+        "_revision": trained.revision,
     }
     if quant == "none":
         settings["lora_merge"] = True  # adapters merged into an unquantized base (scorer.Adapters)
@@ -35,8 +41,11 @@ def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
 
 
 def cache_key(ck_sha: str, testset_sha: str, settings: dict) -> str:
-    blob = {"checkpoint": ck_sha, "testset": testset_sha,
-            **{k: v for k, v in settings.items() if not k.startswith("_")}}
+    blob = {
+        "checkpoint": ck_sha,
+        "testset": testset_sha,
+        **{k: v for k, v in settings.items() if not k.startswith("_")},
+    }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -44,12 +53,16 @@ def write_cache(path: Path, rows: list[dict], logp, preds, meta: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "id": [str(r["id"]) for r in rows], "label": [r["label"] for r in rows],
-        "prediction": [LABELS[int(p)] for p in preds],
-        "logp_entailment": logp[:, 0].astype("float32"), "logp_non_entailment": logp[:, 1].astype("float32"),
-        "slice": [None if r.get("slice") in (None, "") else str(r["slice"]) for r in rows],
-    }).replace_schema_metadata({"oodcorr": json.dumps(meta)})
+    table = pa.table(
+        {
+            "id": [str(r["id"]) for r in rows],
+            "label": [r["label"] for r in rows],
+            "prediction": [LABELS[int(p)] for p in preds],
+            "logp_entailment": logp[:, 0].astype("float32"),
+            "logp_non_entailment": logp[:, 1].astype("float32"),
+            "slice": [None if r.get("slice") in (None, "") else str(r["slice"]) for r in rows],
+        }
+    ).replace_schema_metadata({"oodcorr": json.dumps(meta)})
     with io.atomic_path(path, suffix=".parquet") as tmp:
         pq.write_table(table, tmp)
 
@@ -70,7 +83,5 @@ def cache_usable(path: Path) -> bool:
     if not ok:
         import sys
 
-        print(f"warning: {path}: unusable cached scores ({why}); scoring this pair again", file=sys.stderr,
-              flush=True)
+        print(f"warning: {path}: unusable cached scores ({why}); scoring this pair again", file=sys.stderr, flush=True)
     return ok
-

@@ -40,8 +40,11 @@ def check_checkpoint(ck: Checkpoint, model: str, model_path: str) -> str | None:
     if meta.get("model") and meta["model"] != model:
         return f"trained from a different base model ({meta['model']!r}, this run uses {model!r})"
     base = acfg.get("base_model_name_or_path")
-    if base and base not in (model, model_path, meta.get("model_path")) \
-            and Path(base).name not in (Path(model_path).name, Path(model).name):
+    if (
+        base
+        and base not in (model, model_path, meta.get("model_path"))
+        and Path(base).name not in (Path(model_path).name, Path(model).name)
+    ):
         return f"trained from a different base model ({base!r}, this run uses {model!r})"
     try:
         from safetensors import safe_open

@@ -28,8 +28,13 @@ def _log_curves(client, run_id: str, rows: list[dict]) -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     for testset in sorted({r["testset"] for r in whole}):
         pts = sorted((r["step"], r["accuracy"]) for r in whole if r["testset"] == testset)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
-                label=f"{testset} (ID)" if testset == whole[0].get("id_testset") else testset)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            ms=3,
+            label=f"{testset} (ID)" if testset == whole[0].get("id_testset") else testset,
+        )
     ax.set(xlabel="checkpoint step", ylabel="accuracy", title=f"{whole[0]['run']}: accuracy per testset")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
@@ -51,8 +56,11 @@ def run_summary(whole: list[dict], id_testset: str) -> dict:
     final = max((r["step"] for r in whole), default=None)
     last = {r["testset"]: r["accuracy"] for r in whole if r["step"] == final}
     ood = [a for t, a in last.items() if t != id_testset]
-    return {"step": final, "id_accuracy": last.get(id_testset),
-            "ood_accuracy": round(sum(ood) / len(ood), 6) if ood else None}
+    return {
+        "step": final,
+        "id_accuracy": last.get(id_testset),
+        "ood_accuracy": round(sum(ood) / len(ood), 6) if ood else None,
+    }
 
 
 def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
@@ -64,8 +72,15 @@ def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_
     from oodcorr.metrics import table_metrics
 
     run = trained.run
-    base = {"run": run, "model": trained.model, "train_set": trained.train_set, "id_testset": trained.id_testset,
-            "shots": trained.shots, "seed": trained.seed, "data_seed": trained.data_seed}
+    base = {
+        "run": run,
+        "model": trained.model,
+        "train_set": trained.train_set,
+        "id_testset": trained.id_testset,
+        "shots": trained.shots,
+        "seed": trained.seed,
+        "data_seed": trained.data_seed,
+    }
     rows, tables = [], {}
     for step, testset, key in done:
         table = pq.read_table(cache_dir / f"{key}.parquet")
@@ -75,21 +90,28 @@ def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_
         slices = np.asarray([str(v) if v is not None else "" for v in col["slice"]])
         for sl, m in metrics_by_slice(col["label"], col["prediction"], col["slice"]):
             sub = arrays if sl is None else {c: v[slices == sl] for c, v in arrays.items()}
-            rows.append({**base, "step": step, "testset": testset, "slice": sl, **m,
-                         **table_metrics(sub, EXTRA_METRICS)})
+            rows.append(
+                {**base, "step": step, "testset": testset, "slice": sl, **m, **table_metrics(sub, EXTRA_METRICS)}
+            )
     rows.sort(key=lambda r: (r["step"], r["testset"], r["slice"] is not None, r["slice"] or ""))
     io.write_jsonl(eval_dir / METRICS_FILE, rows)
     whole = [r for r in rows if r["slice"] is None]
-    io.write_text(eval_dir / "accuracy.csv", "step,testset,accuracy\n" + "".join(
-        f"{r['step']},{r['testset']},{r['accuracy']:.6f}\n" for r in whole))
+    io.write_text(
+        eval_dir / "accuracy.csv",
+        "step,testset,accuracy\n" + "".join(f"{r['step']},{r['testset']},{r['accuracy']:.6f}\n" for r in whole),
+    )
     io.write_json(eval_dir / "summary.json", run_summary(whole, trained.id_testset))
     with io.atomic_dir(eval_dir / PREDICTIONS) as tmp:
         for (step, testset), table in tables.items():
             (tmp / f"step-{step}").mkdir(exist_ok=True)
             pq.write_table(table.replace_schema_metadata(None), tmp / f"step-{step}" / f"{testset}.parquet")
     logged = _log_mlflow(project, run, run_json, rows, eval_dir) if project.tracking_enabled else (None, 0)
-    return {"metrics": str(eval_dir / METRICS_FILE), "rows": rows, "mlflow_run_id": logged[0],
-            "mlflow_logged": logged[1]}
+    return {
+        "metrics": str(eval_dir / METRICS_FILE),
+        "rows": rows,
+        "mlflow_run_id": logged[0],
+        "mlflow_logged": logged[1],
+    }
 
 
 def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[str | None, int]:
@@ -101,7 +123,8 @@ def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[
 
     train = io.read_jsonl_tolerant(mirror.record_dir(project, run) / "train.jsonl")
     records = run_records.eval_records(
-        rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows})))
+        rows, run_records.checkpoint_times(train, sorted({int(r["step"]) for r in rows}))
+    )
     records.append(run_records.predictions_artifact(eval_dir))
     mirror.write_eval(project, run, records)
     m = mirror.mirror(project, run)

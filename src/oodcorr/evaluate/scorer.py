@@ -83,7 +83,8 @@ class _Scorer:
 
         self.settings, self.device = settings, device
         self.base, self.tok, self.info = load_base_model(
-            settings["model"], settings["_revision"], settings["quantization"], settings["dtype"], device)
+            settings["model"], settings["_revision"], settings["quantization"], settings["dtype"], device
+        )
         self.prompter = Prompter(self.tok, settings["pattern"], settings["verbalizer"], settings["max_length"])
         self.adapters = Adapters(self.base, merge=bool(settings.get("lora_merge")))
         self.model, self.encoded = None, {}
@@ -99,8 +100,14 @@ class _Scorer:
     def score(self, seqs, on_batch=None):
         from oodcorr.evaluate.scoring import score
 
-        return score(self.model, seqs, self.prompter.verbalizer_ids, self.tok.pad_token_id,
-                     self.settings["_batch_size"], on_batch)
+        return score(
+            self.model,
+            seqs,
+            self.prompter.verbalizer_ids,
+            self.tok.pad_token_id,
+            self.settings["_batch_size"],
+            on_batch,
+        )
 
 
 def score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) -> tuple[list, list]:
@@ -123,8 +130,9 @@ def score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) ->
         try:
             scorer.activate(ck)
         except Exception as e:
-            failures.append(f"{ck.name} (could not load the adapter: "
-                            f"{type(e).__name__}: {str(e).splitlines()[0][:100]})")
+            failures.append(
+                f"{ck.name} (could not load the adapter: {type(e).__name__}: {str(e).splitlines()[0][:100]})"
+            )
             bar.update(sum(len(rows_of(t)) for t, _ in pairs))
             continue
         # one stream per (checkpoint, testset) pair, cached as soon as it is scored: a kill loses at most
@@ -132,9 +140,18 @@ def score_pairs(todo, checkpoints, rows_of, settings, cache_dir, rank, quiet) ->
         for testset, key in pairs:
             rows = rows_of(testset)
             logp, preds = scorer.score(scorer.encode(testset, rows), bar.update)
-            write_cache(cache_dir / f"{key}.parquet", rows, logp, preds,
-                        {"step": step, "testset": testset, "checkpoint_sha256": ck.sha256,
-                         **{k: v for k, v in settings.items() if not k.startswith("_")}})
+            write_cache(
+                cache_dir / f"{key}.parquet",
+                rows,
+                logp,
+                preds,
+                {
+                    "step": step,
+                    "testset": testset,
+                    "checkpoint_sha256": ck.sha256,
+                    **{k: v for k, v in settings.items() if not k.startswith("_")},
+                },
+            )
             scored.append((step, testset))
     bar.close()
     return scored, failures

@@ -87,12 +87,20 @@ def batches(lengths: list[int], batch_size: int | None, token_budget: int):
     i = 0
     while i < len(order):
         n = batch_size or max(1, token_budget // max(1, lengths[order[i]]))
-        yield order[i: i + n]
+        yield order[i : i + n]
         i += n
 
 
-def score(model, seqs: list[list[int]], verbalizer_ids: list[int], pad_id: int, batch_size="auto",
-          on_batch=None, token_budget: int | None = None, stats: dict | None = None):
+def score(
+    model,
+    seqs: list[list[int]],
+    verbalizer_ids: list[int],
+    pad_id: int,
+    batch_size="auto",
+    on_batch=None,
+    token_budget: int | None = None,
+    stats: dict | None = None,
+):
     """-> (logp [n, 2] float32 numpy in LABELS order, predictions [n] int: argmax over the two tokens).
     `batch_size` "auto" = a token budget per batch (`token_budget`, default initial_token_budget: sized from
     the free GPU memory); on CUDA out-of-memory the budget (or batch size) is halved and the batch retried.
@@ -169,8 +177,7 @@ def metrics(labels, preds) -> dict:
         fn = sum(1 for a, b in zip(lab, pre) if a == c and b != c)
         f1.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
     acc = sum(1 for a, b in zip(lab, pre) if a == b) / n
-    return {"accuracy": acc, "f1_non_entailment": f1[LABELS.index(POSITIVE)], "macro_f1": sum(f1) / len(f1),
-            "n": n}
+    return {"accuracy": acc, "f1_non_entailment": f1[LABELS.index(POSITIVE)], "macro_f1": sum(f1) / len(f1), "n": n}
 
 
 def metrics_by_slice(labels, preds, slices) -> list[tuple[str | None, dict]]:

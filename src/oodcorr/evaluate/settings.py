@@ -24,14 +24,20 @@ class EvaluateSettings:
         if isinstance(bs, str) and bs != "auto" or isinstance(bs, int) and bs < 1:
             raise UserError(f"params: evaluate.batch_size: expected a positive int or 'auto', got {bs!r}")
         if self.dtype is not None and self.dtype not in CHOICES["dtype"]:  # the same choices as a run's dtype
-            raise UserError(f"params: evaluate.dtype: expected one of {', '.join(CHOICES['dtype'])} (or unset: the "
-                            f"run's training dtype), got {self.dtype!r}")
+            raise UserError(
+                f"params: evaluate.dtype: expected one of {', '.join(CHOICES['dtype'])} (or unset: the "
+                f"run's training dtype), got {self.dtype!r}"
+            )
         if self.max_length is not None and self.max_length < MIN_MAX_LENGTH:
             raise UserError(f"params: evaluate.max_length: must be >= {MIN_MAX_LENGTH} tokens, got {self.max_length}")
 
     @classmethod
     def from_params(cls, params: dict) -> EvaluateSettings:
         ev = params.get("evaluate") or {}
-        return cls(testsets=scored_testsets(params),
-                   batch_size=ev.get("batch_size", cls.batch_size), dtype=ev.get("dtype") or None,
-                   max_length=ev.get("max_length"), quiet=bool(ev.get("quiet")))
+        return cls(
+            testsets=scored_testsets(params),
+            batch_size=ev.get("batch_size", cls.batch_size),
+            dtype=ev.get("dtype") or None,
+            max_length=ev.get("max_length"),
+            quiet=bool(ev.get("quiet")),
+        )

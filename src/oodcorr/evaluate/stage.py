@@ -59,13 +59,15 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     ev = EvaluateSettings.from_params(params)  # evaluate's section, checked before anything is touched
-    with locks.for_rank0(locks.lock_path(project.root, f"evaluate-{run}"),
-                         f"run {run} is being evaluated by another process"):
+    with locks.for_rank0(
+        locks.lock_path(project.root, f"evaluate-{run}"), f"run {run} is being evaluated by another process"
+    ):
         return _evaluate_run(run, trained, ev, project, testsets, quiet)
 
 
-def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project: Project, testsets: list[str] | None,
-                  quiet: bool) -> dict:
+def _evaluate_run(
+    run: str, trained: RunSettings, ev: EvaluateSettings, project: Project, testsets: list[str] | None, quiet: bool
+) -> dict:
     """evaluate_run's work, from the settings it resolved once (no params: every value is in `trained`, `ev` or
     `project`)."""
     from oodcorr.prepared import load_prepared, prepared_dir, read_manifest, testset_file
@@ -84,25 +86,30 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not testset_file(pdir, n).exists()]
     if missing:
-        raise UserError(f"testset {', '.join(missing)} was not prepared in {pdir}; run "
-                        "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
-                        "evaluate.testsets")
+        raise UserError(
+            f"testset {', '.join(missing)} was not prepared in {pdir}; run "
+            "`dvc repro prepare` (or `oodcorr data prepare`): it prepares every testset in runs and "
+            "evaluate.testsets"
+        )
     rdir = run_dir(project, run)
     if not checkpoints_dir(rdir).is_dir():
-        raise UserError(f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; "
-                        f"run `oodcorr train --run {run}` first")
+        raise UserError(
+            f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first"
+        )
     run_json = read_run_json(rdir)
     settings = resolve_settings(ev, trained)
-    checkpoints = list_checkpoints(rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"),
-                                   run_json.get("finished", True))
+    checkpoints = list_checkpoints(
+        rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"), run_json.get("finished", True)
+    )
     failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
     good = [ck for ck in checkpoints if not ck.error]
     eval_dir = rundir_eval_dir(rdir)
     cache_dir = eval_dir / "cache"
     for folder in (eval_dir, cache_dir):
         if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder}: is a file; evaluate keeps its outputs in this folder: move the file away "
-                            "and rerun")
+            raise UserError(
+                f"{folder}: is a file; evaluate keeps its outputs in this folder: move the file away and rerun"
+            )
     io.clean_stale_temps(eval_dir, cache_dir)  # left by a killed evaluate (only dead processes' temps)
     # the content as it is now (a testset edited after `prepare` must not reuse its old scores)
     sha = {n: io.sha256_file(testset_file(pdir, n)) for n in names}
@@ -127,13 +134,20 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
         dist.all_gather_object(gathered, fails)  # also the barrier: every shard's cache files are written
         fails = [f for g in gathered for f in g]
     failed += sorted(set(fails))
-    result = {"scored": scored, "cached": len(pairs) - len(pending), "failed": failed, "eval_dir": str(eval_dir),
-              "rank": rank, "world_size": world}
+    result = {
+        "scored": scored,
+        "cached": len(pairs) - len(pending),
+        "failed": failed,
+        "eval_dir": str(eval_dir),
+        "rank": rank,
+        "world_size": world,
+    }
     try:
         if rank == 0:
             bad_steps = {f.split(" ", 1)[0] for f in fails}
-            done = [p for p in pairs
-                    if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()]
+            done = [
+                p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()
+            ]
             result.update(write_outputs(project, trained, run_json, done, cache_dir, eval_dir))
     finally:
         if world > 1:
@@ -149,8 +163,11 @@ def _evaluate_run(run: str, trained: RunSettings, ev: EvaluateSettings, project:
 @click.command("evaluate")
 @click.option("--run", "run_key", required=True, help="Run key from params.yaml `runs`.")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None, help="params.yaml to use.")
-@click.option("--testsets", default=None,
-              help="Comma-separated testsets (default: evaluate.testsets); the run's ID testset is always included.")
+@click.option(
+    "--testsets",
+    default=None,
+    help="Comma-separated testsets (default: evaluate.testsets); the run's ID testset is always included.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar or summary.")
 def evaluate_cmd(run_key, params_file, testsets, quiet):
     """Score every checkpoint of a run on every testset (cached; shard with `accelerate launch`)."""

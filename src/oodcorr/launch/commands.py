@@ -12,8 +12,13 @@ from oodcorr.errors import UserError
 from oodcorr.launch.common import echo
 from oodcorr.launch.executors import EXECUTORS
 
-_PARAMS = click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
-                       help="params.yaml of the project (default: found from the current folder).")
+_PARAMS = click.option(
+    "--params",
+    "params_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="params.yaml of the project (default: found from the current folder).",
+)
 
 
 def _load(params_file):
@@ -23,32 +28,57 @@ def _load(params_file):
 
 
 @click.command("launch")
-@click.option("--executor", type=click.Choice(list(EXECUTORS)), default=None,
-              help="slurm: one job per run (a job array); local: processes on this machine. "
-                   "[default: study.launch.executor, else local]")
+@click.option(
+    "--executor",
+    type=click.Choice(list(EXECUTORS)),
+    default=None,
+    help="slurm: one job per run (a job array); local: processes on this machine. "
+    "[default: study.launch.executor, else local]",
+)
 @click.option("--partition", default=None, help="SLURM partition (sbatch --partition).")
-@click.option("--gpus-per-run", type=int, default=None,
-              help="GPUs per run (SLURM default 1; locally, GPUs are split between the parallel runs).")
+@click.option(
+    "--gpus-per-run",
+    type=int,
+    default=None,
+    help="GPUs per run (SLURM default 1; locally, GPUs are split between the parallel runs).",
+)
 @click.option("--cpus-per-run", type=int, default=None, help="sbatch --cpus-per-task.")
 @click.option("--mem-gb", type=float, default=None, help="sbatch --mem, in GB.")
 @click.option("--time", "time_", default=None, help="Time limit per job: minutes or [D-]HH:MM[:SS] (default 24:00:00).")
-@click.option("--max-parallel", type=int, default=None,
-              help="Runs at once (SLURM array throttle %N; locally the number of processes, default 1).")
+@click.option(
+    "--max-parallel",
+    type=int,
+    default=None,
+    help="Runs at once (SLURM array throttle %N; locally the number of processes, default 1).",
+)
 @click.option("--runs", "only", default=None, help="Comma list of run keys (default: every out-of-date run).")
-@click.option("--wait/--no-wait", default=True, show_default=True,
-              help="Wait for the jobs and collect them; --no-wait returns after submitting (SLURM).")
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait for the jobs and collect them; --no-wait returns after submitting (SLURM).",
+)
 @click.option("--dry-run", is_flag=True, help="List the runs that would be launched; submit nothing.")
 @_PARAMS
-def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, max_parallel, only, wait,
-               dry_run, params_file):
+def launch_cmd(
+    executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, max_parallel, only, wait, dry_run, params_file
+):
     """Run the out-of-date train/evaluate stages of the study as one job per run, then record them in
     dvc.lock (`dvc commit`), so `dvc repro` afterwards runs only the analysis. Relaunching resumes failed or
     preempted runs from their newest checkpoint."""
     from oodcorr.launch import core, records
 
     params = _load(params_file)
-    cfg = core.settings(params, executor=executor, partition=partition, gpus_per_run=gpus_per_run,
-                        cpus_per_run=cpus_per_run, mem_gb=mem_gb, time=time_, max_parallel=max_parallel)
+    cfg = core.settings(
+        params,
+        executor=executor,
+        partition=partition,
+        gpus_per_run=gpus_per_run,
+        cpus_per_run=cpus_per_run,
+        mem_gb=mem_gb,
+        time=time_,
+        max_parallel=max_parallel,
+    )
     root = Path(params["_root"])
     ex = EXECUTORS[cfg["executor"]]()
     ex.check(cfg)
@@ -57,8 +87,12 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
     previous = records.open_records(root, cfg)
     busy: set[str] = set()
     if previous and dry_run:
-        busy = {key for path in previous for key, st in records.run_states(records.read_record(path)).items()
-                if st["state"] in records.ACTIVE or st["state"] == "UNKNOWN"}
+        busy = {
+            key
+            for path in previous
+            for key, st in records.run_states(records.read_record(path)).items()
+            if st["state"] in records.ACTIVE or st["state"] == "UNKNOWN"
+        }
     elif previous:
         outcome = core.collect(params, cfg, previous, quiet=True)
         busy = set(outcome["active"])
@@ -66,14 +100,17 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
             echo(f"committed {len(outcome['committed'])} run(s) finished in an earlier launch", err=True)
     stale, _ = core.plan(params, cfg, keys, prepare=not dry_run)
     for key in sorted(busy & set(stale)):
-        echo(f"{key}: still queued or running in an earlier launch; not submitted again "
-                  "(`oodcorr study status`)", err=True)
+        echo(
+            f"{key}: still queued or running in an earlier launch; not submitted again (`oodcorr study status`)",
+            err=True,
+        )
     stale = {k: v for k, v in stale.items() if k not in busy}
     n_runs = len(params.get("runs") or {})
     if not stale:
-        echo(f"nothing to launch: the train/evaluate stages of all {n_runs} runs are up to date in "
-                  "dvc.lock" + ("" if not busy else f" or running ({len(busy)})")
-                  + "; `dvc repro` runs what is left")
+        echo(
+            f"nothing to launch: the train/evaluate stages of all {n_runs} runs are up to date in "
+            "dvc.lock" + ("" if not busy else f" or running ({len(busy)})") + "; `dvc repro` runs what is left"
+        )
         return
     if dry_run:
         for key, stages in stale.items():
@@ -89,14 +126,15 @@ def launch_cmd(executor, partition, gpus_per_run, cpus_per_run, mem_gb, time_, m
     records.supersede(records.open_records(root, cfg), set(stale))
     path = core.submit(params, cfg, stale)
     if not wait:
-        echo("not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
-                  "finished ones in dvc.lock")
+        echo(
+            "not waiting: `oodcorr study status` shows the jobs, `oodcorr study collect` records the "
+            "finished ones in dvc.lock"
+        )
         return
     try:
         core.wait(path)
     except KeyboardInterrupt:
-        echo("\nstopped waiting; the jobs keep running: `oodcorr study status`, `oodcorr study collect`",
-                  err=True)
+        echo("\nstopped waiting; the jobs keep running: `oodcorr study status`, `oodcorr study collect`", err=True)
         raise SystemExit(130) from None
     outcome = core.collect(params, cfg, [path])
     if outcome["failed"] or outcome["stale"]:

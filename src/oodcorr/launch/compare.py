@@ -25,17 +25,36 @@ ARITHMETIC = 1e-9  # closed-form double-precision statistics: rounding (1e-16) t
 FITTED = 1e-6  # fitted or resampled numbers: the optimiser's own accuracy, GCV's solves, seeded resamples
 SHOWN = 1e-4  # results/metrics.json: rounded to 4 decimals, so one unit of the last digit shown
 # column -> tolerance for the numbers that are not ARITHMETIC (a column <name>_accuracy: as <name>)
-TOLERANCE = {c: FITTED for c in (
-    # the noise-corrected interval: Fisher scoring stops once a step is below 1e-3 in log-parameters and converges
-    # quadratically, so its optimum is known to about (1e-3)^2; the profile's ends follow it
-    "rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2_se", "attenuation", "n_eff", "ci2_ell",
-    "r_even", "ci2even_low", "ci2even_high",
-    # seeded resamples, identical on every CPU; an end is an order statistic of resampled fits (Monte-Carlo error
-    # about 0.2 sd of the statistic, ~0.03 at 200 resamples)
-    "boot_ci_low", "boot_ci_high", "ci2boot_low", "ci2boot_high",
-    # split-half reliability: a mean over the study's seeded random splits (Monte-Carlo error sd / sqrt(splits),
-    # ~0.005 at 200); ranks tie values within stats.partial.RANK_TIE, so a tie is never broken by the last bits
-    "reliability", "median_reliability", "mean_abs_r_disattenuated")}
+TOLERANCE = {
+    c: FITTED
+    for c in (
+        # the noise-corrected interval: Fisher scoring stops once a step is below 1e-3 in log-parameters and converges
+        # quadratically, so its optimum is known to about (1e-3)^2; the profile's ends follow it
+        "rel_a",
+        "rel_b",
+        "r_disattenuated",
+        "ci2_low",
+        "ci2_high",
+        "ci2_se",
+        "attenuation",
+        "n_eff",
+        "ci2_ell",
+        "r_even",
+        "ci2even_low",
+        "ci2even_high",
+        # seeded resamples, identical on every CPU; an end is an order statistic of resampled fits (Monte-Carlo error
+        # about 0.2 sd of the statistic, ~0.03 at 200 resamples)
+        "boot_ci_low",
+        "boot_ci_high",
+        "ci2boot_low",
+        "ci2boot_high",
+        # split-half reliability: a mean over the study's seeded random splits (Monte-Carlo error sd / sqrt(splits),
+        # ~0.005 at 200); ranks tie values within stats.partial.RANK_TIE, so a tie is never broken by the last bits
+        "reliability",
+        "median_reliability",
+        "mean_abs_r_disattenuated",
+    )
+}
 # a GAM row: GCV chooses the smoothing weight from a grid down to 1e-6, where (Z'Z + 2 a P) has a condition number
 # near 1e10, so every number of the row carries up to 1e-6 (1.8e-9 measured between two CPUs)
 ROW_TOLERANCE = {("method", "gam"): FITTED}
@@ -48,8 +67,11 @@ def is_table(rel: str) -> bool:
 
 
 def tables(folder: Path) -> dict[str, Path]:
-    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != ".gitignore" and is_table(p.relative_to(folder).as_posix())}
+    return {
+        p.relative_to(folder).as_posix(): p
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".gitignore" and is_table(p.relative_to(folder).as_posix())
+    }
 
 
 def tolerance(column: str, row: dict | None = None) -> float:
@@ -91,7 +113,7 @@ def text_equal(u: str, v: str) -> bool:
         if digits is None or "." not in b:
             if a != b:
                 return False
-        elif not close(a, b, 1.000001 * 10.0 ** -digits):
+        elif not close(a, b, 1.000001 * 10.0**-digits):
             return False
     return True
 
@@ -147,8 +169,9 @@ def json_changes(a: Path, b: Path) -> str | None:
         return "not JSON"
     for key in sorted(set(la) | set(lb)):
         u, v = la.get(key, "missing"), lb.get(key, "missing")
-        if u == v or (isinstance(u, float) and isinstance(v, float)
-                      and close(u, v, SHOWN if a.name == "metrics.json" else FITTED)):
+        if u == v or (
+            isinstance(u, float) and isinstance(v, float) and close(u, v, SHOWN if a.name == "metrics.json" else FITTED)
+        ):
             continue
         if isinstance(u, str) and isinstance(v, str) and text_equal(u, v):
             continue

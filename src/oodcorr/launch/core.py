@@ -28,6 +28,7 @@ __all__ = ["settings", "parse_time", "plan", "submit", "wait", "collect", "stale
 
 # ---------------------------------------------------------------------------------------------- settings
 
+
 def settings(params: dict, **overrides) -> dict:
     """DEFAULTS <- params `study.launch` <- command-line options (those given)."""
     out = dict(LAUNCH_DEFAULTS)
@@ -70,6 +71,7 @@ def parse_time(value) -> int:
 
 # -------------------------------------------------------------------------------------------------- plan
 
+
 def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) -> tuple[dict, dict]:
     """(stale runs {key: [stages]}, dvc status) after running `check` (params.yaml vetted) and `prepare` here if
     they are out of date."""
@@ -90,8 +92,9 @@ def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) 
     if "prepare" in status:
         if not prepare:
             echo("prepare is out of date: `dvc repro prepare` would run here first", err=True)
-            return stale_runs(status, runs) if not only else \
-                {k: v for k, v in stale_runs(status, runs).items() if k in only}, status
+            return stale_runs(status, runs) if not only else {
+                k: v for k, v in stale_runs(status, runs).items() if k in only
+            }, status
         echo("prepare is out of date: running `dvc repro prepare` here first", err=True)
         dvc(["repro", "prepare"], root, capture=False)
         status = dvc_status(root)
@@ -102,6 +105,7 @@ def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) 
 
 
 # ------------------------------------------------------------------------------------------------ submit
+
 
 def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     """Submit one job per run; returns the launch record's path. The local executor starts (and throttles)
@@ -116,17 +120,31 @@ def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
     if not ignore.exists():
         write_text(ignore, "# job pickles and logs of `oodcorr study launch`\n*\n")
     base_env = {"OODCORR_LAUNCH": stamp}
-    jobs_spec = [{"key": key, "root": str(root), "env": dict(base_env), "result": str(folder / f"{key}.result.json"),
-                  "stages": [{"name": n, "cmd": specs[n]["cmd"]} for n in stages]}
-                 for key, stages in stale.items()]
-    record = {"created": _dt.datetime.now().isoformat(timespec="seconds"), "executor": cfg["executor"],
-              "root": str(root), "folder": str(folder),
-              "settings": {k: v for k, v in cfg.items() if k != "folder"}, "runs": {}}
+    jobs_spec = [
+        {
+            "key": key,
+            "root": str(root),
+            "env": dict(base_env),
+            "result": str(folder / f"{key}.result.json"),
+            "stages": [{"name": n, "cmd": specs[n]["cmd"]} for n in stages],
+        }
+        for key, stages in stale.items()
+    ]
+    record = {
+        "created": _dt.datetime.now().isoformat(timespec="seconds"),
+        "executor": cfg["executor"],
+        "root": str(root),
+        "folder": str(folder),
+        "settings": {k: v for k, v in cfg.items() if k != "folder"},
+        "runs": {},
+    }
     for spec in jobs_spec:
-        record["runs"][spec["key"]] = {"stages": [s["name"] for s in spec["stages"]], "result": spec["result"],
-                                       "outs": [o for s in spec["stages"] for o in specs[s["name"]]["outs"]],
-                                       "fingerprint": {s["name"]: specs[s["name"]]["fingerprint"]
-                                                       for s in spec["stages"]}}
+        record["runs"][spec["key"]] = {
+            "stages": [s["name"] for s in spec["stages"]],
+            "result": spec["result"],
+            "outs": [o for s in spec["stages"] for o in specs[s["name"]]["outs"]],
+            "fingerprint": {s["name"]: specs[s["name"]]["fingerprint"] for s in spec["stages"]},
+        }
     path = folder / "launch.json"
 
     def publish():
@@ -139,6 +157,7 @@ def submit(params: dict, cfg: dict, stale: dict[str, list[str]]) -> Path:
 
 # ------------------------------------------------------------------------------------------------- watch
 
+
 def wait(path: Path, poll_s: float = 5.0) -> None:
     """Block until no run of the launch is queued or running; print each state change."""
     seen: dict[str, str] = {}
@@ -149,8 +168,10 @@ def wait(path: Path, poll_s: float = 5.0) -> None:
         if any(st["state"] == "UNKNOWN" for st in states.values()):
             unknown_since = unknown_since or time.time()
             if time.time() - unknown_since > 600:
-                raise UserError("squeue has not answered for 10 minutes; the jobs may still be running: "
-                                "`oodcorr study status` / `oodcorr study collect` later")
+                raise UserError(
+                    "squeue has not answered for 10 minutes; the jobs may still be running: "
+                    "`oodcorr study status` / `oodcorr study collect` later"
+                )
         else:
             unknown_since = None
         for key, st in states.items():
@@ -163,6 +184,7 @@ def wait(path: Path, poll_s: float = 5.0) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- collect
+
 
 def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> dict[str, list[str]]:
     """Commit the finished runs of these launches (`dvc commit -f` of their stages) after checking that
@@ -186,8 +208,7 @@ def collect(params: dict, cfg: dict, paths: list[Path], quiet: bool = False) -> 
             elif st["state"] in ("FAILED", "LOST"):
                 outcome["failed"].append(key)
                 if not quiet:
-                    echo(f"FAILED {key} (job {run.get('job_id')}): {st['detail']}; log: {run.get('stderr')}",
-                         err=True)
+                    echo(f"FAILED {key} (job {run.get('job_id')}): {st['detail']}; log: {run.get('stderr')}", err=True)
             elif st["state"] in ACTIVE or st["state"] == "UNKNOWN":
                 outcome["active"].append(key)
     commit: list[tuple[Path, dict, str]] = []

@@ -27,11 +27,10 @@ def dvc(args: list[str], root: Path, capture: bool = True) -> subprocess.Complet
     exe = shutil.which("dvc", path=_env()["PATH"])
     if exe is None:
         raise UserError("dvc not found next to this Python or on PATH (activate the project's environment)")
-    res = subprocess.run([exe, *args], cwd=root, env=_env(), text=True,
-                         capture_output=capture)
+    res = subprocess.run([exe, *args], cwd=root, env=_env(), text=True, capture_output=capture)
     if res.returncode != 0:
         lines = [line.strip() for line in ((res.stderr or "") + (res.stdout or "")).splitlines() if line.strip()]
-        ours = [line[len("error: "):] for line in lines if line.startswith("error: ")]  # a stage's own line
+        ours = [line[len("error: ") :] for line in lines if line.startswith("error: ")]  # a stage's own line
         if ours:
             raise UserError(ours[0])
         errors = [line for line in lines if line.startswith("ERROR")] or lines[:1]
@@ -89,7 +88,7 @@ def stage_specs(root: Path, names: list[str], prepare_outputs: bool) -> dict[str
     from oodcorr.settings.yaml_dialect import read_yaml
 
     specs = {}
-    with Repo(str(root)) as repo, (repo.lock if prepare_outputs else contextlib.nullcontext()):
+    with Repo(str(root)) as repo, repo.lock if prepare_outputs else contextlib.nullcontext():
         try:
             dvc_yaml = str(root / "dvc.yaml")  # not relative to the current folder
             stages = {name: repo.stage.collect(f"{dvc_yaml}:{name}")[0] for name in names}
@@ -104,7 +103,8 @@ def stage_specs(root: Path, names: list[str], prepare_outputs: bool) -> dict[str
                     keys = dep.params if isinstance(dep.params, list) else list(dep.params)
                     value = {k: _lookup(tree, k) for k in keys}
                     fingerprint[f"params:{dep.def_path}"] = hashlib.sha256(
-                        json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+                        json.dumps(value, sort_keys=True, default=str).encode()
+                    ).hexdigest()
                 elif dep.def_path not in produced:
                     fingerprint[dep.def_path] = _hash_path(root / dep.def_path)
             if prepare_outputs:
@@ -126,8 +126,9 @@ def changed_deps(root: Path, names: list[str], recorded: dict[str, dict]) -> lis
 def stage_gitignores(root: Path, outs: list[str]) -> None:
     """The .gitignore files DVC writes next to the committed outputs: `git add` them when the project sets
     core.autostage (as `dvc repro` does), else say so."""
-    files = sorted({str(Path(o).parent / ".gitignore") for o in outs
-                    if (root / Path(o).parent / ".gitignore").is_file()})
+    files = sorted(
+        {str(Path(o).parent / ".gitignore") for o in outs if (root / Path(o).parent / ".gitignore").is_file()}
+    )
     if not (root / ".git").exists():
         return
     from dvc.repo import Repo

@@ -86,8 +86,10 @@ def command_argv(cmd: str) -> list[str]:
     except ValueError as e:
         raise StageFailed(f"stage command {cmd!r}: {e}") from None
     if bad or not argv:
-        raise StageFailed(f"stage command {cmd!r} needs a shell ({' '.join(map(repr, bad)) or 'empty'}); "
-                          "`oodcorr study launch` runs stage commands without one")
+        raise StageFailed(
+            f"stage command {cmd!r} needs a shell ({' '.join(map(repr, bad)) or 'empty'}); "
+            "`oodcorr study launch` runs stage commands without one"
+        )
     return argv
 
 
@@ -115,8 +117,7 @@ def _run(argv: list[str], cwd: Path, env: dict) -> tuple[int, list[str]]:
     last non-empty lines are kept for the failure message."""
     tail: collections.deque[str] = collections.deque(maxlen=3)
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True, errors="replace",
-                                bufsize=1)
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     except OSError as e:  # the program itself is missing
         return 127, [f"{argv[0]}: {e.strerror or e}"]
     try:

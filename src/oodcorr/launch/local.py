@@ -39,7 +39,7 @@ def run_local(path: Path, record: dict, jobs_spec: list[dict], cfg: dict) -> Non
         if len(visible) < gpus:
             raise UserError(f"--gpus-per-run {gpus}: this machine shows {len(visible)} GPU(s)")
         parallel = min(parallel, len(visible) // gpus)
-        slots = [visible[i * gpus:(i + 1) * gpus] for i in range(parallel)]
+        slots = [visible[i * gpus : (i + 1) * gpus] for i in range(parallel)]
     ex = submitit.LocalExecutor(folder=Path(record["folder"]), max_num_timeout=int(cfg["max_requeue"]))
     ex.update_parameters(timeout_min=cfg["time_min"])
     original_cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -96,7 +96,6 @@ def _pid_alive(pid: str) -> bool:
         return True
     except (OSError, ValueError):
         return False
-
 
 
 class Local(Executor):

@@ -13,9 +13,21 @@ from oodcorr.launch.executors import executor
 from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.settings.names import check_run_key
 
-ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "PREEMPTED",
-          "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
-
+ACTIVE = {
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "REQUEUED",
+    "RESIZING",
+    "SUSPENDED",
+    "PREEMPTED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SIGNALING",
+    "STAGE_OUT",
+    "RESV_DEL_HOLD",
+}
 
 
 def launch_folder(root: Path, cfg: dict) -> Path:
@@ -32,10 +44,15 @@ def private_folder(folder: Path, create: bool = False) -> Path:
         os.chmod(folder, 0o700)  # mkdir's mode is cut by the umask, never widened
     st = folder.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        who = (f"owned by uid {st.st_uid}" if st.st_uid != os.getuid()
-               else f"writable by others (mode {st.st_mode & 0o777:o})")
-        raise UserError(f"{folder}: the launch folder is {who}; only you may write there (`chmod 700 {folder}`, or "
-                        "set study.launch.folder to a folder of your own)")
+        who = (
+            f"owned by uid {st.st_uid}"
+            if st.st_uid != os.getuid()
+            else f"writable by others (mode {st.st_mode & 0o777:o})"
+        )
+        raise UserError(
+            f"{folder}: the launch folder is {who}; only you may write there (`chmod 700 {folder}`, or "
+            "set study.launch.folder to a folder of your own)"
+        )
     return folder
 
 
@@ -102,8 +119,11 @@ def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
             continue
         if "job_id" not in run:
             waiting = ex.queued(record)
-            out[key] = ({"state": "PENDING", "detail": waiting} if waiting else
-                        {"state": "LOST", "detail": "never submitted (the launch was interrupted)"})
+            out[key] = (
+                {"state": "PENDING", "detail": waiting}
+                if waiting
+                else {"state": "LOST", "detail": "never submitted (the launch was interrupted)"}
+            )
             continue
         if queue is None:
             out[key] = {"state": "UNKNOWN", "detail": "squeue failed"}
@@ -114,8 +134,11 @@ def run_states(record: dict, queue: dict | None = None) -> dict[str, dict]:
             continue
         outcome = _outcome(Path(run["result"]))
         if outcome is None:
-            out[key] = {"state": "LOST", "detail": "the job ended without a result (cancelled, killed, timed "
-                        "out or its node failed); relaunch to resume it"}
+            out[key] = {
+                "state": "LOST",
+                "detail": "the job ended without a result (cancelled, killed, timed "
+                "out or its node failed); relaunch to resume it",
+            }
         elif outcome[0] == "success":
             out[key] = {"state": "DONE", "detail": ""}
         else:
@@ -152,8 +175,10 @@ def summary(outcome: dict) -> str:
     if outcome["active"]:
         parts.append(f"{len(outcome['active'])} still queued or running")
     if outcome["dropped"]:
-        parts.append(f"{len(outcome['dropped'])} failed earlier and no longer in params.yaml runs, left out "
-                     f"({', '.join(outcome['dropped'])})")
+        parts.append(
+            f"{len(outcome['dropped'])} failed earlier and no longer in params.yaml runs, left out "
+            f"({', '.join(outcome['dropped'])})"
+        )
     text = "; ".join(parts)
     if outcome["failed"] or outcome["stale"]:
         text += "; `oodcorr study launch` again resumes them"

@@ -39,7 +39,7 @@ def copy_run(source: Path, sdir: Path, key: str, run_files: tuple[str, ...]) -> 
 
 def install_run(tmp: Path) -> Path:
     """A checked copy (copy_run) in place of the run's older copy, whole."""
-    dst = tmp.with_name(tmp.name[1: -len(".saving")])
+    dst = tmp.with_name(tmp.name[1 : -len(".saving")])
     shutil.rmtree(dst, ignore_errors=True)
     tmp.rename(dst)
     return dst
@@ -62,14 +62,23 @@ def stage(source: Path, sdir: Path, keys: list[str], run_files: tuple[str, ...])
     return [install_run(tmp) for tmp, _ in staged], {k: md5 for k, (_, md5) in zip(keys, staged)}
 
 
-def check_saved(root: Path, sdir: Path, files: dict[str, Path], md5s: dict[str, str], saved: list[str], push: bool,
-                remote: str, run_files: tuple[str, ...]) -> list[str]:
+def check_saved(
+    root: Path,
+    sdir: Path,
+    files: dict[str, Path],
+    md5s: dict[str, str],
+    saved: list[str],
+    push: bool,
+    remote: str,
+    run_files: tuple[str, ...],
+) -> list[str]:
     """After `dvc add` (and push): each new .dvc names the checked copy, every saved run (older ones too) matches
     the study's dvc.lock, and (with push) every object of the study is in the remote, else a UserError saying
     the study is INCOMPLETE; without push, the objects not in the remote yet."""
     wrong = verify.pointer_problems(files, md5s)
-    problems = verify.study_problems(root, sdir, saved, remote=True, workspace=False, remote_name=remote,
-                                     saved=run_files)[0]
+    problems = verify.study_problems(
+        root, sdir, saved, remote=True, workspace=False, remote_name=remote, saved=run_files
+    )[0]
     missing = [p for p in problems if " is not in the " in p]
     if wrong or (problems and (push or len(missing) < len(problems))):
         line = verify.summary(sdir.name, wrong or problems, verify_hint=False)

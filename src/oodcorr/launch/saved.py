@@ -37,8 +37,10 @@ REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (in
 REMOTE_URL = "studies-remote"
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
 RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary.json", "eval/accuracy.csv")
-RESULTS_GITIGNORE = "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n" \
-                    "/.oodcorr-outputs.json\n"
+RESULTS_GITIGNORE = (
+    "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n"
+    "/.oodcorr-outputs.json\n"
+)
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -102,11 +104,14 @@ def finished_runs(source: Path, params: dict) -> dict[str, str]:
             continue
         if stages is not None:
             rel = f"runs/{key}/eval/metrics.jsonl"
-            recorded = [o.get("md5") for o in (stages.get(f"evaluate@{key}") or {}).get("outs") or []
-                        if o.get("path") == rel]
+            recorded = [
+                o.get("md5") for o in (stages.get(f"evaluate@{key}") or {}).get("outs") or [] if o.get("path") == rel
+            ]
             if recorded != [md5(ev / "metrics.jsonl")]:
-                out[key] = f"evaluate@{key} not recorded in {lock} for this metrics.jsonl (still running, or run " \
-                           f"`dvc repro evaluate@{key}` there)"
+                out[key] = (
+                    f"evaluate@{key} not recorded in {lock} for this metrics.jsonl (still running, or run "
+                    f"`dvc repro evaluate@{key}` there)"
+                )
                 continue
         out[key] = ""
     return out
@@ -136,8 +141,17 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> l
 
 def analyse(sdir: Path, keys: list[str], out: Path) -> None:
     """`oodcorr analyze` on the saved runs, single-threaded, no MLflow: the stage's own command."""
-    cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(sdir / "params.yaml"), "--out", str(out),
-           "--no-mlflow"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "oodcorr",
+        "analyze",
+        "--params",
+        str(sdir / "params.yaml"),
+        "--out",
+        str(out),
+        "--no-mlflow",
+    ]
     for key in keys:
         cmd += ["--metrics", str(sdir / "runs" / key / "eval" / "metrics.jsonl")]
     res = subprocess.run(cmd, cwd=sdir, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
@@ -164,8 +178,14 @@ def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[s
 
 @click.command("save")
 @click.argument("name")
-@click.option("--from", "source", type=click.Path(file_okay=False, exists=True), default=".", show_default=True,
-              help="The project the study ran in (its params.yaml, dvc.lock and runs/).")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(file_okay=False, exists=True),
+    default=".",
+    show_default=True,
+    help="The project the study ran in (its params.yaml, dvc.lock and runs/).",
+)
 @click.option("--run", "only", multiple=True, help="Run key(s) to save (default: every finished run).")
 @click.option("--push/--no-push", default=True, show_default=True, help="Push the saved runs to the studies remote.")
 def save_cmd(name, source, only, push):
@@ -180,8 +200,10 @@ def save_cmd(name, source, only, push):
     sdir = study_dir(root, name)
     text = (source / "params.yaml").read_text()
     if (sdir / "params.yaml").exists() and (sdir / "params.yaml").read_text() != text:
-        raise UserError(f"{sdir / 'params.yaml'} differs from {source / 'params.yaml'}: a study's runs share one "
-                        "params file; save these runs under another name")
+        raise UserError(
+            f"{sdir / 'params.yaml'} differs from {source / 'params.yaml'}: a study's runs share one "
+            "params file; save these runs under another name"
+        )
     state = finished_runs(source, params)
     unknown = [k for k in only if k not in state]
     if unknown:
@@ -204,21 +226,39 @@ def save_cmd(name, source, only, push):
         tables_line = f"tables rebuilt in {(sdir / 'results').relative_to(root)}"
     except UserError as e:  # the runs are saved and pushed all the same; `reanalyze` retries the tables
         tables_line = f"tables NOT rebuilt ({e}); `oodcorr study reanalyze {name}` once that is fixed"
-    echo(f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {len(state)} saved"
-         f"{', pushed to the studies remote' if push else ''}); {tables_line}"
-         + (f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the studies remote): "
+    echo(
+        f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {len(state)} saved"
+        f"{', pushed to the studies remote' if push else ''}); {tables_line}"
+        + (
+            f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the studies remote): "
             f"`oodcorr study save {name} --from {source}` again, or `dvc push -r {REMOTE}` its runs/*.dvc"
-            if problems else ""))
-    paths = [sdir / "params.yaml", sdir / "dvc.lock", *files, sdir / "runs" / ".gitignore", sdir / "results",
-             root / ".dvc" / "config", root / ".dvc" / REMOTE_URL]
-    echo("commit: git add " + " ".join(str(p.relative_to(root)) for p in paths if p.exists())
-         + f" && git commit -m 'study {name}: {', '.join(keys)}'")
+            if problems
+            else ""
+        )
+    )
+    paths = [
+        sdir / "params.yaml",
+        sdir / "dvc.lock",
+        *files,
+        sdir / "runs" / ".gitignore",
+        sdir / "results",
+        root / ".dvc" / "config",
+        root / ".dvc" / REMOTE_URL,
+    ]
+    echo(
+        "commit: git add "
+        + " ".join(str(p.relative_to(root)) for p in paths if p.exists())
+        + f" && git commit -m 'study {name}: {', '.join(keys)}'"
+    )
 
 
 @click.command("reanalyze")
 @click.argument("name")
-@click.option("--check", is_flag=True, help="Compare the rebuilt tables with the committed ones; write nothing "
-                                            "(exit 1 when one differs).")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Compare the rebuilt tables with the committed ones; write nothing (exit 1 when one differs).",
+)
 @click.option("--pull/--no-pull", default=True, show_default=True, help="`dvc pull` the saved runs first.")
 def reanalyze_cmd(name, check, pull):
     """Rebuild studies/NAME's tables from its saved predictions: `dvc pull` of its runs (from the studies remote
@@ -234,19 +274,25 @@ def reanalyze_cmd(name, check, pull):
     if (sdir / "results").is_symlink():
         raise UserError(f"{sdir / 'results'} is a symbolic link; the study's tables live in a folder there")
     if pull:  # every object checked in the remote (present, content == name, dvc.lock's record) before pulling
-        verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE,
-                           saved=RUN_FILES)
+        verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE, saved=RUN_FILES)
         dvc(["pull", "-q", "-r", REMOTE, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
-    verify.check_study(root, sdir, keys, remote=False, workspace=True, remote_name=REMOTE, saved=RUN_FILES,
-                       lock=not pull)  # the pulled copy: what the analysis reads
+    verify.check_study(
+        root, sdir, keys, remote=False, workspace=True, remote_name=REMOTE, saved=RUN_FILES, lock=not pull
+    )  # the pulled copy: what the analysis reads
     same, rounded, differ, missing = rebuild(sdir, keys, check)
     where = (sdir / "results").relative_to(root)
-    echo(f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"
-         + (f", {len(rounded)} equal to {where}'s within the tolerances of this machine's numerical libraries "
-            f"(docs/studies.md): {', '.join(rounded)}" if rounded else "")
-         + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "")
-         + (f", {len(missing)} on one side only: {', '.join(missing)}" if missing else "")
-         + ("" if check else f"; {where} rewritten"))
+    echo(
+        f"study {name}: {len(keys)} run(s) analysed; {len(same)} table(s) identical to {where}"
+        + (
+            f", {len(rounded)} equal to {where}'s within the tolerances of this machine's numerical libraries "
+            f"(docs/studies.md): {', '.join(rounded)}"
+            if rounded
+            else ""
+        )
+        + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "")
+        + (f", {len(missing)} on one side only: {', '.join(missing)}" if missing else "")
+        + ("" if check else f"; {where} rewritten")
+    )
     if check and (differ or missing):
         raise SystemExit(1)
 

@@ -31,15 +31,16 @@ def check_slurm(partition: str | None) -> None:
     if partition and partition not in partitions:
         from oodcorr.errors import closest
 
-        raise UserError(f"SLURM partition {partition!r} not found{closest(partition, partitions)}; "
-                        f"partitions: {', '.join(partitions) or 'none'}")
+        raise UserError(
+            f"SLURM partition {partition!r} not found{closest(partition, partitions)}; "
+            f"partitions: {', '.join(partitions) or 'none'}"
+        )
 
 
 def squeue_states() -> dict[str, str] | None:
     """{job id (array tasks as A_i): state} of this user's queued/running jobs; None if squeue fails."""
     try:
-        res = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True,
-                             timeout=60)
+        res = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if res.returncode != 0:
@@ -57,12 +58,22 @@ def _slurm_executor(folder: Path, cfg: dict, n_jobs: int):
 
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=int(cfg["max_requeue"]))
     gpus = cfg["gpus_per_run"] if cfg["gpus_per_run"] is not None else 1
-    kw = {"time": cfg["time_min"], "job_name": "oodcorr", "nodes": 1, "ntasks_per_node": 1,
-          "setup": list(cfg.get("setup") or [])}
+    kw = {
+        "time": cfg["time_min"],
+        "job_name": "oodcorr",
+        "nodes": 1,
+        "ntasks_per_node": 1,
+        "setup": list(cfg.get("setup") or []),
+    }
     if gpus:
         kw["gpus_per_node"] = gpus
-    for key, name in (("partition", "partition"), ("cpus_per_run", "cpus_per_task"), ("account", "account"),
-                      ("qos", "qos"), ("constraint", "constraint")):
+    for key, name in (
+        ("partition", "partition"),
+        ("cpus_per_run", "cpus_per_task"),
+        ("account", "account"),
+        ("qos", "qos"),
+        ("constraint", "constraint"),
+    ):
         if cfg.get(key) is not None:
             kw[name] = cfg[key]
     if cfg.get("mem_gb") is not None:
@@ -73,7 +84,6 @@ def _slurm_executor(folder: Path, cfg: dict, n_jobs: int):
         kw["additional_parameters"] = {str(k).replace("-", "_"): v for k, v in cfg["sbatch"].items()}
     ex.update_parameters(**kw)
     return ex
-
 
 
 class Slurm(Executor):
@@ -93,14 +103,18 @@ class Slurm(Executor):
         except Exception as e:  # noqa: BLE001 - sbatch refused (partition, account, limits): one line
             lines = [line.strip() for line in str(e).splitlines() if line.strip()]
             errors = [line for line in lines if "error" in line.lower()] or lines[-1:]
-            raise UserError(f"sbatch refused the job array: {errors[0] if errors else type(e).__name__} "
-                            f"(settings: study.launch / command-line options)") from None
+            raise UserError(
+                f"sbatch refused the job array: {errors[0] if errors else type(e).__name__} "
+                f"(settings: study.launch / command-line options)"
+            ) from None
         for spec, job in zip(jobs_spec, jobs):
             record["runs"][spec["key"]].update(job_fields(job))
         publish()
         first = jobs[0].job_id.split("_")[0] if jobs else "?"
-        echo(f"submitted {len(jobs)} run(s) as SLURM job array {first} "
-             f"({', '.join(r['key'] for r in jobs_spec)}); logs in {folder}")
+        echo(
+            f"submitted {len(jobs)} run(s) as SLURM job array {first} "
+            f"({', '.join(r['key'] for r in jobs_spec)}); logs in {folder}"
+        )
 
     def queue(self) -> dict[str, str] | None:
         return squeue_states()

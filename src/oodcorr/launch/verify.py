@@ -30,11 +30,14 @@ POINTER = re.compile(r"[0-9a-f]{32}\.dir")
 def scan(folder: Path, what: str) -> None:
     """Refuse a symbolic link or special file (FIFO, socket, device) at `folder` or anywhere below it: a saved
     run holds regular files only, so nothing outside the project is ever copied or pushed."""
+
     def check(path: Path) -> None:
         mode = path.lstat().st_mode
         if stat.S_ISLNK(mode):
-            raise UserError(f"{what}: {path} is a symbolic link (to {os.readlink(path)}); a saved run holds regular "
-                            "files only: replace the link by the file itself, or remove it")
+            raise UserError(
+                f"{what}: {path} is a symbolic link (to {os.readlink(path)}); a saved run holds regular "
+                "files only: replace the link by the file itself, or remove it"
+            )
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise UserError(f"{what}: {path} is not a regular file or folder (a FIFO, socket or device); remove it")
 
@@ -87,19 +90,25 @@ def lock_outputs(lock: Path, key: str, saved: tuple[str, ...]) -> dict[str, tupl
     prefix, out = f"runs/{key}/", {}
     for stage in (f"train@{key}", f"evaluate@{key}"):
         for o in (stages.get(stage) or {}).get("outs") or []:
-            rel = str(o.get("path", ""))[len(prefix):] if str(o.get("path", "")).startswith(prefix) else None
+            rel = str(o.get("path", ""))[len(prefix) :] if str(o.get("path", "")).startswith(prefix) else None
             if rel in saved and o.get("md5"):
                 out[rel] = (stage, str(o["md5"]))
     return out
 
 
-def lock_problems(key: str, entries: dict[str, str], recorded: dict[str, tuple[str, str]], lock: str,
-                  saved: tuple[str, ...], cached=None) -> list[str]:
+def lock_problems(
+    key: str,
+    entries: dict[str, str],
+    recorded: dict[str, tuple[str, str]],
+    lock: str,
+    saved: tuple[str, ...],
+    cached=None,
+) -> list[str]:
     """Each saved file (or folder) of run `key` against what `lock` recorded: differing, missing or unrecorded
     ones, named. `cached(md5)` -> a folder's listing {relpath: md5} where DVC's cache has it (names the file)."""
     problems = []
     for rel in saved:
-        inside = {r[len(rel) + 1:]: m for r, m in entries.items() if r.startswith(rel + "/")}
+        inside = {r[len(rel) + 1 :]: m for r, m in entries.items() if r.startswith(rel + "/")}
         got = entries.get(rel) or (folder_md5(inside) if inside else None)
         if rel not in recorded:
             if got:
@@ -112,8 +121,9 @@ def lock_problems(key: str, entries: dict[str, str], recorded: dict[str, tuple[s
             old = cached(want) if cached and want.endswith(".dir") else None
             files = sorted(r for r in set(inside) | set(old or {}) if inside.get(r) != (old or {}).get(r))
             which = f"{rel}/{files[0]}" if old is not None and files else rel
-            problems.append(f"run {key}: {which} is not what {lock} recorded for {stage} ({rel}: md5 {got}, "
-                            f"recorded {want})")
+            problems.append(
+                f"run {key}: {which} is not what {lock} recorded for {stage} ({rel}: md5 {got}, recorded {want})"
+            )
     return problems
 
 
@@ -166,18 +176,31 @@ class Stores:
         return None, "missing"
 
 
-def study_problems(root: Path, sdir: Path, keys: list[str], *, remote: bool, workspace: bool, lock: bool = True,
-                   remote_name: str = "studies", saved: tuple[str, ...] = ()) -> tuple[list[str], int]:
+def study_problems(
+    root: Path,
+    sdir: Path,
+    keys: list[str],
+    *,
+    remote: bool,
+    workspace: bool,
+    lock: bool = True,
+    remote_name: str = "studies",
+    saved: tuple[str, ...] = (),
+) -> tuple[list[str], int]:
     """(problems, objects checked) for the saved runs `keys` of studies/<name>: each .dvc pointer; with `remote`,
     every object in the studies remote (present, content == its name); with `lock`, the files against the
     study's dvc.lock; with `workspace`, the pulled copy (no link, no extra or missing file, content == name)."""
     name = sdir.name
     stores = Stores(root, remote_name)
     if remote and stores.remote is None:
-        return [f"the {remote_name!r} remote is not configured here ({stores.remote_error}): commit .dvc/config "
-                f"from the clone that saved the study"], 0
-    push = f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc push -r " \
-           f"{remote_name} {{dvc}}`, then commit .dvc/{remote_name}-remote"
+        return [
+            f"the {remote_name!r} remote is not configured here ({stores.remote_error}): commit .dvc/config "
+            f"from the clone that saved the study"
+        ], 0
+    push = (
+        f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc push -r "
+        f"{remote_name} {{dvc}}`, then commit .dvc/{remote_name}-remote"
+    )
     problems, checked = [], 0
     for key in keys:
         dvc_file = sdir / "runs" / f"{key}.dvc"
@@ -188,9 +211,10 @@ def study_problems(root: Path, sdir: Path, keys: list[str], *, remote: bool, wor
             continue
         entries, why = stores.listing(md5, use_remote=remote)
         if entries is None:
-            problems.append(f"run {key}: {why if why != 'missing' else f'its folder listing (object {md5})'}"
-                            + (f" is not in the {remote_name} remote; " + push.format(dvc=rel_dvc)
-                               if why == "missing" else ""))
+            problems.append(
+                f"run {key}: {why if why != 'missing' else f'its folder listing (object {md5})'}"
+                + (f" is not in the {remote_name} remote; " + push.format(dvc=rel_dvc) if why == "missing" else "")
+            )
             continue
         checked += 1
         if remote:
@@ -198,13 +222,17 @@ def study_problems(root: Path, sdir: Path, keys: list[str], *, remote: bool, wor
                 path = object_path(stores.remote, oid)
                 checked += 1
                 if not path.is_file():
-                    problems.append(f"run {key}: {rel} (object {oid}) is not in the {remote_name} remote; "
-                                    + push.format(dvc=rel_dvc))
+                    problems.append(
+                        f"run {key}: {rel} (object {oid}) is not in the {remote_name} remote; "
+                        + push.format(dvc=rel_dvc)
+                    )
                 elif file_md5(path) != oid:
                     shown = path.relative_to(root) if path.is_relative_to(root) else path
-                    problems.append(f"run {key}: {rel}: the {remote_name} remote's object {shown} "
-                                    f"does not match its name (content md5 {file_md5(path)}): it was altered after "
-                                    "the save")
+                    problems.append(
+                        f"run {key}: {rel}: the {remote_name} remote's object {shown} "
+                        f"does not match its name (content md5 {file_md5(path)}): it was altered after "
+                        "the save"
+                    )
         recorded = lock_outputs(sdir / "dvc.lock", key, saved) if lock else None
         if recorded:
             problems += lock_problems(key, entries, recorded, (sdir / "dvc.lock").relative_to(root).as_posix(), saved)
@@ -222,12 +250,17 @@ def copy_problems(folder: Path, key: str, entries: dict[str, str], rel_dvc: str)
     except UserError as e:
         return [str(e)]
     have = listing(folder)
-    problems = [f"run {key}: {rel}: content md5 {have[rel]} is not its name in {rel_dvc} ({md5})"
-                for rel, md5 in entries.items() if rel in have and have[rel] != md5]
-    problems += [f"run {key}: {rel} missing from the pulled copy ({rel_dvc} lists it)"
-                 for rel in entries if rel not in have]
-    problems += [f"run {key}: {rel} is not in {rel_dvc} (a file added after the save)" for rel in have
-                 if rel not in entries]
+    problems = [
+        f"run {key}: {rel}: content md5 {have[rel]} is not its name in {rel_dvc} ({md5})"
+        for rel, md5 in entries.items()
+        if rel in have and have[rel] != md5
+    ]
+    problems += [
+        f"run {key}: {rel} missing from the pulled copy ({rel_dvc} lists it)" for rel in entries if rel not in have
+    ]
+    problems += [
+        f"run {key}: {rel} is not in {rel_dvc} (a file added after the save)" for rel in have if rel not in entries
+    ]
     return problems
 
 
@@ -240,12 +273,14 @@ def summary(name: str, problems: list[str], verify_hint: bool = True) -> str:
 
 def cache_listing(project: Path):
     """md5 -> the folder listing {relpath: md5} in `project`'s DVC cache (.dvc/cache), or None."""
+
     def get(md5: str) -> dict[str, str] | None:
         path = project / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
         try:
             return {str(e["relpath"]): str(e["md5"]) for e in json.loads(path.read_text())}
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
     return get
 
 
@@ -257,8 +292,10 @@ def check_copy(copy: Path, key: str, source: Path, saved: tuple[str, ...]) -> st
     if recorded is not None:
         problems = lock_problems(key, entries, recorded, str(source / "dvc.lock"), saved, cache_listing(source))
         if problems:
-            raise UserError(f"{problems[0]}: it changed after the stage ran (`dvc status` there shows it); run "
-                            f"`dvc repro evaluate@{key}` in {source}, then save again")
+            raise UserError(
+                f"{problems[0]}: it changed after the stage ran (`dvc status` there shows it); run "
+                f"`dvc repro evaluate@{key}` in {source}, then save again"
+            )
     return folder_md5(entries)
 
 
@@ -272,11 +309,21 @@ def pointer_problems(dvc_files: dict[str, Path], expected: dict[str, str]) -> li
     return out
 
 
-def check_study(root: Path, sdir: Path, keys: list[str], *, remote: bool, workspace: bool, remote_name: str,
-                saved: tuple[str, ...], lock: bool = True) -> int:
+def check_study(
+    root: Path,
+    sdir: Path,
+    keys: list[str],
+    *,
+    remote: bool,
+    workspace: bool,
+    remote_name: str,
+    saved: tuple[str, ...],
+    lock: bool = True,
+) -> int:
     """study_problems() as one UserError (nothing is analysed after it); the objects checked otherwise."""
-    problems, checked = study_problems(root, sdir, keys, remote=remote, workspace=workspace, lock=lock,
-                                       remote_name=remote_name, saved=saved)
+    problems, checked = study_problems(
+        root, sdir, keys, remote=remote, workspace=workspace, lock=lock, remote_name=remote_name, saved=saved
+    )
     if problems:
         raise UserError(summary(sdir.name, problems) + "; no table was written")
     return checked

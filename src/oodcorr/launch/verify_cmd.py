@@ -23,8 +23,9 @@ def verify_cmd(name):
         raise UserError(f"no study {name!r} in {root / STUDIES}")
     keys = saved_runs(sdir)
     pulled = [k for k in keys if (sdir / "runs" / k).exists()]
-    problems, checked = verify.study_problems(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE,
-                                              saved=RUN_FILES)
+    problems, checked = verify.study_problems(
+        root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE, saved=RUN_FILES
+    )
     stores = verify.Stores(root, REMOTE) if pulled else None
     for k in pulled:  # copies pulled earlier: against their .dvc listing too
         md5, _ = verify.read_pointer(sdir / "runs" / f"{k}.dvc", k)
@@ -34,5 +35,7 @@ def verify_cmd(name):
     if problems:
         line = verify.summary(name, problems, verify_hint=False)
         raise UserError(line.replace(": ", " is INCOMPLETE or altered: ", 1))
-    echo(f"study {name}: complete: {len(keys)} run(s), {checked} object(s) in the {REMOTE} remote, each matching "
-         f"its name and the study's dvc.lock" + (f"; {len(pulled)} pulled copy(ies) match" if pulled else ""))
+    echo(
+        f"study {name}: complete: {len(keys)} run(s), {checked} object(s) in the {REMOTE} remote, each matching "
+        f"its name and the study's dvc.lock" + (f"; {len(pulled)} pulled copy(ies) match" if pulled else "")
+    )

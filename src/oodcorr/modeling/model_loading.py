@@ -80,12 +80,17 @@ def nf4_config(compute_dtype):
     """The QLoRA quantization (Dettmers et al., 2023): NF4 weights, double-quantised scales."""
     from transformers import BitsAndBytesConfig
 
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=compute_dtype)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=compute_dtype,
+    )
 
 
-def load_base_model(name: str, revision: str | None = None, quantization: str = "auto", dtype: str = "auto",
-                    device: str | None = None):
+def load_base_model(
+    name: str, revision: str | None = None, quantization: str = "auto", dtype: str = "auto", device: str | None = None
+):
     """-> (model, tokenizer, info). `quantization` auto = nf4 (QLoRA) on CUDA, none on CPU. On CUDA the
     attention runs in flash-attention 2 when installed, else SDPA (see attention_implementation)."""
     import torch
@@ -115,9 +120,16 @@ def load_base_model(name: str, revision: str | None = None, quantization: str = 
     tok = load_tokenizer(name, revision)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tok.pad_token_id
-    info = {"model": name, "path": path, "revision": revision or local_revision(path), "quantization": quant,
-            "dtype": str(torch_dtype).replace("torch.", ""), "device": device, "model_type": model.config.model_type,
-            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+    info = {
+        "model": name,
+        "path": path,
+        "revision": revision or local_revision(path),
+        "quantization": quant,
+        "dtype": str(torch_dtype).replace("torch.", ""),
+        "device": device,
+        "model_type": model.config.model_type,
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+    }
     return model, tok, info
 
 
@@ -126,8 +138,11 @@ def meta_model(model_path, revision: str | None = None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
-    config = model_path if isinstance(model_path, PretrainedConfig) else AutoConfig.from_pretrained(
-        model_path, revision=revision)
+    config = (
+        model_path
+        if isinstance(model_path, PretrainedConfig)
+        else AutoConfig.from_pretrained(model_path, revision=revision)
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return model
@@ -167,27 +182,38 @@ def lora_targets(model, target_modules="auto") -> list[str]:
     targets = [target_modules] if isinstance(target_modules, str) else list(target_modules)
     unknown = [t for t in targets if t not in names]
     if unknown:
-        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
-                         if m.__class__.__name__.startswith("Linear")})
-        raise UserError(f"params: lora.target_modules: {unknown} not in model {model_type!r} "
-                        f"(modules: {', '.join(linear)})")
+        linear = sorted(
+            {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if m.__class__.__name__.startswith("Linear")}
+        )
+        raise UserError(
+            f"params: lora.target_modules: {unknown} not in model {model_type!r} (modules: {', '.join(linear)})"
+        )
     return targets
 
 
-def add_lora(model, lora: LoraSettings | dict | None = None, quantized: bool = False,
-             gradient_checkpointing: bool = False):
+def add_lora(
+    model, lora: LoraSettings | dict | None = None, quantized: bool = False, gradient_checkpointing: bool = False
+):
     """Wrap `model` in a peft LoRA model (QLoRA when `quantized`); `lora`: a run's LoRA settings, or some of
     them as a mapping (the rest: LoraSettings' defaults)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     lora = LoraSettings.of(lora)
     if quantized:  # non-reentrant checkpointing: torch's recommended mode, gradients reach the LoRA inputs
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
-                                                gradient_checkpointing_kwargs={"use_reentrant": False})
+        model = prepare_model_for_kbit_training(
+            model,
+            use_gradient_checkpointing=gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
         disable_cpu_repack(model)
     elif gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules=lora_targets(model, lora.target_modules), task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora_targets(model, lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)

@@ -17,7 +17,8 @@ def cache_dir() -> Path:
     from oodcorr.settings import environment
 
     root = environment.read(environment.CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "oodcorr")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "oodcorr"
+    )
     return Path(root) / "models"
 
 
@@ -72,8 +73,10 @@ def _materialise_gguf(name: str, target: Path) -> None:
         missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
         missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embeddings
         if missing or unexpected:
-            raise RuntimeError(f"model {name}: GGUF weights do not match {GGUF_MODELS[name]['cls']}: "
-                               f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+            raise RuntimeError(
+                f"model {name}: GGUF weights do not match {GGUF_MODELS[name]['cls']}: "
+                f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+            )
         plain.tie_weights()
         del loaded
         plain.save_pretrained(tmp, safe_serialization=True)
@@ -92,8 +95,13 @@ def _materialise_tiny(name: str, target: Path) -> None:
     tok = AutoTokenizer.from_pretrained(model_path(SMOLLM2))
     spec = dict(TINY[name])
     config = AutoConfig.for_model(
-        spec.pop("model_type"), vocab_size=len(tok), pad_token_id=tok.pad_token_id or tok.eos_token_id,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **spec)
+        spec.pop("model_type"),
+        vocab_size=len(tok),
+        pad_token_id=tok.pad_token_id or tok.eos_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        **spec,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     with atomic_dir(target) as tmp:
@@ -122,16 +130,20 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
         check_local_model(name, Path(path))
         return path
     if "/" not in path:
-        raise UserError(f"unknown model {name!r}: not a built-in alias ({', '.join(BUILTIN_MODELS)}), "
-                        "a local folder, or a hub id (owner/name)")
+        raise UserError(
+            f"unknown model {name!r}: not a built-in alias ({', '.join(BUILTIN_MODELS)}), "
+            "a local folder, or a hub id (owner/name)"
+        )
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(path, "config.json", revision=revision)
     if isinstance(cached, str):
         return path
     if offline():
-        raise UserError(f"model {name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-                        f"download it first or use a local alias ({SMOLLM2}, {GEMMA3}, tiny-opt, tiny-olmo2)")
+        raise UserError(
+            f"model {name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+            f"download it first or use a local alias ({SMOLLM2}, {GEMMA3}, tiny-opt, tiny-olmo2)"
+        )
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
@@ -140,8 +152,10 @@ def check_available(name: str, revision: str | None = None, timeout: float = 10.
     except (RepositoryNotFoundError, RevisionNotFoundError):
         raise UserError(f"unknown model {name!r}: no such repository/revision on the Hugging Face hub") from None
     except Exception as e:  # connection errors, timeouts
-        raise UserError(f"model {name!r}: the Hugging Face hub is unreachable ({type(e).__name__}); "
-                        f"set HF_HUB_OFFLINE=1 with a cached model or use {SMOLLM2}") from None
+        raise UserError(
+            f"model {name!r}: the Hugging Face hub is unreachable ({type(e).__name__}); "
+            f"set HF_HUB_OFFLINE=1 with a cached model or use {SMOLLM2}"
+        ) from None
     return path
 
 
@@ -202,5 +216,3 @@ def local_revision(path: str) -> str | None:
 
         return "sha256:" + sha256_file(p / "model.safetensors")[:16]
     return None
-
-

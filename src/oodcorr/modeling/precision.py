@@ -105,6 +105,8 @@ def warn_emulated_bf16() -> None:
     if "bf16" in _warned or native_bf16_cpu():
         return
     _warned.add("bf16")
-    print(f"warning: dtype bfloat16 on a CPU without native bf16 (no AVX512-BF16 or AMX): bf16 is emulated here, "
-          f"matrix products run {emulated_bf16_slowdown():.0f}x slower than in float32; use dtype: auto or float32",
-          file=sys.stderr)
+    print(
+        f"warning: dtype bfloat16 on a CPU without native bf16 (no AVX512-BF16 or AMX): bf16 is emulated here, "
+        f"matrix products run {emulated_bf16_slowdown():.0f}x slower than in float32; use dtype: auto or float32",
+        file=sys.stderr,
+    )

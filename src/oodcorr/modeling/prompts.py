@@ -51,7 +51,7 @@ class Prompter:
         for ids in enc:
             if len(ids) > self.max_length:
                 head = [ids[0]] if bos is not None and ids[0] == bos else []
-                ids = head + ids[len(ids) - (self.max_length - len(head)):]
+                ids = head + ids[len(ids) - (self.max_length - len(head)) :]
             out.append(ids)
         return out
 

@@ -100,9 +100,17 @@ def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R, floor=REL
     return c["power"] * c["gate"], null * gate0, c["gate"], gate0
 
 
-def search(model: dict, budget: float, cost: dict, margin: float = EQUIVALENCE, alpha: float = ALPHA,
-           target: float = TARGET_POWER, r: float = TARGET_R, checkpoints=CHECKPOINTS,
-           floor: float = RELIABILITY_FLOOR) -> dict:
+def search(
+    model: dict,
+    budget: float,
+    cost: dict,
+    margin: float = EQUIVALENCE,
+    alpha: float = ALPHA,
+    target: float = TARGET_POWER,
+    r: float = TARGET_R,
+    checkpoints=CHECKPOINTS,
+    floor: float = RELIABILITY_FLOOR,
+) -> dict:
     """The best design within `budget` hours, the best per checkpoint count, and the cheapest designs that reach
     `target` power at |r| (for the correlation alone and with the consistent null), over `checkpoints` counts.
     model: {"ood": {name: {signal_var, item_var, size}}, "id": {item_var, size}, "ell", "beta"}; cost:
@@ -110,11 +118,19 @@ def search(model: dict, budget: float, cost: dict, margin: float = EQUIVALENCE, 
     reliability_min (the verdicts' own)."""
     ell, beta = model["ell"], model["beta"]
     nmax = max(CHECKPOINTS)
-    rel_full = {name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell)
-                for name, t in model["ood"].items()}
+    rel_full = {
+        name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell) for name, t in model["ood"].items()
+    }
     kept = sorted(name for name, r in rel_full.items() if r >= floor)
-    out = {"reliability_full": rel_full, "kept": kept, "target_power": target, "target_r": r, "floor": floor,
-           "dropped": sorted(set(rel_full) - set(kept)), "rows": []}
+    out = {
+        "reliability_full": rel_full,
+        "kept": kept,
+        "target_power": target,
+        "target_r": r,
+        "floor": floor,
+        "dropped": sorted(set(rel_full) - set(kept)),
+        "rows": [],
+    }
     if len(kept) < 2:
         return out
     ts = [model["ood"][k] for k in kept]
@@ -129,23 +145,39 @@ def search(model: dict, budget: float, cost: dict, margin: float = EQUIVALENCE, 
                     snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
                     j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
                     # the weakest kept testset in its weakest family: every pair kept must be readable
-                    weakest = min((reliability(f["signal_var"], f["item_var"], min(i_ood, t["size"]), n, ell, leak),
-                                   k) for k, t in zip(kept, ts) for f in t.get("families") or [t])
-                    rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell,
-                                      leak)
+                    weakest = min(
+                        (reliability(f["signal_var"], f["item_var"], min(i_ood, t["size"]), n, ell, leak), k)
+                        for k, t in zip(kept, ts)
+                        for f in t.get("families") or [t]
+                    )
+                    rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell, leak)
                     if weakest[0] < floor:  # a verdict reads a pair only once both reach the floor
                         power = null = gate = gate0 = np.zeros(len(seeds))
                     else:
-                        power, null, gate, gate0 = _curve(n, noise[j], leak, ts[j]["signal_var"], ell, margin,
-                                                          alpha, seeds, r, floor)
+                        power, null, gate, gate0 = _curve(
+                            n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r, floor
+                        )
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
-                    rows.append({"checkpoints": n, "id_items": i_id, "ood_items": i_ood,
-                                 "score_h": score_h, "train_h": cost["families"] * cost["train_h"],
-                                 "trained": int(cost.get("trained_seeds") or 0), "power": power, "null": null,
-                                 "gate": gate, "gate0": gate0, "leak": leak,
-                                 "median_testset": kept[j], "reliability": rel, "weakest": weakest[0],
-                                 "weakest_testset": weakest[1]})
+                    rows.append(
+                        {
+                            "checkpoints": n,
+                            "id_items": i_id,
+                            "ood_items": i_ood,
+                            "score_h": score_h,
+                            "train_h": cost["families"] * cost["train_h"],
+                            "trained": int(cost.get("trained_seeds") or 0),
+                            "power": power,
+                            "null": null,
+                            "gate": gate,
+                            "gate0": gate0,
+                            "leak": leak,
+                            "median_testset": kept[j],
+                            "reliability": rel,
+                            "weakest": weakest[0],
+                            "weakest_testset": weakest[1],
+                        }
+                    )
     out["rows"] = rows
     out["best"] = _best(rows, budget, floor=floor)
     per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget, floor=floor) for n in checkpoints}
@@ -169,20 +201,27 @@ def prediction_caveat(design: dict, ell: float) -> str:
 
     neff = n_eff_of(design_terms(design["checkpoints"], 1.0, 1.0), ell, KERNEL)
     here = ([f"each seed carries about {neff:.1f}"] if neff < CHECKED_NEFF else []) + (
-        [f"{design['seeds']} seed(s)"] if design["seeds"] < CHECKED_SEEDS else [])
+        [f"{design['seeds']} seed(s)"] if design["seeds"] < CHECKED_SEEDS else []
+    )
     if not here:
         return ""
-    return (f"the prediction was checked with >= {CHECKED_SEEDS} seeds of >= {CHECKED_NEFF:g} effectively "
-            f"independent checkpoints each; here {' and '.join(here)}, where it has run up to 0.07 above the "
-            f"interval's simulated power: measure it with --simulate 100")
+    return (
+        f"the prediction was checked with >= {CHECKED_SEEDS} seeds of >= {CHECKED_NEFF:g} effectively "
+        f"independent checkpoints each; here {' and '.join(here)}, where it has run up to 0.07 above the "
+        f"interval's simulated power: measure it with --simulate 100"
+    )
 
 
 def _design(row, s) -> dict:
     keys = ("checkpoints", "id_items", "ood_items", "median_testset", "reliability", "weakest", "weakest_testset")
     return {k: row[k] for k in keys} | {
-        "seeds": int(s), "hours": float(_hours(row, s)), "power": float(row["power"][s - 1]),
-        "null_power": float(row["null"][s - 1]), "gate": float(row["gate"][s - 1]),
-        "gate_null": float(row["gate0"][s - 1])}
+        "seeds": int(s),
+        "hours": float(_hours(row, s)),
+        "power": float(row["power"][s - 1]),
+        "null_power": float(row["null"][s - 1]),
+        "gate": float(row["gate"][s - 1]),
+        "gate_null": float(row["gate0"][s - 1]),
+    }
 
 
 def _best(rows, budget, tol: float = 0.005, floor: float = RELIABILITY_FLOOR):
@@ -197,9 +236,19 @@ def _best(rows, budget, tol: float = 0.005, floor: float = RELIABILITY_FLOOR):
         return None
     top = max(row["power"][s - 1] for row, s in afford) - tol
     top_null = max(row["null"][s - 1] for row, s in afford if row["power"][s - 1] >= top) - tol
-    return _cheapest([{**row, "power": row["power"][:s], "null": row["null"][:s], "gate": row["gate"][:s],
-                       "gate0": row["gate0"][:s]} for row, s in afford],
-                     lambda r: (r["power"] >= top) & (r["null"] >= top_null))
+    return _cheapest(
+        [
+            {
+                **row,
+                "power": row["power"][:s],
+                "null": row["null"][:s],
+                "gate": row["gate"][:s],
+                "gate0": row["gate0"][:s],
+            }
+            for row, s in afford
+        ],
+        lambda r: (r["power"] >= top) & (r["null"] >= top_null),
+    )
 
 
 def _cheapest(rows, ok):
@@ -219,8 +268,15 @@ def even_every(steps: int, n: int) -> int:
     return max(1, math.ceil(steps / max(n - 1, 1)))
 
 
-def params_fragment(design: dict, families: list, id_name: str, ood_names: list | None, header: list[str],
-                    steps: int | None = None, recipes: dict | None = None) -> str:
+def params_fragment(
+    design: dict,
+    families: list,
+    id_name: str,
+    ood_names: list | None,
+    header: list[str],
+    steps: int | None = None,
+    recipes: dict | None = None,
+) -> str:
     """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments.
     steps: training steps per run; known, the checkpoints are evenly spaced (every), as planned; else log-spaced.
     recipes: {family: {train key: value}} written into each of the family's runs (the pilot's own settings)."""
@@ -232,22 +288,38 @@ def params_fragment(design: dict, families: list, id_name: str, ood_names: list 
     for model, train_set, id_testset, shots in families:
         for seed in range(design["seeds"]):
             key = f"{model.replace('/', '--')}_{train_set.removesuffix('_train')}_{shots}_s{seed}"
-            runs[check_run_key(key)] = {"model": model, "train_set": train_set, "id_testset": id_testset,
-                                        "shots": int(shots), "data_seed": seed, "seed": seed,
-                                        **(recipes or {}).get((model, train_set, id_testset, shots), {})}
-    tree = {"data": {"max_examples": design["ood_items"],
-                     "testsets": {id_name: {"max_examples": design["id_items"]}}},
-            "train": {"checkpoints": {"every": even_every(steps, design["checkpoints"]), "log_spaced": None} if steps
-                      else {"every": None, "log_spaced": design["checkpoints"]}}}
+            runs[check_run_key(key)] = {
+                "model": model,
+                "train_set": train_set,
+                "id_testset": id_testset,
+                "shots": int(shots),
+                "data_seed": seed,
+                "seed": seed,
+                **(recipes or {}).get((model, train_set, id_testset, shots), {}),
+            }
+    tree = {
+        "data": {"max_examples": design["ood_items"], "testsets": {id_name: {"max_examples": design["id_items"]}}},
+        "train": {
+            "checkpoints": {"every": even_every(steps, design["checkpoints"]), "log_spaced": None}
+            if steps
+            else {"every": None, "log_spaced": design["checkpoints"]}
+        },
+    }
     if ood_names:
         tree["evaluate"] = {"testsets": [id_name, *ood_names]}
     tree["runs"] = runs
     lines = [f"# {h}" for h in header]
-    lines += ["# data.max_examples: items per OOD testset (a smaller testset keeps all its rows); the ID testset's",
-              "# own max_examples under data.testsets. train.checkpoints: " + (
-                  f"every {even_every(steps, design['checkpoints'])} of the {steps} steps, evenly spaced as planned"
-                  if steps else "log-spaced (the plan assumed even spacing: with train.max_steps known, prefer every:"
-                  " max_steps / (checkpoints - 1))") + "; `oodcorr train --run KEY --dry-run` lists them."]
+    lines += [
+        "# data.max_examples: items per OOD testset (a smaller testset keeps all its rows); the ID testset's",
+        "# own max_examples under data.testsets. train.checkpoints: "
+        + (
+            f"every {even_every(steps, design['checkpoints'])} of the {steps} steps, evenly spaced as planned"
+            if steps
+            else "log-spaced (the plan assumed even spacing: with train.max_steps known, prefer every:"
+            " max_steps / (checkpoints - 1))"
+        )
+        + "; `oodcorr train --run KEY --dry-run` lists them.",
+    ]
     return "\n".join(lines) + "\n" + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=150)
 
 
@@ -255,10 +327,13 @@ def required_budget_text(res: dict) -> str:
     """One line saying which budget reaches the target power (or that none within MAX_SEEDS seeds does)."""
     r, target, at = res.get("reach"), res["target_power"], res.get("target_r", TARGET_R)
     if r is None:
-        return (f"no design here reaches {target:.0%} power at |r| = {at:g} with <= {MAX_SEEDS} seeds "
-                "per family: the testsets carry too little signal for their size")
-    text = (f"{target:.0%} power at |r| = {at:g} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h "
-            f"({_describe(r)})")
+        return (
+            f"no design here reaches {target:.0%} power at |r| = {at:g} with <= {MAX_SEEDS} seeds "
+            "per family: the testsets carry too little signal for their size"
+        )
+    text = (
+        f"{target:.0%} power at |r| = {at:g} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h ({_describe(r)})"
+    )
     b = res.get("reach_both")
     if b is not None and b["hours"] > r["hours"] * 1.0001:
         text += f"; with the consistent null at {target:.0%} too: {math.ceil(b['hours'] * 10) / 10:g} h"
@@ -266,6 +341,7 @@ def required_budget_text(res: dict) -> str:
 
 
 def _describe(d: dict) -> str:
-    return (f"{d['seeds']} seeds x {d['checkpoints']} checkpoints, {d['id_items']} ID items, "
-            f"{d['ood_items']} items per OOD testset")
-
+    return (
+        f"{d['seeds']} seeds x {d['checkpoints']} checkpoints, {d['id_items']} ID items, "
+        f"{d['ood_items']} items per OOD testset"
+    )

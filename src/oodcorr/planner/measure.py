@@ -18,8 +18,10 @@ TRAINING_S = 30.0
 SECONDS_ENV = environment.MEASURE_ENV  # seconds per measurement instead (a quick, rougher one)
 MEASURE_TOKENS = 54  # real tokens per NLI prompt, the median of the bench's 648 (bench/eval_throughput.py)
 BATCH_TOKENS = 1024  # tokens per scoring batch on CPU, as the evaluate stage batches them
-WORDS = ("the a man woman dog child is are was on in at with playing running sitting near a park street field "
-         "because while after before several people some music ball water food").split()
+WORDS = (
+    "the a man woman dog child is are was on in at with playing running sitting near a park street field "
+    "because while after before several people some music ball water food"
+).split()
 
 
 def _seconds(default: float) -> float:
@@ -30,8 +32,10 @@ def _prompts(n: int, seed: int = 0) -> list[str]:
     import random
 
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(MEASURE_TOKENS - 8)) + " Question: is it true? Yes or No?"
-            for _ in range(n)]
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(MEASURE_TOKENS - 8)) + " Question: is it true? Yes or No?"
+        for _ in range(n)
+    ]
 
 
 def _load(model_name: str, dtype: str):
@@ -78,8 +82,10 @@ def measure_scoring(model_name: str, dtype: str, seconds: float | None = None) -
             spent += time.perf_counter() - t0
             done += per_batch
     eps = done / spent
-    return eps, (f"measured {time.strftime('%Y-%m-%d')}: {done} prompts of ~{MEASURE_TOKENS} tokens in "
-                 f"{spent:.0f} s ({info['device']}, {info['dtype']})")
+    return eps, (
+        f"measured {time.strftime('%Y-%m-%d')}: {done} prompts of ~{MEASURE_TOKENS} tokens in "
+        f"{spent:.0f} s ({info['device']}, {info['dtype']})"
+    )
 
 
 def measure_training(model_name: str, dtype: str, seconds: float | None = None) -> tuple[float, str]:
@@ -113,5 +119,7 @@ def measure_training(model_name: str, dtype: str, seconds: float | None = None) 
             continue
         spent += time.perf_counter() - t0
         steps += 1
-    return spent / steps, (f"measured {time.strftime('%Y-%m-%d')}: {steps} LoRA steps of {bs} prompts in "
-                           f"{spent:.0f} s ({info['device']}, {info['dtype']})")
+    return spent / steps, (
+        f"measured {time.strftime('%Y-%m-%d')}: {steps} LoRA steps of {bs} prompts in "
+        f"{spent:.0f} s ({info['device']}, {info['dtype']})"
+    )

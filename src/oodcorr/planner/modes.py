@@ -32,8 +32,9 @@ def _terms(n, noise, leak):
     return [design_terms(n, noise, noise, leak)]
 
 
-def interval_at(n: int, signal_var: float, noise: float, leak: float, ell: float, r0: float, alpha: float,
-                floor: float, seeds=(1,)) -> dict:
+def interval_at(
+    n: int, signal_var: float, noise: float, leak: float, ell: float, r0: float, alpha: float, floor: float, seeds=(1,)
+) -> dict:
     """Arrays over `seeds`: the interval's expected half-width on r at r0, its power at |r0| counting a gated
     family as no verdict, and the gate's pass rate."""
     from oodcorr.stats.gp_design import design_curve
@@ -41,8 +42,9 @@ def interval_at(n: int, signal_var: float, noise: float, leak: float, ell: float
     from oodcorr.stats.gp_model import KERNEL
 
     terms = _terms(n, noise, leak)
-    c = design_curve(terms, signal_var, signal_var, ell, r0 if r0 else 1e-6, alpha, KERNEL, np.asarray(seeds, float),
-                     floor)
+    c = design_curve(
+        terms, signal_var, signal_var, ell, r0 if r0 else 1e-6, alpha, KERNEL, np.asarray(seeds, float), floor
+    )
     neff = np.asarray(seeds, float) * n_eff_of(terms[0], ell, KERNEL)
     h = np.sqrt(lr_cut(np.maximum(neff - 2 * np.asarray(seeds) - 1, 0.5), alpha)) * c["se1"]
     z0 = math.atanh(min(abs(r0), 0.999))
@@ -73,24 +75,33 @@ def half_width_plan(signal_var, item_var, leak, ell, half_width, target_rel, see
         items = items_for(target_rel, signal_var, item_var, n, ell, leak)
         if items == math.inf:
             continue
-        res = interval_at(n, signal_var, item_var / items, leak, ell, r0, alpha, floor,
-                          np.arange(1, MAX_PLAN_SEEDS + 1))
+        res = interval_at(
+            n, signal_var, item_var / items, leak, ell, r0, alpha, floor, np.arange(1, MAX_PLAN_SEEDS + 1)
+        )
         ok = np.flatnonzero(res["half"] <= half_width)
         ok = ok[ok >= seeds - 1]
         if not len(ok):
             continue
         s = int(ok[0]) + 1
         if best is None or s < best["seeds"]:  # seeds cost training runs: the fewest, then the fewest checkpoints
-            best = {"checkpoints_per_run": n, "items_per_testset": int(items), "seeds": s,
-                    "expected_half_width": float(res["half"][s - 1]), "power": float(res["power"][s - 1])}
+            best = {
+                "checkpoints_per_run": n,
+                "items_per_testset": int(items),
+                "seeds": s,
+                "expected_half_width": float(res["half"][s - 1]),
+                "power": float(res["power"][s - 1]),
+            }
     if best is None:
-        raise UserError(f"plan: no design with <= {MAX_CHECKPOINTS} checkpoints and <= {MAX_PLAN_SEEDS} seeds reaches "
-                        f"half-width {half_width} (or reliability {target_rel}): the residuals carry too little signal")
+        raise UserError(
+            f"plan: no design with <= {MAX_CHECKPOINTS} checkpoints and <= {MAX_PLAN_SEEDS} seeds reaches "
+            f"half-width {half_width} (or reliability {target_rel}): the residuals carry too little signal"
+        )
     return best | {"reliability": target_rel, "target_half_width": half_width, "r0": r0}
 
 
-def power_rows(signal_var, item_var, leak, ell, r1, target, seeds, items=ITEM_COUNTS, rel_product=None,
-               alpha=0.05, floor=0.5) -> list[dict]:
+def power_rows(
+    signal_var, item_var, leak, ell, r1, target, seeds, items=ITEM_COUNTS, rel_product=None, alpha=0.05, floor=0.5
+) -> list[dict]:
     """Rows {items, reliability, checkpoints, power} per testset size: the fewest checkpoints at which the interval
     excludes 0 with probability `target` at |r1| with `seeds` seeds (a gated family counted as no verdict); a
     row at a stated reliability product rel_a * rel_b (items None) where given."""
@@ -130,8 +141,17 @@ def power_rows(signal_var, item_var, leak, ell, r1, target, seeds, items=ITEM_CO
         rel = reliability(signal_var, item_var, k, n or MAX_CHECKPOINTS, ell, leak) if k else math.sqrt(rel_product)
         row = {"items": k, "reliability": rel, "checkpoints": n, "power": None if n is None else pw(n, noise)}
         if n is None:  # smooth curves: seeds add what checkpoints cannot; the fewest at SEEDS_AT checkpoints
-            many = interval_at(SEEDS_AT, signal_var, noise(SEEDS_AT), leak, ell, abs(r1), alpha, floor,
-                               np.arange(1, MAX_PLAN_SEEDS + 1))["power"]
+            many = interval_at(
+                SEEDS_AT,
+                signal_var,
+                noise(SEEDS_AT),
+                leak,
+                ell,
+                abs(r1),
+                alpha,
+                floor,
+                np.arange(1, MAX_PLAN_SEEDS + 1),
+            )["power"]
             hit = np.flatnonzero(many >= target)
             row["seeds_at"] = {"checkpoints": SEEDS_AT, "seeds": int(hit[0]) + 1 if len(hit) else None}
         rows.append(row)

@@ -35,8 +35,10 @@ def pilot_files(paths) -> list[str]:
         elif (p / "runs").is_dir() and sorted((p / "runs").glob("*/eval/metrics.jsonl")):
             files += sorted((p / "runs").glob("*/eval/metrics.jsonl"))
         else:
-            raise UserError(f"plan --pilot: {p}: not a metrics.jsonl, a run folder (runs/<run>, with "
-                            "eval/metrics.jsonl) or a project with evaluated runs under runs/")
+            raise UserError(
+                f"plan --pilot: {p}: not a metrics.jsonl, a run folder (runs/<run>, with "
+                "eval/metrics.jsonl) or a project with evaluated runs under runs/"
+            )
     return [str(f) for f in files]
 
 
@@ -53,13 +55,21 @@ def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
         mats = {nm: items[run][metric][nm] for nm in names if nm in items[run][metric]}
         series, V = item_noise(mats, items[run][GOLD], METRICS[metric].aggregate, rng, splits)
         if names[0] in series and np.ptp(np.asarray(series[names[0]], float)) <= 1e-12:
-            raise UserError(f"plan --pilot: run {run!r}: the ID series ({names[0]}, {metric}) is constant over its "
-                            f"{len(d['steps'])} checkpoints, so there is no ID progress to residualise on; use a "
-                            "pilot whose ID score moves")
+            raise UserError(
+                f"plan --pilot: run {run!r}: the ID series ({names[0]}, {metric}) is constant over its "
+                f"{len(d['steps'])} checkpoints, so there is no ID progress to residualise on; use a "
+                "pilot whose ID score moves"
+            )
         steps = np.asarray(d["steps"], float)
         t = (steps - steps.min()) / max(np.ptp(steps), 1e-12)
-        out[run] = {"t": t, "id": names[0], "series": series, "V": V, "meta": d["meta"],
-                    "n_items": {nm: m.shape[1] for nm, m in mats.items()}}
+        out[run] = {
+            "t": t,
+            "id": names[0],
+            "series": series,
+            "V": V,
+            "meta": d["meta"],
+            "n_items": {nm: m.shape[1] for nm, m in mats.items()},
+        }
     return out
 
 
@@ -76,9 +86,11 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     runs = build_runs(load_metrics(files))
     for run, d in runs.items():
         if len(d["steps"]) < PILOT_MIN_CHECKPOINTS:
-            raise UserError(f"plan --pilot: run {run!r} has {len(d['steps'])} checkpoints; a pilot needs >= "
-                            f"{PILOT_MIN_CHECKPOINTS} to estimate signal, noise and length-scale (score more "
-                            "checkpoints of it, or plan from stated values without --pilot)")
+            raise UserError(
+                f"plan --pilot: run {run!r} has {len(d['steps'])} checkpoints; a pilot needs >= "
+                f"{PILOT_MIN_CHECKPOINTS} to estimate signal, noise and length-scale (score more "
+                "checkpoints of it, or plan from stated values without --pilot)"
+            )
     data = _seed_inputs(runs, load_items(runs), metric, splits)
     families: dict = {}
     for d in data.values():
@@ -98,26 +110,44 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
             ells.append(res["ell"])
             betas += [abs(s[k]) for s in res["terms"] for k in ("beta_a", "beta_b")]
     if not ells:
-        raise UserError("plan --pilot: no pair of OOD testsets with a defined interval in the pilot (it needs >= 5 "
-                        "checkpoints per run, a moving ID series and two OOD testsets)")
+        raise UserError(
+            "plan --pilot: no pair of OOD testsets with a defined interval in the pilot (it needs >= 5 "
+            "checkpoints per run, a moving ID series and two OOD testsets)"
+        )
 
     def item_var(name, fam=None):
-        vals = [residual_noise(d, name) * d["n_items"][name] for d in data.values() if name in d["V"]
-                and fam in (None, _family(d))]
+        vals = [
+            residual_noise(d, name) * d["n_items"][name]
+            for d in data.values()
+            if name in d["V"] and fam in (None, _family(d))
+        ]
         return float(np.median(vals)), max(d["n_items"].get(name, 0) for d in data.values())
 
     ood = {}
     for name, s in sorted(sig.items()):
         v, n_items = item_var(name)
-        ood[name] = {"signal_var": float(np.median(s)), "item_var": v, "items": n_items,
-                     "families": [{"signal_var": float(np.median(f)), "item_var": item_var(name, fam)[0]}
-                                  for fam, f in sorted(fam_sig[name].items())]}
+        ood[name] = {
+            "signal_var": float(np.median(s)),
+            "item_var": v,
+            "items": n_items,
+            "families": [
+                {"signal_var": float(np.median(f)), "item_var": item_var(name, fam)[0]}
+                for fam, f in sorted(fam_sig[name].items())
+            ],
+        }
     id_name = next(iter(data.values()))["id"]
     v, n_items = item_var(id_name)
-    return {"ood": ood, "id": {"name": id_name, "item_var": v, "items": n_items}, "ell": float(np.median(ells)),
-            "beta": float(np.median(betas)), "families": list(families), "n_runs": len(data), "n_pairs": len(ells),
-            "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
-            "recipes": family_recipes(files, list(families))}
+    return {
+        "ood": ood,
+        "id": {"name": id_name, "item_var": v, "items": n_items},
+        "ell": float(np.median(ells)),
+        "beta": float(np.median(betas)),
+        "families": list(families),
+        "n_runs": len(data),
+        "n_pairs": len(ells),
+        "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
+        "recipes": family_recipes(files, list(families)),
+    }
 
 
 def _family(d: dict) -> tuple:

@@ -42,8 +42,10 @@ def _pair_inputs(pilot, o: dict) -> tuple[dict, str]:
         t = ts[int(np.clip(round((1 - o["quantile"]) * (len(ts) - 1)), 0, len(ts) - 1))]
         ell, beta = o["ell"] or pm["ell"], pm["beta"] if o["id_slope"] is None else o["id_slope"]
         leak = beta * beta * pm["id"]["item_var"] / pm["id"]["items"]
-        return ({"signal_var": t["signal_var"], "item_var": t["item_var"], "leak": leak, "ell": ell},
-                f"pilot: {pm['n_runs']} runs, {pm['n_pairs']} testset pairs, {min(x['items'] for x in ts)}+ items")
+        return (
+            {"signal_var": t["signal_var"], "item_var": t["item_var"], "leak": leak, "ell": ell},
+            f"pilot: {pm['n_runs']} runs, {pm['n_pairs']} testset pairs, {min(x['items'] for x in ts)}+ items",
+        )
     if not 0 < o["accuracy"] < 1:
         raise UserError(f"plan: --accuracy must be in (0, 1), got {o['accuracy']}")
     v = o["accuracy"] * (1 - o["accuracy"])
@@ -76,8 +78,14 @@ def _hours(study, o, examples: int) -> tuple[float | None, float | None, str]:
     missing = [(m, why) for m, eps, why in got if eps is None]
     if missing:
         m, why = missing[0]
-        return None, None, (f"unknown for {m or 'an unnamed model (--model)'}: {why}; `oodcorr plan --budget H` "
-                            "measures it here (about a minute), or pass --examples-per-s")
+        return (
+            None,
+            None,
+            (
+                f"unknown for {m or 'an unnamed model (--model)'}: {why}; `oodcorr plan --budget H` "
+                "measures it here (about a minute), or pass --examples-per-s"
+            ),
+        )
     secs = sum(examples / len(got) / eps for _, eps, _ in got)
     eps = examples / secs
     return secs / 3600, eps, "; ".join(f"{m}: {where}" for m, _, where in got)
@@ -107,36 +115,74 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
     if o["detect_r"] is not None:
         from oodcorr.planner.modes import ITEM_COUNTS, MAX_CHECKPOINTS, MAX_PLAN_SEEDS, power_rows
 
-        rows = power_rows(*args, o["detect_r"], o["target_power"], o["seeds"], tuple(o["item_counts"]) or ITEM_COUNTS,
-                          o["reliability_product"], s.alpha, s.reliability_min)
+        rows = power_rows(
+            *args,
+            o["detect_r"],
+            o["target_power"],
+            o["seeds"],
+            tuple(o["item_counts"]) or ITEM_COUNTS,
+            o["reliability_product"],
+            s.alpha,
+            s.reliability_min,
+        )
         if as_json:
-            click.echo(json.dumps({"source": source, "detect_r": o["detect_r"], "power": o["target_power"],
-                                   "seeds": o["seeds"], **inputs, "reliability_min": s.reliability_min,
-                                   "rows": rows}, indent=2))
+            click.echo(
+                json.dumps(
+                    {
+                        "source": source,
+                        "detect_r": o["detect_r"],
+                        "power": o["target_power"],
+                        "seeds": o["seeds"],
+                        **inputs,
+                        "reliability_min": s.reliability_min,
+                        "rows": rows,
+                    },
+                    indent=2,
+                )
+            )
             return
-        click.echo(f"plan: checkpoints per run to find |partial r| = {abs(o['detect_r'])} with power "
-                   f"{o['target_power']} ({o['seeds']} seed(s); {source}; reliability gate {s.reliability_min:g})")
+        click.echo(
+            f"plan: checkpoints per run to find |partial r| = {abs(o['detect_r'])} with power "
+            f"{o['target_power']} ({o['seeds']} seed(s); {source}; reliability gate {s.reliability_min:g})"
+        )
         for row in rows:
             what = f"{row['items']:>6} items" if row["items"] is not None else "stated product"
             if row["checkpoints"] is None:
                 at = row["seeds_at"]
-                more = (f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it" if at["seeds"] else
-                        f"not with <= {MAX_PLAN_SEEDS} seeds at {at['checkpoints']} checkpoints either")
-                click.echo(f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not "
-                           f"reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}")
+                more = (
+                    f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it"
+                    if at["seeds"]
+                    else f"not with <= {MAX_PLAN_SEEDS} seeds at {at['checkpoints']} checkpoints either"
+                )
+                click.echo(
+                    f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not "
+                    f"reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}"
+                )
             else:
-                click.echo(f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
-                           f"{row['reliability']:.2f})")
+                click.echo(
+                    f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
+                    f"{row['reliability']:.2f})"
+                )
         if details:
-            click.echo(f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g},"
-                       f" length-scale {args[3]:.2f}")
+            click.echo(
+                f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g},"
+                f" length-scale {args[3]:.2f}"
+            )
         return
     from oodcorr.planner.modes import half_width_plan
 
     out = half_width_plan(*args, o["half_width"], o["target_rel"], o["seeds"], o["r0"], s.alpha, s.reliability_min)
     per_run = out["items_per_testset"] * out["checkpoints_per_run"] * o["testsets"]
-    out.update(testsets=o["testsets"], runs=o["runs"], examples_per_run=per_run, examples_total=per_run * o["runs"],
-               source=source, signal_var=args[0], noise_var_item=args[1], ell=args[3])
+    out.update(
+        testsets=o["testsets"],
+        runs=o["runs"],
+        examples_per_run=per_run,
+        examples_total=per_run * o["runs"],
+        source=source,
+        signal_var=args[0],
+        noise_var_item=args[1],
+        ell=args[3],
+    )
     hours, eps, where = _hours(study, o, per_run * o["runs"])
     out.update(hours_total=hours, examples_per_s=eps)
     if hours is None:
@@ -145,17 +191,27 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
         click.echo(json.dumps(out, indent=2))
         return
     more = f" (more than the {o['seeds']} asked: checkpoints alone cannot)" if out["seeds"] > o["seeds"] else ""
-    click.echo(f"plan: {out['seeds']} seed(s){more} x {out['checkpoints_per_run']} checkpoints per run, "
-               f"{out['items_per_testset']} items per testset ({source})")
-    click.echo(f"  it can show: an interval on partial r of half-width {out['expected_half_width']:.3f} <= "
-               f"{o['half_width']} at r = {o['r0']}, every residual at reliability >= {o['target_rel']}")
-    click.echo(f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x "
-               f"{o['testsets']} = {per_run:,} examples per run; x {o['runs']} runs = {per_run * o['runs']:,}")
+    click.echo(
+        f"plan: {out['seeds']} seed(s){more} x {out['checkpoints_per_run']} checkpoints per run, "
+        f"{out['items_per_testset']} items per testset ({source})"
+    )
+    click.echo(
+        f"  it can show: an interval on partial r of half-width {out['expected_half_width']:.3f} <= "
+        f"{o['half_width']} at r = {o['r0']}, every residual at reliability >= {o['target_rel']}"
+    )
+    click.echo(
+        f"  compute              : {out['items_per_testset']} x {out['checkpoints_per_run']} x "
+        f"{o['testsets']} = {per_run:,} examples per run; x {o['runs']} runs = {per_run * o['runs']:,}"
+    )
     if hours is not None:
-        click.echo(f"  time                 : {hours:.1f} h at {eps:.3g} examples/s"
-                   + (f" (measured: {where})" if where else ""))
+        click.echo(
+            f"  time                 : {hours:.1f} h at {eps:.3g} examples/s"
+            + (f" (measured: {where})" if where else "")
+        )
     else:
         click.echo(f"  time                 : {where}")
     if details:
-        click.echo(f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g}, "
-                   f"length-scale {args[3]:.2f}; power {out['power']:.2f} at |r| = {o['r0']}")
+        click.echo(
+            f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g}, "
+            f"length-scale {args[3]:.2f}; power {out['power']:.2f} at |r| = {o['r0']}"
+        )

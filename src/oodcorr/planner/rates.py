@@ -49,8 +49,9 @@ def read_rates(path: Path) -> dict:
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: not readable JSON ({e})") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object with 'scoring' and 'training' lists, got a "
-                        f"{type(data).__name__}")
+        raise UserError(
+            f"{path}: expected a JSON object with 'scoring' and 'training' lists, got a {type(data).__name__}"
+        )
     out = {}
     for kind, field in KINDS.items():
         rows = data.get(kind, [])
@@ -98,8 +99,14 @@ def resolve_dtype_name(dtype: str | None) -> str:
 
 
 def _match(rows, model, dtype, device, machine):
-    return next((r for r in reversed(rows) if (r["model"], r["dtype"], r["device"], r["machine"])
-                 == (model, dtype, device, machine)), None)
+    return next(
+        (
+            r
+            for r in reversed(rows)
+            if (r["model"], r["dtype"], r["device"], r["machine"]) == (model, dtype, device, machine)
+        ),
+        None,
+    )
 
 
 def lookup(root: Path, kind: str, model: str, dtype: str) -> tuple[float | None, str, str]:
@@ -124,17 +131,26 @@ def record(root: Path, kind: str, model: str, dtype: str, value: float, source: 
     device, machine = device_and_machine()
     path = root / PROJECT_RATES
     data = read_rates(path)
-    data[kind] = [r for r in data[kind] if (r["model"], r["dtype"], r["device"], r["machine"])
-                  != (model, dtype, device, machine)]
-    data[kind].append({"model": model, "dtype": dtype, "device": device, "machine": machine,
-                       KINDS[kind]: float(value), "source": source})
+    data[kind] = [
+        r for r in data[kind] if (r["model"], r["dtype"], r["device"], r["machine"]) != (model, dtype, device, machine)
+    ]
+    data[kind].append(
+        {
+            "model": model,
+            "dtype": dtype,
+            "device": device,
+            "machine": machine,
+            KINDS[kind]: float(value),
+            "source": source,
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, data)
     return path
 
 
 def loadable_here(model: str) -> str:
-    """"" where `model` can be loaded on this machine without a download, else why not."""
+    """ "" where `model` can be loaded on this machine without a download, else why not."""
     from oodcorr.modeling.models import model_path
 
     try:
@@ -167,16 +183,25 @@ def _rate(root: Path, kind: str, model: str, dtype: str, measure: bool, say) -> 
     return value, f"{PROJECT_RATES}: {where}"
 
 
-def scoring_rate(root: Path, model: str | None, dtype: str | None, measure: bool = True,
-                 say=print) -> tuple[float | None, str]:
+def scoring_rate(
+    root: Path, model: str | None, dtype: str | None, measure: bool = True, say=print
+) -> tuple[float | None, str]:
     """Examples/s for `model` at `dtype` (None: auto) on this machine, or (None, why not)."""
     if not model:
         return None, "unknown for an unnamed model (--model)"
     return _rate(root, "scoring", model, resolve_dtype_name(dtype), measure, say)
 
 
-def rates_for(root: Path, model: str, dtype: str | None, examples_per_s=None, train_hours=None,
-              train_steps: int | None = None, measure: bool = True, say=print) -> dict:
+def rates_for(
+    root: Path,
+    model: str,
+    dtype: str | None,
+    examples_per_s=None,
+    train_hours=None,
+    train_steps: int | None = None,
+    measure: bool = True,
+    say=print,
+) -> dict:
     """{"examples_per_s", "eval_source", "train_h", "train_source", "dtype"}: stated rates first, else this
     machine's measured ones (measured now and kept where `measure`), else a UserError saying what to pass."""
     out = {"dtype": dtype}
@@ -194,8 +219,10 @@ def rates_for(root: Path, model: str, dtype: str | None, examples_per_s=None, tr
         out.update(examples_per_s=eps, eval_source=where)
     if "train_h" not in out:
         if not train_steps:
-            raise UserError("plan: training hours per run need the steps per run: pass --train-steps or "
-                            "--train-hours (params.yaml's train.max_steps is read when set)")
+            raise UserError(
+                "plan: training hours per run need the steps per run: pass --train-steps or "
+                "--train-hours (params.yaml's train.max_steps is read when set)"
+            )
         step_s, where = _rate(root, "training", model, dtype, measure, say)
         if step_s is None:
             raise UserError(f"plan: {where}; pass --train-hours (per run)")

@@ -16,16 +16,20 @@ def _hw(rates) -> str:
 
 def rates_line(ctx) -> str:
     r = ctx["rates"]
-    return (f"scoring {r['examples_per_s']:.3g} examples/s ({r['eval_source']}); training {r['train_h']:.3g} h per "
-            f"run ({r['train_source']})" + (f"; {ctx['trained_seeds']} seed(s) per family already trained"
-                                            if ctx["trained_seeds"] else ""))
+    return (
+        f"scoring {r['examples_per_s']:.3g} examples/s ({r['eval_source']}); training {r['train_h']:.3g} h per "
+        f"run ({r['train_source']})"
+        + (f"; {ctx['trained_seeds']} seed(s) per family already trained" if ctx["trained_seeds"] else "")
+    )
 
 
 def print_budget(ctx, res, rel, best, details: bool) -> None:
     s, margin, r = ctx["settings"], ctx["margin"], res["target_r"]
     plain_source = ctx["source"].split(";")[0]
-    click.echo(f"plan --budget {ctx['budget']:g} h for {ctx['model_name']} (planned from {plain_source}; verdicts "
-               f"as the study's analysis gives them: alpha {s.alpha:g}, reliability gate {s.reliability_min:g})")
+    click.echo(
+        f"plan --budget {ctx['budget']:g} h for {ctx['model_name']} (planned from {plain_source}; verdicts "
+        f"as the study's analysis gives them: alpha {s.alpha:g}, reliability gate {s.reliability_min:g})"
+    )
     click.echo(f"  rates: {rates_line(ctx)}")
     pm = ctx.get("pilot")
     if pm:
@@ -33,62 +37,89 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
         from oodcorr.planner.pilot import PILOT_FEW_ITEMS
 
         if few < PILOT_FEW_ITEMS:
-            click.echo(f"  warning: the pilot scored as few as {few} items per testset (< {PILOT_FEW_ITEMS}): its "
-                       "item noise is a rough estimate; a larger pilot plans more reliably")
+            click.echo(
+                f"  warning: the pilot scored as few as {few} items per testset (< {PILOT_FEW_ITEMS}): its "
+                "item noise is a rough estimate; a larger pilot plans more reliably"
+            )
     if res["dropped"]:
-        click.echo(f"  left out: {', '.join(res['dropped'])} (cannot reach reliability {res['floor']:g} at their full "
-                   "size, so they could settle no pair; not scored)")
+        click.echo(
+            f"  left out: {', '.join(res['dropped'])} (cannot reach reliability {res['floor']:g} at their full "
+            "size, so they could settle no pair; not scored)"
+        )
     if best is None:
         cheapest = min(res["rows"], key=lambda row: _hours(row, 1))
-        click.echo(f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
-                   f"{_hours(cheapest, 1):.2f} h")
+        click.echo(
+            f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
+            f"{_hours(cheapest, 1):.2f} h"
+        )
         click.echo(f"  {ctx['need']}")
         return
     st = best["settled"]
     click.echo(f"  run: design: {_describe(best)}, {ctx['families']} run(s) per seed: {best['hours']:.1f} h")
-    click.echo(f"  it can show: a partial correlation of |r| >= {r:g} between two testsets (beyond ID) with expected "
-               f"power {best['power']:.2f} per pair (target {res['target_power']:g}; median pair: "
-               f"{best['median_testset']}, reliability {best['reliability']:.2f}); a true 0 as a consistent null "
-               f"at +/-{margin:g} with {best['null_power']:.2f}")
-    hps = f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair" if st["if_r"] >= 0.05 else \
-        "no pair expected to settle"
-    click.echo(f"  settles: {st['if_r']:.1f} of {st['pairs']} pairs expected if every pair's |r| is {r:g} "
-               f"({hps}); {st['if_0']:.1f} if every pair's r is 0 (a pair settles when every family agrees)")
+    click.echo(
+        f"  it can show: a partial correlation of |r| >= {r:g} between two testsets (beyond ID) with expected "
+        f"power {best['power']:.2f} per pair (target {res['target_power']:g}; median pair: "
+        f"{best['median_testset']}, reliability {best['reliability']:.2f}); a true 0 as a consistent null "
+        f"at +/-{margin:g} with {best['null_power']:.2f}"
+    )
+    hps = (
+        f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair"
+        if st["if_r"] >= 0.05
+        else "no pair expected to settle"
+    )
+    click.echo(
+        f"  settles: {st['if_r']:.1f} of {st['pairs']} pairs expected if every pair's |r| is {r:g} "
+        f"({hps}); {st['if_0']:.1f} if every pair's r is 0 (a pair settles when every family agrees)"
+    )
     if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  this budget buys power {best['power']:.2f}; {ctx['need']}")
     if best.get("gate", 1) < 0.95:
-        click.echo(f"  {1 - best['gate']:.0%} of families are expected to stay below the reliability gate "
-                   f"({s.reliability_min:g}) and give no verdict: counted in the power above")
+        click.echo(
+            f"  {1 - best['gate']:.0%} of families are expected to stay below the reliability gate "
+            f"({s.reliability_min:g}) and give no verdict: counted in the power above"
+        )
     if "simulated" in best:
         click.echo(f"  {simulated_text(best['simulated'], margin, r)}")
     elif best["caveat"]:
         click.echo(f"  {best['caveat']}")
     if not ctx["write_params"]:
-        click.echo(f"  next: oodcorr plan --budget {ctx['budget']:g} ... --write-params plan.yaml, merge it into "
-                   "params.yaml, then dvc repro")
+        click.echo(
+            f"  next: oodcorr plan --budget {ctx['budget']:g} ... --write-params plan.yaml, merge it into "
+            "params.yaml, then dvc repro"
+        )
     click.echo(f"  other designs within {ctx['budget']:g} h ({ctx['families']} run(s) per seed, <= {MAX_SEEDS} seeds):")
-    click.echo(f"    {'checkpoints':>11} {'seeds':>5} {'ID items':>8} {'OOD items':>9} {'hours':>7} "
-               f"{'power |r|=' + format(r, 'g'):>14} {'null +/-' + format(margin, 'g'):>10}")
+    click.echo(
+        f"    {'checkpoints':>11} {'seeds':>5} {'ID items':>8} {'OOD items':>9} {'hours':>7} "
+        f"{'power |r|=' + format(r, 'g'):>14} {'null +/-' + format(margin, 'g'):>10}"
+    )
     for d in res["by_checkpoints"]:
-        click.echo(f"    {d['checkpoints']:>11} {d['seeds']:>5} {d['id_items']:>8} {d['ood_items']:>9} "
-                   f"{d['hours']:>7.1f} {d['power']:>14.2f} {d['null_power']:>10.2f}")
+        click.echo(
+            f"    {d['checkpoints']:>11} {d['seeds']:>5} {d['id_items']:>8} {d['ood_items']:>9} "
+            f"{d['hours']:>7.1f} {d['power']:>14.2f} {d['null_power']:>10.2f}"
+        )
     if res.get("below_floor"):
-        click.echo(f"    {', '.join(map(str, res['below_floor']))} checkpoints: no item count within the budget "
-                   f"brings every kept testset's residual to reliability {res['floor']:g} in each family (no verdict)")
+        click.echo(
+            f"    {', '.join(map(str, res['below_floor']))} checkpoints: no item count within the budget "
+            f"brings every kept testset's residual to reliability {res['floor']:g} in each family (no verdict)"
+        )
     if not details:
         click.echo("  (--details: the model behind the plan)")
         return
     click.echo(f"  details: {ctx['source']}; study settings from {ctx['study'] or 'defaults (no params.yaml)'}")
     click.echo(f"    reliability at full size: {rel} (kept >= {res['floor']:g}: {len(res['kept'])})")
-    click.echo(f"    median reliable pair: {best['median_testset']} on both sides, reliability "
-               f"{best['reliability']:.2f}; the least reliable kept testset in any family: {best['weakest_testset']} "
-               f"{best['weakest']:.2f}; "
-               f"gate passed by {best['gate']:.2f} of families at |r| = {r:g}, {best['gate_null']:.2f} at 0")
+    click.echo(
+        f"    median reliable pair: {best['median_testset']} on both sides, reliability "
+        f"{best['reliability']:.2f}; the least reliable kept testset in any family: {best['weakest_testset']} "
+        f"{best['weakest']:.2f}; "
+        f"gate passed by {best['gate']:.2f} of families at |r| = {r:g}, {best['gate_null']:.2f} at 0"
+    )
     for p in st["per_pair"]:
         click.echo(f"    {p['a']} x {p['b']}: settles with {p['if_r']:.2f} at |r| = {r:g}, {p['if_0']:.2f} at 0")
 
 
 def simulated_text(sim: dict, margin: float, r: float) -> str:
-    return (f"simulated ({sim['reps']} studies of this design analysed with the interval and its gate): power "
-            f"{sim['power']:.2f} +/- {sim['power_se']:.2f} at |r| = {r:g}, {sim['null_power']:.2f} for a "
-            f"consistent null at +/-{margin:g}")
+    return (
+        f"simulated ({sim['reps']} studies of this design analysed with the interval and its gate): power "
+        f"{sim['power']:.2f} +/- {sim['power_se']:.2f} at |r| = {r:g}, {sim['null_power']:.2f} for a "
+        f"consistent null at +/-{margin:g}"
+    )

@@ -34,8 +34,9 @@ def pair_settles(n, seeds, a, b, i_ood, leak, ell, r, margin, alpha, floor) -> t
     return float(c["power"][0] * c["gate"][0]), null * float(g0[0])
 
 
-def expected_settled(model: dict, design: dict, kept: list[str], families: int, margin: float, alpha: float,
-                     r: float, floor: float) -> dict:
+def expected_settled(
+    model: dict, design: dict, kept: list[str], families: int, margin: float, alpha: float, r: float, floor: float
+) -> dict:
     """{"pairs", "if_r" (expected pairs settled if every pair's |r| is r), "if_0" (if every pair's r is 0),
     "per_pair": [{a, b, if_r, if_0}]} for `design` (a budget.search design) over `families` families."""
     ell = model["ell"]
@@ -45,11 +46,26 @@ def expected_settled(model: dict, design: dict, kept: list[str], families: int, 
         ta, tb = model["ood"][name_a], model["ood"][name_b]
         p_r = p_0 = 1.0
         for fa, fb in zip(_family_values(ta, families), _family_values(tb, families)):
-            s_r, s_0 = pair_settles(design["checkpoints"], design["seeds"], {**fa, "size": ta["size"]},
-                                    {**fb, "size": tb["size"]}, design["ood_items"], leak, ell, r, margin, alpha,
-                                    floor)
+            s_r, s_0 = pair_settles(
+                design["checkpoints"],
+                design["seeds"],
+                {**fa, "size": ta["size"]},
+                {**fb, "size": tb["size"]},
+                design["ood_items"],
+                leak,
+                ell,
+                r,
+                margin,
+                alpha,
+                floor,
+            )
             p_r, p_0 = p_r * s_r, p_0 * s_0
         rows.append({"a": name_a, "b": name_b, "if_r": p_r, "if_0": p_0})
     if_r = float(sum(x["if_r"] for x in rows))
-    return {"pairs": len(rows), "if_r": if_r, "if_0": float(sum(x["if_0"] for x in rows)), "per_pair": rows,
-            "hours_per_settled": design["hours"] / if_r if if_r > 0 else math.inf}
+    return {
+        "pairs": len(rows),
+        "if_r": if_r,
+        "if_0": float(sum(x["if_0"] for x in rows)),
+        "per_pair": rows,
+        "hours_per_settled": design["hours"] / if_r if if_r > 0 else math.inf,
+    }

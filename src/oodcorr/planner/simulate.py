@@ -22,8 +22,17 @@ import numpy as np
 ID_RISE = 10.0  # the ID curve rises by this many of its item-noise SDs over training (an ID testset that moves)
 
 
-def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng, signal_var: float = 1.0,
-              beta: float = 0.5, x0=None) -> dict:
+def draw_seed(
+    n: int,
+    ell: float,
+    rho: float,
+    noise: float,
+    noise_id: float,
+    rng,
+    signal_var: float = 1.0,
+    beta: float = 0.5,
+    x0=None,
+) -> dict:
     """One seed's input for gp_interval (module notes); x0: the noise-free ID curve (default: the rising one)."""
     from oodcorr.stats.gp_model import KERNEL, KERNELS
 
@@ -36,13 +45,34 @@ def draw_seed(n: int, ell: float, rho: float, noise: float, noise_id: float, rng
         x0 = ID_RISE * math.sqrt(noise_id) * (1 - np.exp(-4 * t))
     sd, sd_id = math.sqrt(noise), math.sqrt(noise_id)
     I = np.eye(n)
-    return {"t": t, "x": x0 + sd_id * rng.standard_normal(n), "ya": beta * x0 + u + sd * rng.standard_normal(n),
-            "yb": beta * x0 + v + sd * rng.standard_normal(n), "Vx": noise_id * I, "Va": noise * I, "Vb": noise * I}
+    return {
+        "t": t,
+        "x": x0 + sd_id * rng.standard_normal(n),
+        "ya": beta * x0 + u + sd * rng.standard_normal(n),
+        "yb": beta * x0 + v + sd * rng.standard_normal(n),
+        "Vx": noise_id * I,
+        "Va": noise * I,
+        "Vb": noise * I,
+    }
 
 
-def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_var: float, ell: float, beta: float,
-                    rho: float, margin: float, reps: int, seed=0, alpha: float = 0.05, x0=None,
-                    floor: float | None = None, progress: bool = False) -> dict:
+def simulate_design(
+    n: int,
+    seeds: int,
+    noise: float,
+    noise_id: float,
+    signal_var: float,
+    ell: float,
+    beta: float,
+    rho: float,
+    margin: float,
+    reps: int,
+    seed=0,
+    alpha: float = 0.05,
+    x0=None,
+    floor: float | None = None,
+    progress: bool = False,
+) -> dict:
     """`reps` studies of `seeds` runs x n checkpoints analysed with gp_interval: {"rho", "reps" (defined),
     "excludes_0", "consistent_null" (both ends inside +/- margin), "se" (of excludes_0), "gated"}. seed: an int or
     a numpy Generator to draw from; x0: draw_seed's ID curve. floor: the reliability gate (analyze.reliability_min):
@@ -70,5 +100,11 @@ def simulate_design(n: int, seeds: int, noise: float, noise_id: float, signal_va
             excl += res["ci_low"] > 0 or res["ci_high"] < 0
             inside += -margin < res["ci_low"] and res["ci_high"] < margin
     p = excl / max(ok, 1)
-    return {"rho": rho, "reps": ok, "excludes_0": p, "se": math.sqrt(p * (1 - p) / max(ok, 1)),
-            "consistent_null": inside / max(ok, 1), "gated": gated}
+    return {
+        "rho": rho,
+        "reps": ok,
+        "excludes_0": p,
+        "se": math.sqrt(p * (1 - p) / max(ok, 1)),
+        "consistent_null": inside / max(ok, 1),
+        "gated": gated,
+    }

@@ -38,8 +38,9 @@ class AnalyzeSettings:
             raise UserError(f"analyze.methods: empty (choose from {', '.join(METHODS)})")
         for m in methods:
             if m not in METHODS:
-                raise UserError(f"analyze.methods: unknown method {m!r}{closest(m, METHODS)}; "
-                                f"known: {', '.join(METHODS)}")
+                raise UserError(
+                    f"analyze.methods: unknown method {m!r}{closest(m, METHODS)}; known: {', '.join(METHODS)}"
+                )
         if not 0 <= self.bootstrap <= MAX_RESAMPLES:
             raise UserError(f"analyze.bootstrap: must be in [0, {MAX_RESAMPLES}], got {self.bootstrap}")
         check_seed(self.seed, "analyze.seed")
@@ -48,10 +49,14 @@ class AnalyzeSettings:
         if not 0 <= self.reliability_min <= 1:
             raise UserError(f"analyze.reliability_min: must be in [0, 1], got {self.reliability_min}")
         if not 1 <= self.reliability_splits <= MAX_RESAMPLES:
-            raise UserError(f"analyze.reliability_splits: must be in [1, {MAX_RESAMPLES}], "
-                            f"got {self.reliability_splits}")
-        if isinstance(self.equivalence, bool) or not isinstance(self.equivalence, (int, float)) \
-                or not 0 < self.equivalence < 1:
+            raise UserError(
+                f"analyze.reliability_splits: must be in [1, {MAX_RESAMPLES}], got {self.reliability_splits}"
+            )
+        if (
+            isinstance(self.equivalence, bool)
+            or not isinstance(self.equivalence, (int, float))
+            or not 0 < self.equivalence < 1
+        ):
             raise UserError(f"analyze.equivalence: must be a number in (0, 1), got {self.equivalence!r}")
         if self.scatter_pair is not None:
             check_scatter_pair(self.scatter_pair, None)
@@ -80,8 +85,16 @@ class AnalyzeSettings:
         cfg = dict((params or {}).get("analyze") or {})
         if not cfg.get("methods"):  # an empty list means the default
             cfg.pop("methods", None)
-        cast = {"methods": tuple, "bootstrap": int, "alpha": float, "slices": bool, "seed": int, "pool_models": bool,
-                "reliability_min": float, "reliability_splits": int}
+        cast = {
+            "methods": tuple,
+            "bootstrap": int,
+            "alpha": float,
+            "slices": bool,
+            "seed": int,
+            "pool_models": bool,
+            "reliability_min": float,
+            "reliability_splits": int,
+        }
         known = {f.name for f in fields(cls)}
         values = {k: cast.get(k, lambda v: v)(v) for k, v in cfg.items() if k in known}
         values.update({k: v for k, v in overrides.items() if v is not None and v != ()})
@@ -106,5 +119,7 @@ def check_scatter_pair(pair, names) -> None:
         raise UserError(f"analyze.scatter_pair: expected two testset names, got {list(pair)!r}")
     for name in pair if names is not None else ():
         if name not in names:
-            raise UserError(f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(str(name), names)}; the "
-                            f"study's OOD testsets: {', '.join(names)}")
+            raise UserError(
+                f"analyze.scatter_pair: unknown OOD testset {name!r}{closest(str(name), names)}; the "
+                f"study's OOD testsets: {', '.join(names)}"
+            )

@@ -29,20 +29,20 @@ PARAMS_FILE = "params.yaml"
 # The `study.launch` section: how `oodcorr study launch` submits the runs (read by oodcorr.launch). `study` is no
 # stage's params dependency: editing it re-runs nothing.
 LAUNCH_SCHEMA: dict = {
-    "executor": str,                                # local | slurm
-    "partition": (str, type(None)),                 # sbatch --partition (null: the cluster's default)
-    "gpus_per_run": (int, type(None)),              # --gpus-per-node (null: 1 on slurm; locally CUDA is left alone)
-    "cpus_per_run": (int, type(None)),              # --cpus-per-task
-    "mem_gb": (int, float, type(None)),             # --mem
-    "time": (int, str, type(None)),                 # --time: minutes, or [D-]HH:MM[:SS]
-    "max_parallel": (int, type(None)),              # array throttle (%N); locally the number of processes at once
-    "account": (str, type(None)),                   # --account
-    "qos": (str, type(None)),                       # --qos
-    "constraint": (str, type(None)),                # --constraint
-    "sbatch": (dict, type(None)),                   # any other sbatch option, e.g. {exclude: node12, nice: 10}
-    "setup": (list, type(None)),                    # shell lines run before the job, e.g. ["module load cuda/12.4"]
-    "folder": (str, type(None)),                    # job pickles and logs (shared filesystem); default .oodcorr/launch
-    "max_requeue": (int, type(None)),               # preempted/timed-out jobs requeue themselves this many times
+    "executor": str,  # local | slurm
+    "partition": (str, type(None)),  # sbatch --partition (null: the cluster's default)
+    "gpus_per_run": (int, type(None)),  # --gpus-per-node (null: 1 on slurm; locally CUDA is left alone)
+    "cpus_per_run": (int, type(None)),  # --cpus-per-task
+    "mem_gb": (int, float, type(None)),  # --mem
+    "time": (int, str, type(None)),  # --time: minutes, or [D-]HH:MM[:SS]
+    "max_parallel": (int, type(None)),  # array throttle (%N); locally the number of processes at once
+    "account": (str, type(None)),  # --account
+    "qos": (str, type(None)),  # --qos
+    "constraint": (str, type(None)),  # --constraint
+    "sbatch": (dict, type(None)),  # any other sbatch option, e.g. {exclude: node12, nice: 10}
+    "setup": (list, type(None)),  # shell lines run before the job, e.g. ["module load cuda/12.4"]
+    "folder": (str, type(None)),  # job pickles and logs (shared filesystem); default .oodcorr/launch
+    "max_requeue": (int, type(None)),  # preempted/timed-out jobs requeue themselves this many times
 }
 
 LAUNCH_DEFAULTS: dict = {
@@ -120,10 +120,14 @@ TESTSET_SCHEMA: dict[str, Any] = {
     "size": (int, type(None)),  # rows a synthetic generator produces
 }
 SCHEMA: dict[str, Any] = {
-    "study": {"name": str, "tracking_uri": (str, type(None)), "experiment": (str, type(None)),
-              "tracking": str,  # mlflow (default) | none: local outputs only, MLflow never imported
-              "launch": LAUNCH_SCHEMA,
-              "threads": (int, str, type(None))},
+    "study": {
+        "name": str,
+        "tracking_uri": (str, type(None)),
+        "experiment": (str, type(None)),
+        "tracking": str,  # mlflow (default) | none: local outputs only, MLflow never imported
+        "launch": LAUNCH_SCHEMA,
+        "threads": (int, str, type(None)),
+    },
     "data": {
         "out": str,
         "max_examples": (int, type(None)),
@@ -227,15 +231,18 @@ def load_params(path: str | os.PathLike | None = None, validate_schema: bool = T
             validate(tree)
         tree = copy.deepcopy(tree)
     except RecursionError:
-        raise UserError(f"{path}: nested too deeply (more levels of lists or mappings than Python can read); "
-                        "params.yaml needs a few levels only") from None
+        raise UserError(
+            f"{path}: nested too deeply (more levels of lists or mappings than Python can read); "
+            "params.yaml needs a few levels only"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         loc = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(tree, dict):
-        raise UserError(f"{path}: expected a mapping of sections (study, data, train, runs, ...), "
-                        f"got {type(tree).__name__}")
+        raise UserError(
+            f"{path}: expected a mapping of sections (study, data, train, runs, ...), got {type(tree).__name__}"
+        )
     if validate_schema:
         check_values(tree)
         check_references(tree)
@@ -282,11 +289,17 @@ def check_references(params: dict) -> None:
             if name is not None and name not in testsets:
                 raise UserError(f"params: runs.{key}.{field}: unknown testset {name!r}{closest(name, testsets)}")
         model = run.get("model")
-        if model is not None and model not in BUILTIN_MODELS and not Path(model).exists() \
-                and not HUB_ID_RE.fullmatch(model):
-            raise UserError(f"params: runs.{key}.model: unknown model {model[:120]!r}"
-                            f"{closest(model, BUILTIN_MODELS)}; expected a built-in alias, a local folder or a hub "
-                            "id (owner/name: letters, digits, '.', '_', '-')")
+        if (
+            model is not None
+            and model not in BUILTIN_MODELS
+            and not Path(model).exists()
+            and not HUB_ID_RE.fullmatch(model)
+        ):
+            raise UserError(
+                f"params: runs.{key}.model: unknown model {model[:120]!r}"
+                f"{closest(model, BUILTIN_MODELS)}; expected a built-in alias, a local folder or a hub "
+                "id (owner/name: letters, digits, '.', '_', '-')"
+            )
     for i, name in enumerate((params.get("evaluate") or {}).get("testsets") or []):
         if name not in testsets:
             raise UserError(f"params: evaluate.testsets[{i}]: unknown testset {name!r}{closest(str(name), testsets)}")
@@ -296,6 +309,9 @@ def deep_merge(base: dict, over: dict) -> dict:
     """`over` on top of `base`, recursing into mappings that both sides have (inputs are not modified)."""
     out = copy.deepcopy(base)
     for key, value in over.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+        out[key] = (
+            deep_merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
             else copy.deepcopy(value)
+        )
     return out

@@ -38,8 +38,10 @@ def _threads(text: str) -> int | None:
 def _folder(text: str) -> Path:
     path = Path(text).expanduser()
     if not text.strip() or path.exists() and not path.is_dir():
-        raise UserError(f"{CACHE_ENV}: expected a folder for the converted models, got {text[:200]!r}"
-                        + (" (a file)" if text.strip() else ""))
+        raise UserError(
+            f"{CACHE_ENV}: expected a folder for the converted models, got {text[:200]!r}"
+            + (" (a file)" if text.strip() else "")
+        )
     return path
 
 
@@ -67,9 +69,11 @@ def _count(name: str, minimum: int) -> Callable[[str], int]:
         except ValueError:
             value = minimum - 1
         if value < minimum:
-            raise UserError(f"{name}: expected an integer >= {minimum} (set by `accelerate launch` / torchrun), "
-                            f"got {text[:80]!r}")
+            raise UserError(
+                f"{name}: expected an integer >= {minimum} (set by `accelerate launch` / torchrun), got {text[:80]!r}"
+            )
         return value
+
     return parse
 
 

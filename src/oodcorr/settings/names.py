@@ -22,17 +22,21 @@ def check_name(name, kind: str, where: str) -> str:
     `_` and `-` only, starting with a letter, digit or `_`, at most NAME_MAX characters; else one line naming
     `where` and what is wrong with it."""
     if isinstance(name, (int, float)) and not isinstance(name, bool):
-        raise UserError(f"{where}: {kind} {name!r} is read as a number, not a name; quote it ('{name}') or start "
-                        "it with a letter")
+        raise UserError(
+            f"{where}: {kind} {name!r} is read as a number, not a name; quote it ('{name}') or start it with a letter"
+        )
     if not isinstance(name, str):
         raise UserError(f"{where}: {kind} must be a name, got {type(name).__name__} {name!r:.80}")
     shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
     if len(name) > NAME_MAX:
-        raise UserError(f"{where}: {kind} {shown} is {len(name)} characters long; at most {NAME_MAX} (it names "
-                        "a file or folder)")
+        raise UserError(
+            f"{where}: {kind} {shown} is {len(name)} characters long; at most {NAME_MAX} (it names a file or folder)"
+        )
     if not NAME_RE.fullmatch(name):
-        raise UserError(f"{where}: {kind} {shown} is not allowed: use only letters, digits, '.', '_' and '-', "
-                        "starting with a letter, digit or '_' (it names a file or folder)")
+        raise UserError(
+            f"{where}: {kind} {shown} is not allowed: use only letters, digits, '.', '_' and '-', "
+            "starting with a letter, digit or '_' (it names a file or folder)"
+        )
     return name
 
 
@@ -55,5 +59,7 @@ def check_inside_project(value: str, where: str) -> None:
     """A folder given in params (relative to the project) that stays inside it: no absolute path, no `..`."""
     norm = os.path.normpath(value)
     if not value.strip() or os.path.isabs(value) or norm == ".." or norm.startswith(".." + os.sep) or norm == ".":
-        raise UserError(f"{where}: {value[:120]!r} must be a folder inside the project (a relative path such as "
-                        "results, without '..')")
+        raise UserError(
+            f"{where}: {value[:120]!r} must be a folder inside the project (a relative path such as "
+            "results, without '..')"
+        )

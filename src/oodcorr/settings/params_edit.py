@@ -52,12 +52,12 @@ def _plain(node):
 def user_testsets(old: dict | None, preset_testsets: list[dict]) -> list[str]:
     """Names under the old file's data.testsets that are the user's: an entry no preset declares as written."""
     declared = ((old or {}).get("data") or {}).get("testsets") or {}
-    return [name for name, spec in declared.items()
-            if not any(name in p and p[name] == spec for p in preset_testsets)]
+    return [name for name, spec in declared.items() if not any(name in p and p[name] == spec for p in preset_testsets)]
 
 
-def switch(old_text: str, preset_text: str, tree: dict, preset_testsets: list[dict], keep: bool = True
-           ) -> tuple[str, dict, list[str]]:
+def switch(
+    old_text: str, preset_text: str, tree: dict, preset_testsets: list[dict], keep: bool = True
+) -> tuple[str, dict, list[str]]:
     """(new params.yaml text, its plain tree, the user testsets carried over).
 
     `preset_text` is the preset file, `tree` the preset as load_preset() returns it (grid expanded, overrides
@@ -149,7 +149,7 @@ def _comment_of(line: str) -> str | None:
 def _code(line: str) -> str:
     """The line without its end-of-line comment."""
     comment = _comment_of(line)
-    return line[:line.index(comment)].rstrip() if comment else line.rstrip()
+    return line[: line.index(comment)].rstrip() if comment else line.rstrip()
 
 
 def keep_comments(old_text: str, new_text: str, preset_texts: list[str]) -> tuple[str, int]:
@@ -158,8 +158,9 @@ def keep_comments(old_text: str, new_text: str, preset_texts: list[str]) -> tupl
     preset's (the new text has its own); one the new text already holds (inside a carried testset) is not repeated.
     Returns (the text, the number of the user's comments that had no place: their key is gone or its value
     changed; the backup keeps them)."""
-    presets = {part.strip() for text in preset_texts for line in text.splitlines()
-               for part in (line, _comment_of(line) or "")}
+    presets = {
+        part.strip() for text in preset_texts for line in text.splitlines() for part in (line, _comment_of(line) or "")
+    }
     old, new = old_text.splitlines(), new_text.splitlines()
     have = {line.strip() for line in new} | {c.strip() for c in map(_comment_of, new) if c}
     old_paths, new_paths = _paths(old), _paths(new)
@@ -184,14 +185,14 @@ def keep_comments(old_text: str, new_text: str, preset_texts: list[str]) -> tupl
             block = []
         comment = _comment_of(line)
         if comment and comment.strip() not in presets and comment.strip() not in have:
-            value = line[:line.index(comment)].rstrip()
+            value = line[: line.index(comment)].rstrip()
             if i >= 0 and _code(new[i]) == value:
-                eol[i] = line[len(value):line.index(comment)] + comment
+                eol[i] = line[len(value) : line.index(comment)] + comment
             else:
                 lost += 1
     out = []
     for i, line in enumerate(new):
-        indent = line[:len(line) - len(line.lstrip())]
+        indent = line[: len(line) - len(line.lstrip())]
         out += [indent + c for c in before.get(i, [])]
         out.append(_code(line) + eol[i] if i in eol else line)  # the user's comment beside their value
     out += block  # comments after the last key stay at the end

@@ -30,17 +30,24 @@ class Project:
         if self.tracking not in TRACKING:
             raise UserError(f"params: study.tracking: expected mlflow or none, got {self.tracking!r}")
         if isinstance(self.tracking_uri, str) and has_credentials(self.tracking_uri):  # params go into dvc.lock
-            raise UserError(f"params: study.tracking_uri: {mask_secrets(self.tracking_uri)} holds credentials, which "
-                            f"DVC would record (dvc.lock, run cache); remove them and set {MLFLOW_CREDENTIAL_VARS}")
+            raise UserError(
+                f"params: study.tracking_uri: {mask_secrets(self.tracking_uri)} holds credentials, which "
+                f"DVC would record (dvc.lock, run cache); remove them and set {MLFLOW_CREDENTIAL_VARS}"
+            )
 
     @classmethod
     def from_params(cls, params: dict | None) -> Project:
         params = params or {}
         study = params.get("study") or {}
-        return cls(root=Path(params.get("_root") or cls.root), name=study.get("name", cls.name),
-                   tracking=study.get("tracking") or cls.tracking, tracking_uri=study.get("tracking_uri"),
-                   experiment=study.get("experiment"), threads=study.get("threads"),
-                   data_out=(params.get("data") or {}).get("out") or cls.data_out)
+        return cls(
+            root=Path(params.get("_root") or cls.root),
+            name=study.get("name", cls.name),
+            tracking=study.get("tracking") or cls.tracking,
+            tracking_uri=study.get("tracking_uri"),
+            experiment=study.get("experiment"),
+            threads=study.get("threads"),
+            data_out=(params.get("data") or {}).get("out") or cls.data_out,
+        )
 
     @classmethod
     def of(cls, source: Project | dict | None) -> Project:
@@ -65,8 +72,10 @@ def scored_testsets(params: dict | None) -> tuple[str, ...]:
     so what the data stage prepares and the evaluate stage reads (EvaluateSettings.testsets)."""
     listed = ((params or {}).get("evaluate") or {}).get("testsets")
     if listed is not None and not listed:
-        raise UserError("params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
-                        "(the run's ID testset is added)")
+        raise UserError(
+            "params: evaluate.testsets: empty; list the testsets every checkpoint is scored on "
+            "(the run's ID testset is added)"
+        )
     for i, name in enumerate(listed or ()):
         if not isinstance(name, str):
             raise UserError(f"params: evaluate.testsets[{i}]: expected a testset name, got {name!r}")

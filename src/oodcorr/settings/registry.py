@@ -25,10 +25,20 @@ TARGETS = (ENT, NON, "drop", "neutral")
 
 # MNLI / SNLI / ANLI on the hub: ClassLabel 0=entailment, 1=neutral, 2=contradiction, -1 = no gold label.
 THREE_WAY = {
-    "0": ENT, "1": "neutral", "2": NON, "-1": "drop",
-    "entailment": ENT, "neutral": "neutral", "contradiction": NON, "-": "drop",
-    "e": ENT, "n": "neutral", "c": NON,
-    "ENTAILMENT": ENT, "NEUTRAL": "neutral", "CONTRADICTION": NON,
+    "0": ENT,
+    "1": "neutral",
+    "2": NON,
+    "-1": "drop",
+    "entailment": ENT,
+    "neutral": "neutral",
+    "contradiction": NON,
+    "-": "drop",
+    "e": ENT,
+    "n": "neutral",
+    "c": NON,
+    "ENTAILMENT": ENT,
+    "NEUTRAL": "neutral",
+    "CONTRADICTION": NON,
 }
 # Binary sets: the hub's ints plus the GLUE / HANS string spellings.
 ENT0 = {"0": ENT, "1": NON, ENT: ENT, "not_entailment": NON, "non-entailment": NON, NON: NON}
@@ -38,50 +48,148 @@ IDENTITY = {ENT: ENT, NON: NON}
 _GLUE = {"hub": "nyu-mll/glue", "revision": None, "premise": "premise", "hypothesis": "hypothesis", "label": "label"}
 
 BUILTINS: dict[str, dict] = {
-    "mnli": {**_GLUE, "config": "mnli", "split": "validation_matched", "label_map": THREE_WAY,
-             "description": "MNLI dev-matched (in-domain control); neutral dropped unless neutral: merge"},
-    "mnli_mm": {**_GLUE, "config": "mnli", "split": "validation_mismatched", "label_map": THREE_WAY,
-                "description": "MNLI dev-mismatched (other genres)"},
-    "mnli_train": {**_GLUE, "config": "mnli", "split": "train", "label_map": THREE_WAY,
-                   "description": "MNLI train (training pool)"},
-    "snli": {"hub": "stanfordnlp/snli", "config": "plain_text", "revision": None, "split": "test",
-             "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
-             "description": "SNLI test (image captions)"},
-    "snli_train": {"hub": "stanfordnlp/snli", "config": "plain_text", "revision": None, "split": "train",
-                   "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
-                   "description": "SNLI train (training pool)"},
-    "scitail": {"hub": "allenai/scitail", "config": "dgem_format", "revision": None, "split": "test",
-                "premise": "premise", "hypothesis": "hypothesis", "label": "label",
-                "label_map": {"entails": ENT, "neutral": NON, ENT: ENT, "not_entailment": NON},
-                "description": "SciTail test (science exam questions)"},
-    "rte": {**_GLUE, "config": "rte", "premise": "sentence1", "hypothesis": "sentence2", "split": "train",
-            "label_map": ENT0, "description": "GLUE RTE train (used as an OOD testset)"},
-    "wnli": {**_GLUE, "config": "wnli", "premise": "sentence1", "hypothesis": "sentence2", "split": "train",
-             "label_map": ENT1, "description": "GLUE WNLI train (Winograd schemas; used as an OOD testset)"},
-    "hans": {"hub": "jhu-cogsci/hans", "config": "plain_text", "revision": "refs/convert/parquet",
-             "split": "validation", "premise": "premise", "hypothesis": "hypothesis", "label": "label",
-             "label_map": ENT0, "slice": ["heuristic", "@label"],
-             "description": "HANS evaluation set; slices = heuristic/label"},
-    "anli": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r3",
-             "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
-             "description": "ANLI round 3 test (adversarial)"},
-    "anli_r1": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r1",
-                "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
-                "description": "ANLI round 1 test (adversarial)"},
-    "anli_r2": {"hub": "facebook/anli", "config": "plain_text", "revision": None, "split": "test_r2",
-                "premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": THREE_WAY,
-                "description": "ANLI round 2 test (adversarial)"},
-    "paws": {"hub": "google-research-datasets/paws", "config": "labeled_final", "revision": None, "split": "test",
-             "premise": "sentence1", "hypothesis": "sentence2", "label": "label", "label_map": ENT1,
-             "description": "PAWS-Wiki test (paraphrase = entailment)"},
-    "sick": {"premise": "sentence_A", "hypothesis": "sentence_B", "label": "entailment_label",
-             "id": "pair_ID", "label_map": THREE_WAY, "filter": {"SemEval_set": "TEST"}, "format": "tsv",
-             "description": "SICK test (local only: set data.testsets.sick.path to SICK.txt)"},
+    "mnli": {
+        **_GLUE,
+        "config": "mnli",
+        "split": "validation_matched",
+        "label_map": THREE_WAY,
+        "description": "MNLI dev-matched (in-domain control); neutral dropped unless neutral: merge",
+    },
+    "mnli_mm": {
+        **_GLUE,
+        "config": "mnli",
+        "split": "validation_mismatched",
+        "label_map": THREE_WAY,
+        "description": "MNLI dev-mismatched (other genres)",
+    },
+    "mnli_train": {
+        **_GLUE,
+        "config": "mnli",
+        "split": "train",
+        "label_map": THREE_WAY,
+        "description": "MNLI train (training pool)",
+    },
+    "snli": {
+        "hub": "stanfordnlp/snli",
+        "config": "plain_text",
+        "revision": None,
+        "split": "test",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": THREE_WAY,
+        "description": "SNLI test (image captions)",
+    },
+    "snli_train": {
+        "hub": "stanfordnlp/snli",
+        "config": "plain_text",
+        "revision": None,
+        "split": "train",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": THREE_WAY,
+        "description": "SNLI train (training pool)",
+    },
+    "scitail": {
+        "hub": "allenai/scitail",
+        "config": "dgem_format",
+        "revision": None,
+        "split": "test",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": {"entails": ENT, "neutral": NON, ENT: ENT, "not_entailment": NON},
+        "description": "SciTail test (science exam questions)",
+    },
+    "rte": {
+        **_GLUE,
+        "config": "rte",
+        "premise": "sentence1",
+        "hypothesis": "sentence2",
+        "split": "train",
+        "label_map": ENT0,
+        "description": "GLUE RTE train (used as an OOD testset)",
+    },
+    "wnli": {
+        **_GLUE,
+        "config": "wnli",
+        "premise": "sentence1",
+        "hypothesis": "sentence2",
+        "split": "train",
+        "label_map": ENT1,
+        "description": "GLUE WNLI train (Winograd schemas; used as an OOD testset)",
+    },
+    "hans": {
+        "hub": "jhu-cogsci/hans",
+        "config": "plain_text",
+        "revision": "refs/convert/parquet",
+        "split": "validation",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": ENT0,
+        "slice": ["heuristic", "@label"],
+        "description": "HANS evaluation set; slices = heuristic/label",
+    },
+    "anli": {
+        "hub": "facebook/anli",
+        "config": "plain_text",
+        "revision": None,
+        "split": "test_r3",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": THREE_WAY,
+        "description": "ANLI round 3 test (adversarial)",
+    },
+    "anli_r1": {
+        "hub": "facebook/anli",
+        "config": "plain_text",
+        "revision": None,
+        "split": "test_r1",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": THREE_WAY,
+        "description": "ANLI round 1 test (adversarial)",
+    },
+    "anli_r2": {
+        "hub": "facebook/anli",
+        "config": "plain_text",
+        "revision": None,
+        "split": "test_r2",
+        "premise": "premise",
+        "hypothesis": "hypothesis",
+        "label": "label",
+        "label_map": THREE_WAY,
+        "description": "ANLI round 2 test (adversarial)",
+    },
+    "paws": {
+        "hub": "google-research-datasets/paws",
+        "config": "labeled_final",
+        "revision": None,
+        "split": "test",
+        "premise": "sentence1",
+        "hypothesis": "sentence2",
+        "label": "label",
+        "label_map": ENT1,
+        "description": "PAWS-Wiki test (paraphrase = entailment)",
+    },
+    "sick": {
+        "premise": "sentence_A",
+        "hypothesis": "sentence_B",
+        "label": "entailment_label",
+        "id": "pair_ID",
+        "label_map": THREE_WAY,
+        "filter": {"SemEval_set": "TEST"},
+        "format": "tsv",
+        "description": "SICK test (local only: set data.testsets.sick.path to SICK.txt)",
+    },
 }
 
 # The synthetic shift suite (oodcorr.data.synthetic): CPU quickstart without the hub.
-_SYN = {"premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": IDENTITY,
-        "slice": "template"}
+_SYN = {"premise": "premise", "hypothesis": "hypothesis", "label": "label", "label_map": IDENTITY, "slice": "template"}
 # The generators of data/synthetic.py (its KINDS) and the built-in testsets drawn from them.
 SYNTHETIC_KINDS = ("train", "id", "overlap", "negation", "vocab", "embedded")
 SYNTHETIC = {
@@ -133,8 +241,10 @@ def resolve(params: dict | None, name: str) -> dict:
     """
     declared = ((params or {}).get("data") or {}).get("testsets") or {}
     if name not in BUILTINS and name not in declared:
-        raise UserError(f"unknown testset {name!r}{closest(name, known_names(params))}; "
-                        "see `oodcorr testsets` or declare it under data.testsets")
+        raise UserError(
+            f"unknown testset {name!r}{closest(name, known_names(params))}; "
+            "see `oodcorr testsets` or declare it under data.testsets"
+        )
     user = dict(declared.get(name) or {})
     spec = copy.deepcopy(BUILTINS.get(name, {}))
     spec.update(copy.deepcopy(user))
@@ -169,8 +279,10 @@ def resolve(params: dict | None, name: str) -> dict:
         raise UserError(f"{where}.format: {fmt!r} is not tsv, csv or jsonl")
     if spec["kind"] == "synthetic":
         if spec["synthetic"] not in SYNTHETIC_KINDS:
-            raise UserError(f"{where}.synthetic: unknown generator {spec['synthetic']!r}"
-                            f"{closest(spec['synthetic'], SYNTHETIC_KINDS)}; known: {', '.join(SYNTHETIC_KINDS)}")
+            raise UserError(
+                f"{where}.synthetic: unknown generator {spec['synthetic']!r}"
+                f"{closest(spec['synthetic'], SYNTHETIC_KINDS)}; known: {', '.join(SYNTHETIC_KINDS)}"
+            )
     return spec
 
 

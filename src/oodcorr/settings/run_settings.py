@@ -18,8 +18,13 @@ from oodcorr.settings.names import check_run_key
 
 # Not recorded when unset (so runs trained before it existed keep their identity): optim, default adamw.
 OPTIMIZERS = ("adamw", "paged_adamw_8bit")
-CHOICES = {"loss": ("full_vocab", "verbalizer"), "sampling": ("balanced", "uniform"), "finetune": ("lora", "full"),
-           "quantization": ("auto", "nf4", "none"), "dtype": ("auto", "float32", "bfloat16", "float16")}
+CHOICES = {
+    "loss": ("full_vocab", "verbalizer"),
+    "sampling": ("balanced", "uniform"),
+    "finetune": ("lora", "full"),
+    "quantization": ("auto", "nf4", "none"),
+    "dtype": ("auto", "float32", "bfloat16", "float16"),
+}
 # The run's own entry (no train-section default), recorded after the train settings in params' order.
 ENTRY_KEYS = ("model", "train_set", "id_testset", "shots", "data_seed", "seed", "optim")
 REQUIRED = ("model", "train_set", "id_testset", "shots")
@@ -95,18 +100,24 @@ class RunSettings:
         runs = params.get("runs") or {}
         check_run_key(run_key, "--run")
         if run_key not in runs:
-            raise UserError(f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: "
-                            f"{', '.join(runs) or 'none'}")
+            raise UserError(
+                f"unknown run {run_key!r}{closest(run_key, runs)}; runs in params: {', '.join(runs) or 'none'}"
+            )
         merged = deep_merge(params.get("train") or {}, runs[run_key] or {})
         for required in REQUIRED:
             if required not in merged:
-                raise UserError(f"params: runs.{run_key}.{required}: missing (expected "
-                                f"{typename(RUN_SCHEMA[required])})")
+                raise UserError(
+                    f"params: runs.{run_key}.{required}: missing (expected {typename(RUN_SCHEMA[required])})"
+                )
         values = {k: v for k, v in merged.items() if k not in ("lora", "checkpoints", "verbalizer")}
-        return cls(**values, run=run_key, verbalizer={**DEFAULT_VERBALIZER, **(merged.get("verbalizer") or {})},
-                   lora=LoraSettings.of(merged.get("lora")),
-                   checkpoints=CheckpointSettings(**(merged.get("checkpoints") or {})),
-                   entry_order=tuple(k for k in merged if k in ENTRY_KEYS))
+        return cls(
+            **values,
+            run=run_key,
+            verbalizer={**DEFAULT_VERBALIZER, **(merged.get("verbalizer") or {})},
+            lora=LoraSettings.of(merged.get("lora")),
+            checkpoints=CheckpointSettings(**(merged.get("checkpoints") or {})),
+            entry_order=tuple(k for k in merged if k in ENTRY_KEYS),
+        )
 
     @property
     def optimizer(self) -> str:
@@ -144,16 +155,20 @@ class RunSettings:
         if not self.lora.alpha > 0:
             raise UserError(f"{where}.lora.alpha: must be > 0, got {self.lora.alpha}")
         check_pattern(self.pattern, f"{where}.pattern")
-        for key, text in (("pattern", self.pattern), ("verbalizer.entailment", self.verbalizer.get("entailment", "")),
-                          ("verbalizer.non_entailment", self.verbalizer.get("non_entailment", ""))):
+        for key, text in (
+            ("pattern", self.pattern),
+            ("verbalizer.entailment", self.verbalizer.get("entailment", "")),
+            ("verbalizer.non_entailment", self.verbalizer.get("non_entailment", "")),
+        ):
             if len(text) > MAX_TEXT:
                 raise UserError(f"{where}.{key}: {len(text)} characters; at most {MAX_TEXT}")
         for key, value in (("lr", self.lr), ("epochs", self.epochs), ("lora.r", self.lora.r)):
             if value <= 0:
                 raise UserError(f"{where}.{key}: must be > 0, got {value}")
         if self.gradient_checkpointing not in (True, False, "auto"):
-            raise UserError(f"{where}.gradient_checkpointing: expected true, false or auto, "
-                            f"got {self.gradient_checkpointing!r}")
+            raise UserError(
+                f"{where}.gradient_checkpointing: expected true, false or auto, got {self.gradient_checkpointing!r}"
+            )
         if self.optim is not None and self.optim not in OPTIMIZERS:
             raise UserError(f"{where}.optim: expected one of {', '.join(OPTIMIZERS)}, got {self.optim!r}")
         if not 0 <= self.warmup_ratio < 1:

@@ -19,5 +19,7 @@ def check_tracking_uri(uri, where: str = "params: study.tracking_uri") -> None:
         return
     match = _URI.fullmatch(uri) if isinstance(uri, str) else None
     if match is None or match.group(1).lower() not in URI_SCHEMES:
-        raise UserError(f"{where}: {str(uri)[:120]!r} is not a tracking URI; expected e.g. "
-                        "sqlite:///mlruns/mlflow.db or http(s)://host:port (schemes: " + ", ".join(URI_SCHEMES) + ")")
+        raise UserError(
+            f"{where}: {str(uri)[:120]!r} is not a tracking URI; expected e.g. "
+            "sqlite:///mlruns/mlflow.db or http(s)://host:port (schemes: " + ", ".join(URI_SCHEMES) + ")"
+        )

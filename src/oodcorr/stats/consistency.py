@@ -47,8 +47,14 @@ from oodcorr.stats.noise_pooling import _from_likelihood, _pool_noise
 from oodcorr.stats.partial import adjust_pvalues
 from oodcorr.stats.verdicts import equivalent, noise_verdict, unreliable_flags, verdict
 
-VERDICTS = ("consistent_positive", "consistent_negative", "consistent_null", "model_dependent", "insufficient_evidence",
-            "unreliable")
+VERDICTS = (
+    "consistent_positive",
+    "consistent_negative",
+    "consistent_null",
+    "model_dependent",
+    "insufficient_evidence",
+    "unreliable",
+)
 SETUP = ["train_set", "shots", "id_testset"]
 PAIR = ["method", "testset_a", "testset_b"]
 
@@ -62,8 +68,19 @@ def fisher_pool(r, w, alpha: float = ALPHA) -> dict:
     r, w = r[ok], w[ok]
     m = len(r)
     if m == 0:
-        return {"r": math.nan, "ci_low": math.nan, "ci_high": math.nan, "z": math.nan, "se": math.nan,
-                "p": math.nan, "q": math.nan, "q_p": math.nan, "i2": math.nan, "m": 0, "w": 0.0}
+        return {
+            "r": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "z": math.nan,
+            "se": math.nan,
+            "p": math.nan,
+            "q": math.nan,
+            "q_p": math.nan,
+            "i2": math.nan,
+            "m": 0,
+            "w": 0.0,
+        }
     z = np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
     zbar = float((w * z).sum() / w.sum())
     se = float(1 / math.sqrt(w.sum()))
@@ -71,14 +88,28 @@ def fisher_pool(r, w, alpha: float = ALPHA) -> dict:
     q = float((w * (z - zbar) ** 2).sum())
     q_p = float(stats.chi2.sf(q, m - 1)) if m > 1 else math.nan
     i2 = float(max(0.0, (q - (m - 1)) / q)) if m > 1 and q > 0 else (0.0 if m > 1 else math.nan)
-    return {"r": math.tanh(zbar), "ci_low": math.tanh(zbar - zc * se), "ci_high": math.tanh(zbar + zc * se),
-            "z": zbar, "se": se, "p": float(2 * stats.norm.sf(abs(zbar) / se)), "q": q, "q_p": q_p,
-            "i2": i2, "m": m, "w": float(w.sum())}
+    return {
+        "r": math.tanh(zbar),
+        "ci_low": math.tanh(zbar - zc * se),
+        "ci_high": math.tanh(zbar + zc * se),
+        "z": zbar,
+        "se": se,
+        "p": float(2 * stats.norm.sf(abs(zbar) / se)),
+        "q": q,
+        "q_p": q_p,
+        "i2": i2,
+        "m": m,
+        "w": float(w.sum()),
+    }
 
 
-def pool_seeds(partials: pd.DataFrame, alpha: float = ALPHA,
-               equivalence: float = EQUIVALENCE, ci2_pooled: dict | None = None,
-               reliability_min: float = RELIABILITY_MIN) -> pd.DataFrame:
+def pool_seeds(
+    partials: pd.DataFrame,
+    alpha: float = ALPHA,
+    equivalence: float = EQUIVALENCE,
+    ci2_pooled: dict | None = None,
+    reliability_min: float = RELIABILITY_MIN,
+) -> pd.DataFrame:
     """One row per model x setup x method x pair: seeds pooled by Fisher z (weights n - 3 - k).
 
     With a single valid seed the run's own t-test p and Fisher CI are kept (no z approximation). ci2_pooled
@@ -94,8 +125,12 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = ALPHA,
         w = valid["n"] - 3 - valid["k"]
         pooled = fisher_pool(valid["r"], w, alpha)
         row = dict(zip(keys, key))
-        row.update(n_seeds=int(pooled["m"]), seeds=",".join(str(s) for s in sorted(g["seed"].unique())),
-                   n_total=int(valid["n"].sum()), k_mean=float(valid["k"].mean()) if len(valid) else math.nan)
+        row.update(
+            n_seeds=int(pooled["m"]),
+            seeds=",".join(str(s) for s in sorted(g["seed"].unique())),
+            n_total=int(valid["n"].sum()),
+            k_mean=float(valid["k"].mean()) if len(valid) else math.nan,
+        )
         row.update({c: pooled[c] for c in ("r", "ci_low", "ci_high", "p", "q", "q_p", "i2")})
         if pooled["m"] == 1:
             one = valid.iloc[0]
@@ -111,8 +146,10 @@ def pool_seeds(partials: pd.DataFrame, alpha: float = ALPHA,
         if iv is not None or "rel_a" in g and g[["rel_a", "rel_b"]].notna().to_numpy().any():
             # the pooled row's own reliabilities and interval decide, as for a run's own row
             flags = {f for f in flags if not f.startswith("unreliable:")} | set(
-                unreliable_flags(key[-2], key[-1], row.get("rel_a", math.nan), row.get("rel_b", math.nan),
-                                 reliability_min))
+                unreliable_flags(
+                    key[-2], key[-1], row.get("rel_a", math.nan), row.get("rel_b", math.nan), reliability_min
+                )
+            )
             if np.isfinite(row.get("ci2_low", math.nan)):  # a seed's undefined interval is not the pooled row's
                 flags = {f for f in flags if not f.startswith("ci2_undefined:")}
         row["flag"] = "no_valid_seed" if pooled["m"] == 0 else ";".join(sorted(flags))
@@ -132,8 +169,10 @@ def with_shared(consistency: pd.DataFrame, shared: dict) -> pd.DataFrame:
     out = consistency.copy()
     cols = {"r_shared": "r_hat", "ci2_shared_low": "ci_low", "ci2_shared_high": "ci_high", "shared_why": "why"}
     for col, src in cols.items():
-        out[col] = [(shared.get(tuple(k)) or {}).get(src, "" if col == "shared_why" else math.nan)
-                    for k in out[[*SETUP, *PAIR]].itertuples(index=False)]
+        out[col] = [
+            (shared.get(tuple(k)) or {}).get(src, "" if col == "shared_why" else math.nan)
+            for k in out[[*SETUP, *PAIR]].itertuples(index=False)
+        ]
     return out
 
 
@@ -148,8 +187,12 @@ def _first_flag(flag: str) -> str:
     return first(flag) or "no r"
 
 
-def cross_model(pooled: pd.DataFrame, alpha: float = ALPHA,
-                reliability_min: float = RELIABILITY_MIN, equivalence: float = EQUIVALENCE) -> pd.DataFrame:
+def cross_model(
+    pooled: pd.DataFrame,
+    alpha: float = ALPHA,
+    reliability_min: float = RELIABILITY_MIN,
+    equivalence: float = EQUIVALENCE,
+) -> pd.DataFrame:
     """Per setup x method x OOD pair across models: per-model r/CI, sign agreement, Q, I^2, verdict.
 
     With noise columns (ci2_*, rel_*) in `pooled` the verdict is noise_verdict (raw keeps the old one)."""
@@ -164,30 +207,51 @@ def cross_model(pooled: pd.DataFrame, alpha: float = ALPHA,
         across = fisher_pool(fin["r"], fin["weight"], alpha)
         row = dict(zip(keys, key))
         row.update(
-            n_models=int(g["model"].nunique()), n_models_valid=int(len(fin)), n_models_sig=int(len(sig)),
-            n_sig_positive=int((sig["r"] > 0).sum()), n_sig_negative=int((sig["r"] < 0).sum()),
+            n_models=int(g["model"].nunique()),
+            n_models_valid=int(len(fin)),
+            n_models_sig=int(len(sig)),
+            n_sig_positive=int((sig["r"] > 0).sum()),
+            n_sig_negative=int((sig["r"] < 0).sum()),
             sign_flip=bool((fin["r"] > 0).any() and (fin["r"] < 0).any()),
             r_min=float(fin["r"].min()) if len(fin) else math.nan,
             r_max=float(fin["r"].max()) if len(fin) else math.nan,
-            r_pooled=across["r"], ci_low=across["ci_low"], ci_high=across["ci_high"],
-            q=across["q"], q_p=across["q_p"], i2=across["i2"],
-            verdict=noise_verdict(g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min,
-                                  equivalence)
+            r_pooled=across["r"],
+            ci_low=across["ci_low"],
+            ci_high=across["ci_high"],
+            q=across["q"],
+            q_p=across["q_p"],
+            i2=across["i2"],
+            verdict=noise_verdict(
+                g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"], g["rel_b"], reliability_min, equivalence
+            )
             if "ci2_low" in g and g[["ci2_low", "rel_a", "rel_b"]].notna().any().any()  # noise analysed
             else verdict(g["r"], g["p_bh"], alpha, g["ci_low"], g["ci_high"], equivalence),
             n_models_equivalent=int(g["equivalent"].sum()) if "equivalent" in g else 0,
             models="; ".join(
-                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}" if np.isfinite(r)
+                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
+                if np.isfinite(r)
                 else f"{m}: — ({_first_flag(fl)})"
-                for m, r, lo, hi, p, fl in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"], _flags(g))),
+                for m, r, lo, hi, p, fl in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"], _flags(g))
+            ),
         )
         if "ci2_low" in g:
             row["models_two_level"] = "; ".join(
-                (f"{m}: r_dis {d:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f}, observed r {r:+.3f}"
-                 if np.isfinite(lo)
-                 else f"{m}: — ({_first_flag(fl)})")
-                for m, r, lo, hi, ra, rb, d, fl in zip(g["model"], g["r"], g["ci2_low"], g["ci2_high"], g["rel_a"],
-                                                       g["rel_b"], g["r_disattenuated"], _flags(g)))
+                (
+                    f"{m}: r_dis {d:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f}, observed r {r:+.3f}"
+                    if np.isfinite(lo)
+                    else f"{m}: — ({_first_flag(fl)})"
+                )
+                for m, r, lo, hi, ra, rb, d, fl in zip(
+                    g["model"],
+                    g["r"],
+                    g["ci2_low"],
+                    g["ci2_high"],
+                    g["rel_a"],
+                    g["rel_b"],
+                    g["r_disattenuated"],
+                    _flags(g),
+                )
+            )
         out.append(row)
     return pd.DataFrame(out)
 

@@ -15,7 +15,7 @@ WORDS = {
     "missing_checkpoints": "{x} checkpoints lack a score; the pair used the others",
     "one_class": "{x} has one gold class: {metric} is undefined on it",
     "no_metric": "{x}'s rows in the metrics file lack {metric} (written without it): rescore with "
-                 "`oodcorr evaluate`, or set analyze.metric: accuracy",
+    "`oodcorr evaluate`, or set analyze.metric: accuracy",
     "no_score": "{x} has no score at any checkpoint (accuracy NaN: nothing was scored)",
     "no_valid_seed": "no seed has an r",
     "unreliable": "{x}'s residual trajectory is mostly testset noise",

@@ -44,9 +44,16 @@ def gate_gaps(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: dic
             continue
         k = items_factor(rel, reliability_min)
         n = (n_items or {}).get(name)
-        out.append({"testset": name, "reliability": rel,
-                    "below_by": reliability_min - rel if math.isfinite(rel) else math.nan, "factor": k,
-                    "items": math.ceil(k * n - 1e-9) if k is not None and n else None, "lift": k is not None})
+        out.append(
+            {
+                "testset": name,
+                "reliability": rel,
+                "below_by": reliability_min - rel if math.isfinite(rel) else math.nan,
+                "factor": k,
+                "items": math.ceil(k * n - 1e-9) if k is not None and n else None,
+                "lift": k is not None,
+            }
+        )
     return out
 
 
@@ -61,12 +68,19 @@ def gate_words(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: di
         if not math.isfinite(g["reliability"]):
             parts.append(f"{g['testset']}: no reliability (the interval did not fit)")
         elif not g["lift"]:
-            parts.append(f"{g['testset']} {g['reliability']:.2f}: no signal above testset noise, so more items "
-                         "alone will not lift it")
+            parts.append(
+                f"{g['testset']} {g['reliability']:.2f}: no signal above testset noise, so more items "
+                "alone will not lift it"
+            )
         else:
             items = f" ({(n_items or {})[g['testset']]} -> {g['items']})" if g["items"] is not None else ""
-            parts.append(f"{g['testset']} {g['reliability']:.2f}, {g['below_by']:.2f} below; about "
-                         f"{g['factor']:.1f} times its items{items} would lift it")
-    return (f"held back by the reliability gate ({reliability_min:g}): " + "; ".join(parts)
-            + " (Spearman-Brown at the same signal level; a lower bound, since the ID control's share of the noise "
-            "does not shrink with OOD items)")
+            parts.append(
+                f"{g['testset']} {g['reliability']:.2f}, {g['below_by']:.2f} below; about "
+                f"{g['factor']:.1f} times its items{items} would lift it"
+            )
+    return (
+        f"held back by the reliability gate ({reliability_min:g}): "
+        + "; ".join(parts)
+        + " (Spearman-Brown at the same signal level; a lower bound, since the ID control's share of the noise "
+        "does not shrink with OOD items)"
+    )

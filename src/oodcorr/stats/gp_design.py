@@ -26,8 +26,17 @@ def design_terms(n: int, noise_a: float, noise_b: float, leak: float = 0.0, t=No
     Q = null_space(np.column_stack([np.ones(n), x]).T)
     m = Q.shape[1]
     I = np.eye(m)
-    return {"n": n, "m": m, "Q": Q, "d": np.abs(np.subtract.outer(t, t)), "spacing": 1.0 / max(n - 1, 1),
-            "z": np.zeros(2 * m), "Na": (noise_a + leak) * I, "Nb": (noise_b + leak) * I, "C": leak * I}
+    return {
+        "n": n,
+        "m": m,
+        "Q": Q,
+        "d": np.abs(np.subtract.outer(t, t)),
+        "spacing": 1.0 / max(n - 1, 1),
+        "z": np.zeros(2 * m),
+        "Na": (noise_a + leak) * I,
+        "Nb": (noise_b + leak) * I,
+        "C": leak * I,
+    }
 
 
 def expected_info(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, kernel: str = KERNEL):
@@ -46,8 +55,7 @@ def _se_z(info) -> float:
     return float(math.sqrt(max(np.linalg.inv(info + 1e-12 * np.eye(4))[3, 3], 0.0)))
 
 
-def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float,
-                     kernel: str = KERNEL) -> float:
+def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, kernel: str = KERNEL) -> float:
     """The expected likelihood-ratio statistic against rho = 0 for the seeds' designs: twice the Kullback-Leibler
     divergence from the model at rho to the nearest model at rho = 0 (sa2, sb2 and ell re-fitted, as the profile
     likelihood re-fits them), summed over the seeds ("exemplary data": the statistic on data equal to their
@@ -56,8 +64,16 @@ def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho:
 
     if rho == 0:
         return 0.0
-    S1 = [_sigma(s, np.array([sa2]), np.array([sb2]), np.array([rho * math.sqrt(sa2 * sb2)]),
-                 _kernel_mats(s, np.array([ell]), kernel)[0])[0] for s in seeds]
+    S1 = [
+        _sigma(
+            s,
+            np.array([sa2]),
+            np.array([sb2]),
+            np.array([rho * math.sqrt(sa2 * sb2)]),
+            _kernel_mats(s, np.array([ell]), kernel)[0],
+        )[0]
+        for s in seeds
+    ]
 
     def kl(theta):  # KL(model at rho || model at 0 with theta) and its gradient in theta (log sa2, log sb2, log ell)
         a2, b2, e = np.exp(theta)
@@ -71,23 +87,41 @@ def lr_noncentrality(seeds: list[dict], sa2: float, sb2: float, ell: float, rho:
             W = Si - A @ Si  # d KL = 1/2 tr(W dS0); dS0 is block-diagonal in the two testsets
             m = s["m"]
             Wa, Wb = W[:m, :m], W[m:, m:]
-            grad += 0.5 * np.array([a2 * np.sum(Wa * K), b2 * np.sum(Wb * K),
-                                    a2 * np.sum(Wa * dK) + b2 * np.sum(Wb * dK)])
+            grad += 0.5 * np.array(
+                [a2 * np.sum(Wa * K), b2 * np.sum(Wb * K), a2 * np.sum(Wa * dK) + b2 * np.sum(Wb * dK)]
+            )
         return tot, grad
 
     fit = minimize(kl, np.log([sa2, sb2, ell]), jac=True, method="L-BFGS-B")
     return float(max(2.0 * fit.fun, 0.0))
 
 
-def design_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
-                 kernel: str = KERNEL, copies: float = 1.0) -> float:
+def design_power(
+    seeds: list[dict],
+    sa2: float,
+    sb2: float,
+    ell: float,
+    rho: float,
+    alpha: float = 0.05,
+    kernel: str = KERNEL,
+    copies: float = 1.0,
+) -> float:
     """Probability that the interval excludes 0 when the true correlation is rho, for `copies` times the seeds'
     designs (design_curve)."""
     return float(design_curve(seeds, sa2, sb2, ell, rho, alpha, kernel, [copies])["power"][0])
 
 
-def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, alpha: float = 0.05,
-                 kernel: str = KERNEL, copies=(1.0,), floor: float | None = None) -> dict:
+def design_curve(
+    seeds: list[dict],
+    sa2: float,
+    sb2: float,
+    ell: float,
+    rho: float,
+    alpha: float = 0.05,
+    kernel: str = KERNEL,
+    copies=(1.0,),
+    floor: float | None = None,
+) -> dict:
     """design_power for many `copies` at once. The interval excludes 0 when the likelihood-ratio statistic against
     0 passes lr_cut(df), the exact t-test's cut at the design's effective degrees of freedom df (as gp_interval);
     the power is the chance that the statistic, noncentral chi-square on 1 df with noncentrality the expected
@@ -114,8 +148,9 @@ def design_curve(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: flo
     return out
 
 
-def gate_pass(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, floor: float,
-              kernel: str = KERNEL, copies=(1.0,)) -> np.ndarray:
+def gate_pass(
+    seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float, floor: float, kernel: str = KERNEL, copies=(1.0,)
+) -> np.ndarray:
     """The chance that the reliabilities the interval fits (rel_a, rel_b: signal over signal plus item noise in
     the residual space, summed over the seeds) both reach `floor`, for `copies` times the seeds' designs. Each
     fitted log signal (log sa2 + log tr K(ell)) is normal around its true value with the expected-information
@@ -143,9 +178,18 @@ def gate_pass(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float,
     return out
 
 
-def seeds_for_power(seeds: list[dict], sa2: float, sb2: float, ell: float, rho: float = 0.5, power: float = 0.8,
-                    alpha: float = 0.05, kernel: str = KERNEL, most: int = 256,
-                    decimals: int | None = None) -> int | None:
+def seeds_for_power(
+    seeds: list[dict],
+    sa2: float,
+    sb2: float,
+    ell: float,
+    rho: float = 0.5,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    kernel: str = KERNEL,
+    most: int = 256,
+    decimals: int | None = None,
+) -> int | None:
     """The fewest seeds like these (their average design) for `power` at |rho|; None past `most`. decimals: the
     power is rounded to them first (the precision it is shown with), so a count in words does not depend on the
     last bits of the fit."""

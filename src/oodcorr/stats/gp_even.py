@@ -67,9 +67,11 @@ def _draws(terms: list[dict], fit: dict, rhos: np.ndarray, draws: int, rng) -> n
         W = rng.standard_normal((2 * m, draws))
         Z = (U * np.sqrt(np.clip(w, 0, None))[:, None, :]) @ W  # (G, 2m, draws)
         za, zb = Z[:, :m], Z[:, m:]
-        acc += [np.einsum("gid,gid->gd", za, zb) - np.trace(s["C"]),
-                np.einsum("gid,gid->gd", za, za) - np.trace(s["Na"]),
-                np.einsum("gid,gid->gd", zb, zb) - np.trace(s["Nb"])]
+        acc += [
+            np.einsum("gid,gid->gd", za, zb) - np.trace(s["C"]),
+            np.einsum("gid,gid->gd", za, za) - np.trace(s["Na"]),
+            np.einsum("gid,gid->gd", zb, zb) - np.trace(s["Nb"]),
+        ]
     return _r(*acc)
 
 

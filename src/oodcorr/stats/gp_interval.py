@@ -57,6 +57,7 @@ ITERS = 30
 
 # ----------------------------------------------------------------------------- per-seed data
 
+
 def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERNEL) -> dict:
     x, ya, yb = (np.asarray(seed[k], float) for k in ("x", "ya", "yb"))
     Vx, Va, Vb = (np.asarray(seed[k], float) for k in ("Vx", "Va", "Vb"))
@@ -76,17 +77,34 @@ def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERN
     ba = float(xc @ (ya - ya.mean())) / sxx
     bb = float(xc @ (yb - yb.mean())) / sxx
     QPQ = Q.T @ P @ Q
-    return {"n": n, "m": Q.shape[1], "Q": Q, "d": np.abs(np.subtract.outer(t, t)),
-            "spacing": float(np.median(np.diff(np.sort(t)))) if n > 1 else 1.0,
-            "z": np.concatenate([Q.T @ ya, Q.T @ yb]),
-            "Na": Q.T @ Va @ Q + ba * ba * QPQ, "Nb": Q.T @ Vb @ Q + bb * bb * QPQ, "C": ba * bb * QPQ,
-            "rel_id": rel_id, "beta_a": ba, "beta_b": bb, "QPQ": QPQ}
+    return {
+        "n": n,
+        "m": Q.shape[1],
+        "Q": Q,
+        "d": np.abs(np.subtract.outer(t, t)),
+        "spacing": float(np.median(np.diff(np.sort(t)))) if n > 1 else 1.0,
+        "z": np.concatenate([Q.T @ ya, Q.T @ yb]),
+        "Na": Q.T @ Va @ Q + ba * ba * QPQ,
+        "Nb": Q.T @ Vb @ Q + bb * bb * QPQ,
+        "C": ba * bb * QPQ,
+        "rel_id": rel_id,
+        "beta_a": ba,
+        "beta_b": bb,
+        "QPQ": QPQ,
+    }
 
 
 def _scale_leak(terms: list[dict], g: float) -> list[dict]:
     """The seeds' terms with the ID smoother's leak (beta beta' Q'PQ) scaled by g."""
-    return [{**s, "Na": s["Na"] + (g - 1) * s["beta_a"] ** 2 * s["QPQ"],
-             "Nb": s["Nb"] + (g - 1) * s["beta_b"] ** 2 * s["QPQ"], "C": g * s["C"]} for s in terms]
+    return [
+        {
+            **s,
+            "Na": s["Na"] + (g - 1) * s["beta_a"] ** 2 * s["QPQ"],
+            "Nb": s["Nb"] + (g - 1) * s["beta_b"] ** 2 * s["QPQ"],
+            "C": g * s["C"],
+        }
+        for s in terms
+    ]
 
 
 def _fit(seeds, theta0, rho, bounds, kernel, iters=ITERS):
@@ -161,14 +179,33 @@ def n_eff_of(s: dict, ell: float, kernel: str) -> float:
     return float(np.trace(K) ** 2 / np.sum(K * K)) + 2.0
 
 
-def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id_control: str = "latent",
-                id_kernel: str = ID_KERNEL, leak_grid: tuple = (1.0,)) -> dict:
+def gp_interval(
+    seeds: list[dict],
+    alpha: float = 0.05,
+    kernel: str = KERNEL,
+    id_control: str = "latent",
+    id_kernel: str = ID_KERNEL,
+    leak_grid: tuple = (1.0,),
+) -> dict:
     """Profile-likelihood interval for rho shared by `seeds` (module notes). seeds: dicts with x, ya, yb (n,), Vx,
     Va, Vb (n, n) and optionally t (n,) in [0, 1]. Returns floats r_hat, ci_low, ci_high, rel_a, rel_b, rel_id,
     n_eff (summed over seeds), ell, n_seeds, and reason ("" where the interval is defined)."""
-    out = {"r_hat": math.nan, "ci_low": math.nan, "ci_high": math.nan, "rel_a": math.nan, "rel_b": math.nan,
-           "rel_id": math.nan, "n_eff": math.nan, "ell": math.nan, "sa2": math.nan, "sb2": math.nan,
-           "n_seeds": len(seeds), "reason": "", "kernel": "", "terms": []}
+    out = {
+        "r_hat": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "rel_a": math.nan,
+        "rel_b": math.nan,
+        "rel_id": math.nan,
+        "n_eff": math.nan,
+        "ell": math.nan,
+        "sa2": math.nan,
+        "sb2": math.nan,
+        "n_seeds": len(seeds),
+        "reason": "",
+        "kernel": "",
+        "terms": [],
+    }
     terms = []
     for seed in seeds:
         x = np.asarray(seed["x"], float)
@@ -183,7 +220,7 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     out["n_seeds"] = len(terms)
     out["rel_id"] = float(np.nanmedian([s["rel_id"] for s in terms]))
     za = np.concatenate([s["z"][: s["m"]] for s in terms])
-    zb = np.concatenate([s["z"][s["m"]:] for s in terms])
+    zb = np.concatenate([s["z"][s["m"] :] for s in terms])
     va, vb = float(np.mean(za**2)), float(np.mean(zb**2))
     if not (va > 0 and vb > 0):
         out["reason"] = "constant"
@@ -196,7 +233,7 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     rho0 = np.zeros(len(starts))
     bounds = (np.append(lo, -Z_MAX), np.append(hi, Z_MAX))
     fits = {}
-    for k in (KERNEL_CHOICE if kernel == "auto" else (kernel,)):
+    for k in KERNEL_CHOICE if kernel == "auto" else (kernel,):
         th0, ll0, _ = _fit(terms, np.stack(starts), rho0, bounds, k)
         fits[k] = (float(ll0.max()), th0[int(np.argmax(ll0))])
     kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
@@ -219,9 +256,18 @@ def gp_interval(seeds: list[dict], alpha: float = 0.05, kernel: str = KERNEL, id
     noi_b = sum(np.trace(s["Nb"]) for K, s in k_stats)
     cut = lr_cut(neff - 2 * len(terms) - 1, alpha)
     lo_z, hi_z = _ends(terms, theta_hat, ll_max, se, cut, bounds, kernel)
-    out.update(r_hat=float(np.tanh(theta_hat[3])), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)),
-               rel_a=float(sig_a / (sig_a + noi_a)), rel_b=float(sig_b / (sig_b + noi_b)), n_eff=neff,
-               ell=float(ell), sa2=float(sa2), sb2=float(sb2), kernel=kernel)
+    out.update(
+        r_hat=float(np.tanh(theta_hat[3])),
+        ci_low=float(np.tanh(lo_z)),
+        ci_high=float(np.tanh(hi_z)),
+        rel_a=float(sig_a / (sig_a + noi_a)),
+        rel_b=float(sig_b / (sig_b + noi_b)),
+        n_eff=neff,
+        ell=float(ell),
+        sa2=float(sa2),
+        sb2=float(sb2),
+        kernel=kernel,
+    )
     out["terms"] = terms  # for planning (seeds_for_power); not a table column
     if not np.isfinite(ll_max):
         out["reason"] = "no_fit"

@@ -14,6 +14,7 @@ JITTER = 1e-9
 
 # ----------------------------------------------------------------------------- kernels (value, d/dlog ell)
 
+
 def _se(d, ell):
     r2 = (d / ell) ** 2
     k = np.exp(-0.5 * r2)
@@ -41,6 +42,7 @@ KERNEL = "matern32"  # the default: see gp_interval
 
 # ----------------------------------------------------------------------------- the likelihood, batched
 
+
 def _kernel_mats(s: dict, ell: np.ndarray, kernel: str):
     """K = Q'R(ell)Q and dK/dlog ell, batched over ell (G,) -> (G, m, m)."""
     k, dk = KERNELS[kernel](s["d"][None], ell[:, None, None])
@@ -64,9 +66,11 @@ def _coefs(sa2, sb2, rho, with_z=False):
     log sa2, log sb2, log ell (and atanh rho)."""
     sa, sb = np.sqrt(sa2), np.sqrt(sb2)
     cab, h, z0 = rho * sa * sb, 0.5 * rho * sa * sb, np.zeros_like(sa2)
-    mats = [(np.stack([np.stack([sa2, h], -1), np.stack([h, z0], -1)], -2), False),
-            (np.stack([np.stack([z0, h], -1), np.stack([h, sb2], -1)], -2), False),
-            (np.stack([np.stack([sa2, cab], -1), np.stack([cab, sb2], -1)], -2), True)]
+    mats = [
+        (np.stack([np.stack([sa2, h], -1), np.stack([h, z0], -1)], -2), False),
+        (np.stack([np.stack([z0, h], -1), np.stack([h, sb2], -1)], -2), False),
+        (np.stack([np.stack([sa2, cab], -1), np.stack([cab, sb2], -1)], -2), True),
+    ]
     if with_z:
         e = (1 - rho * rho) * sa * sb
         mats.append((np.stack([np.stack([z0, e], -1), np.stack([e, z0], -1)], -2), False))
@@ -76,7 +80,7 @@ def _coefs(sa2, sb2, rho, with_z=False):
 def _score_info(Si, a, K, dK, coefs, m):
     """Gradient 1/2 (a'D_p a - tr(Si D_p)) and expected information 1/2 tr(Si D_p Si D_q) for D_p = C_p (x) M_p,
     from the m x m blocks of Si M (8 batched m x m products instead of 2m x 2m ones)."""
-    blk = [[Si[:, i * m:(i + 1) * m, j * m:(j + 1) * m] for j in range(2)] for i in range(2)]
+    blk = [[Si[:, i * m : (i + 1) * m, j * m : (j + 1) * m] for j in range(2)] for i in range(2)]
     XK = [[blk[i][j] @ K for j in range(2)] for i in range(2)]
     XdK = [[blk[i][j] @ dK for j in range(2)] for i in range(2)] if dK is not None else None
     ab = [a[:, :m], a[:, m:]]
@@ -88,8 +92,7 @@ def _score_info(Si, a, K, dK, coefs, m):
     for p, (C, uses_dk) in enumerate(coefs):
         X, Ma = (XdK, dKa) if uses_dk else (XK, Ka)
         # (Si D_p)_{il} = sum_j C[j, l] X_{ij}
-        Tp = [[C[:, 0, l, None, None] * X[i][0] + C[:, 1, l, None, None] * X[i][1] for l in range(2)]
-              for i in range(2)]
+        Tp = [[C[:, 0, l, None, None] * X[i][0] + C[:, 1, l, None, None] * X[i][1] for l in range(2)] for i in range(2)]
         T.append(Tp)
         quad = sum(C[:, j, l] * np.einsum("gi,gi->g", ab[j], Ma[l]) for j in range(2) for l in range(2))
         tr = np.trace(Tp[0][0], axis1=1, axis2=2) + np.trace(Tp[1][1], axis1=1, axis2=2)

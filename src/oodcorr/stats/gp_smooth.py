@@ -34,8 +34,13 @@ def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = ID_KER
     wx = np.linalg.solve(L, W.T @ x)  # whitened by the noise: S = L (s2 B + I) L'
     s2s = np.geomspace(1e-3, 1e4, 71) * np.trace(WVW) / len(WVW)  # signal variance, from noise-sized up
     best = None
-    single = (("se", "exp") if kernel in (SUM_KERNEL, ROUGH_TEST)
-              else ID_KERNEL_CHOICE if kernel in ("auto", BMA) else (kernel,))
+    single = (
+        ("se", "exp")
+        if kernel in (SUM_KERNEL, ROUGH_TEST)
+        else ID_KERNEL_CHOICE
+        if kernel in ("auto", BMA)
+        else (kernel,)
+    )
     per_kernel, points = {}, []
     for kern in single:
         for ell in np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16):
@@ -107,10 +112,14 @@ def _fit_sum(L, W, wx, d, t, per_kernel: dict, s2s) -> tuple[float, dict]:
         return 0.5 * (np.log1p(lam).sum() + ((U.T @ wx) ** 2 / (1 + lam)).sum())
 
     (_, v_se, l_se), (_, v_ex, l_ex) = per_kernel["se"][0:3], per_kernel["exp"][0:3]
-    starts = [[math.log(v_se), math.log(l_se), math.log(v_se * 1e-2), math.log(l_ex)],
-              [math.log(v_ex * 1e-2), math.log(l_se), math.log(v_ex), math.log(l_ex)],
-              [math.log(v_se / 2), math.log(l_se), math.log(v_ex / 2), math.log(l_ex)]]
-    fits = [minimize(nll, np.clip(s0, [b[0] for b in bounds], [b[1] for b in bounds]), method="L-BFGS-B",
-                     bounds=bounds) for s0 in starts]
+    starts = [
+        [math.log(v_se), math.log(l_se), math.log(v_se * 1e-2), math.log(l_ex)],
+        [math.log(v_ex * 1e-2), math.log(l_se), math.log(v_ex), math.log(l_ex)],
+        [math.log(v_se / 2), math.log(l_se), math.log(v_ex / 2), math.log(l_ex)],
+    ]
+    fits = [
+        minimize(nll, np.clip(s0, [b[0] for b in bounds], [b[1] for b in bounds]), method="L-BFGS-B", bounds=bounds)
+        for s0 in starts
+    ]
     p = min(fits, key=lambda f: f.fun).x
     return float(-nll(p)), {"se": (math.exp(p[0]), math.exp(p[1])), "exp": (math.exp(p[2]), math.exp(p[3]))}

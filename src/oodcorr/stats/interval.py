@@ -57,6 +57,7 @@ R_CLIP = 0.995  # |r_hat| cap before atanh (a disattenuated r can overshoot 1 by
 
 # ----------------------------------------------------------------------------- autocorrelation
 
+
 def ar1_corr(phi, n: int) -> np.ndarray:
     """(..., n, n) AR(1) correlation matrices phi^|i - j| for phi of any shape."""
     lag = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
@@ -120,6 +121,7 @@ def fit_ar1(e: np.ndarray, M: np.ndarray, V: np.ndarray, phi_z: float = PHI_Z):
 
 # ----------------------------------------------------------------------------- the interval
 
+
 def _tr(A, B):
     return np.einsum("...ij,...ji->...", A, B)
 
@@ -159,14 +161,30 @@ def z_dof(M, Sa, Sb, Sab):
     cov_ca, cov_cb = 2 * _tr(A_, C_), 2 * _tr(B_, Ct)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = c / np.sqrt(va * vb)
-        var_r = (var_c / (va * vb) + r**2 * var_a / (4 * va**2) + r**2 * var_b / (4 * vb**2)
-                 - r * cov_ca / (va * np.sqrt(va * vb)) - r * cov_cb / (vb * np.sqrt(va * vb))
-                 + r**2 * cov_ab / (2 * va * vb))
+        var_r = (
+            var_c / (va * vb)
+            + r**2 * var_a / (4 * va**2)
+            + r**2 * var_b / (4 * vb**2)
+            - r * cov_ca / (va * np.sqrt(va * vb))
+            - r * cov_cb / (vb * np.sqrt(va * vb))
+            + r**2 * cov_ab / (2 * va * vb)
+        )
         return (1 - r**2) ** 2 / var_r - 2
 
 
-def partial_interval(x, ya, yb, Vx, Va, Vb, alpha: float = 0.05, eiv: bool = True, r_obs=None,
-                     reliability_min: float = 0.0, phi_z: float = PHI_Z) -> dict:
+def partial_interval(
+    x,
+    ya,
+    yb,
+    Vx,
+    Va,
+    Vb,
+    alpha: float = 0.05,
+    eiv: bool = True,
+    r_obs=None,
+    reliability_min: float = 0.0,
+    phi_z: float = PHI_Z,
+) -> dict:
     """Noise-corrected CI for the partial r of the noise-free (ya, yb) given the noise-free x (module notes).
 
     x, ya, yb: (..., n) observed series; Vx, Va, Vb: (..., n, n) their item-noise covariances (item_cov.noise_cov);
@@ -233,6 +251,17 @@ def partial_interval(x, ya, yb, Vx, Va, Vb, alpha: float = 0.05, eiv: bool = Tru
     reason = np.where(bad_rel, "noise_only", reason)
     reason = np.where(bad_id, "id_noise_only", reason)
     ok = reason == ""
-    return {"r_hat": np.where(bad_rel | bad_id, np.nan, r_hat), "ci_low": np.where(ok, lo, np.nan),
-            "ci_high": np.where(ok, hi, np.nan), "se_z": np.where(ok, se, np.nan), "n_eff": n_eff, "A": A,
-            "rel_a": rel_a, "rel_b": rel_b, "rel_id": rel_id, "phi_a": phi_a, "phi_b": phi_b, "reason": reason}
+    return {
+        "r_hat": np.where(bad_rel | bad_id, np.nan, r_hat),
+        "ci_low": np.where(ok, lo, np.nan),
+        "ci_high": np.where(ok, hi, np.nan),
+        "se_z": np.where(ok, se, np.nan),
+        "n_eff": n_eff,
+        "A": A,
+        "rel_a": rel_a,
+        "rel_b": rel_b,
+        "rel_id": rel_id,
+        "phi_a": phi_a,
+        "phi_b": phi_b,
+        "reason": reason,
+    }

@@ -33,10 +33,12 @@ class Method:
 
 METHODS: dict[str, Method] = {
     "raw": Method(_raw, controls=False, boot=lambda xb, Yb: Yb),
-    "linear": Method(_linear, controls=True, boot=_boot_linear, operator="ols", interval="seeds_likelihood",
-                     ci2boot=True),
-    "rank": Method(_rank_linear, controls=True, boot=_boot_rank, operator="ranked_ols", interval="per_run",
-                   ci2boot=True),
+    "linear": Method(
+        _linear, controls=True, boot=_boot_linear, operator="ols", interval="seeds_likelihood", ci2boot=True
+    ),
+    "rank": Method(
+        _rank_linear, controls=True, boot=_boot_rank, operator="ranked_ols", interval="per_run", ci2boot=True
+    ),
     "gam": Method(_gam, controls=True, boot=None, min_n=GAM_MIN_N, operator="smooth", interval="per_run"),
 }
 REFERENCES = tuple(m for m, spec in METHODS.items() if not spec.controls)  # always computed, never a verdict

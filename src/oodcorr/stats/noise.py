@@ -46,6 +46,7 @@ SPLITS = RELIABILITY_SPLITS
 
 # ----------------------------------------------------------------------------- residual operators
 
+
 def linear_operator(x: np.ndarray) -> np.ndarray:
     """(n, n) residual maker I - H of OLS on [1, x]."""
     n = len(x)
@@ -90,6 +91,7 @@ def _flat(resid: np.ndarray, half: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return ~(((resid - resid.mean(axis=0)) ** 2).sum(axis=0) > FLAT * scale)
 
+
 def spearman_brown(c):
     c = np.asarray(c, float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -104,13 +106,21 @@ def split_masks(n_items: int, n_splits: int, rng) -> tuple[np.ndarray, np.ndarra
     A = np.zeros((n_splits, n_items))
     B = np.zeros((n_splits, n_items))
     A[rows, order[:, :h]] = 1.0 / h
-    B[rows, order[:, h:2 * h]] = 1.0 / h
+    B[rows, order[:, h : 2 * h]] = 1.0 / h
     return A, B
 
 
-def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = SPLITS, rng=None,
-                operator: np.ndarray | None = None, masks=None, gold=None,
-                aggregate: str = "mean") -> tuple[float, str]:
+def reliability(
+    items: np.ndarray,
+    x: np.ndarray,
+    method: str,
+    n_splits: int = SPLITS,
+    rng=None,
+    operator: np.ndarray | None = None,
+    masks=None,
+    gold=None,
+    aggregate: str = "mean",
+) -> tuple[float, str]:
     """Split-half (Spearman-Brown) reliability of the residual trajectory of one testset.
 
     items: (checkpoints, items) per-item scores; x: the ID series the residual is taken against (the full
@@ -120,8 +130,16 @@ def reliability(items: np.ndarray, x: np.ndarray, method: str, n_splits: int = S
     return reliabilities(items, x, {method: operator}, n_splits, rng, masks, gold, aggregate)[method]
 
 
-def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: int = SPLITS, rng=None,
-                  masks=None, gold=None, aggregate: str = "mean") -> dict:
+def reliabilities(
+    items: np.ndarray,
+    x: np.ndarray,
+    operators: dict,
+    n_splits: int = SPLITS,
+    rng=None,
+    masks=None,
+    gold=None,
+    aggregate: str = "mean",
+) -> dict:
     """{method: (reliability, flag)} for several methods from the same split halves (one matmul each).
 
     gold: (items,) bool gold-entailment labels: halves are then drawn within each gold class (both keep the
@@ -158,8 +176,9 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
         ra, rb = op @ ha, op @ hb
         c = _colcorr(ra, rb, axis=0)
         c[_flat(ra, ha) | _flat(rb, hb)] = np.nan  # no residual: its correlation would be the last bits' noise
-        out[method] = (math.nan, "constant_halves") if not np.isfinite(c).any() else \
-            (float(spearman_brown(np.nanmean(c))), "")
+        out[method] = (
+            (math.nan, "constant_halves") if not np.isfinite(c).any() else (float(spearman_brown(np.nanmean(c))), "")
+        )
     return out
 
 
@@ -167,6 +186,7 @@ def reliabilities(items: np.ndarray, x: np.ndarray, operators: dict, n_splits: i
 # The analysis reports this interval as ci2boot (linear, rank) beside ci2 but decides nothing on it: the basic
 # interval below targets rho only to first order and under-covers under strong attenuation
 # (bench/noise_simulation.py measures both).
+
 
 def item_weights(n_items: int, n_boot: int, rng) -> np.ndarray:
     """(n_boot, n_items) multinomial resampling weights (counts / n_items): a row averages a resample."""
@@ -186,8 +206,9 @@ def two_level_resamples(x_items: np.ndarray, Y_items: list, n_boot: int, rng):
     return ck, xtraj, trajs
 
 
-def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int, rng,
-                   gam_ops: list | None = None, resamples=None) -> np.ndarray:
+def two_level_boot(
+    x_items: np.ndarray, Y_items: list, method: str, n_boot: int, rng, gam_ops: list | None = None, resamples=None
+) -> np.ndarray:
     """(n_boot, T, T) correlation matrices of residual trajectories, items and checkpoints resampled.
 
     x_items: (n, I0) ID item scores; Y_items: T arrays (n, I_j). Vectorised: one matmul per testset
@@ -197,8 +218,9 @@ def two_level_boot(x_items: np.ndarray, Y_items: list, method: str, n_boot: int,
     ck, xtraj, trajs = resamples if resamples is not None else two_level_resamples(x_items, Y_items, n_boot, rng)
     kind = METHODS[method].operator
     if kind == "smooth":
-        R = np.stack([t @ op.T if op is not None else np.full_like(t, np.nan)
-                      for t, op in zip(trajs, gam_ops)], axis=-1)  # (B, n, T)
+        R = np.stack(
+            [t @ op.T if op is not None else np.full_like(t, np.nan) for t, op in zip(trajs, gam_ops)], axis=-1
+        )  # (B, n, T)
         return _corr_cols(np.take_along_axis(R, ck[:, :, None], axis=1))
     xb = np.take_along_axis(xtraj, ck, axis=1)
     Yb = np.take_along_axis(np.stack(trajs, axis=-1), ck[:, :, None], axis=1)

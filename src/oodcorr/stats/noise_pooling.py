@@ -27,13 +27,19 @@ def _pool_noise(valid: pd.DataFrame, alpha: float) -> dict:
         a = float((w * att[ok]).sum() / w.sum())
         s = float(1 / math.sqrt(w.sum()))
         low, high = disattenuated_bounds(math.tanh(z), a, s, alpha)
-        out.update(ci2_low=float(low), ci2_high=float(high), ci2_se=s, attenuation=a,
-                   r_disattenuated=float(np.clip(math.tanh(z) / a, -1, 1)),
-                   n_eff=float(valid["n_eff"].to_numpy(float)[ok].sum()) if "n_eff" in valid else math.nan)
+        out.update(
+            ci2_low=float(low),
+            ci2_high=float(high),
+            ci2_se=s,
+            attenuation=a,
+            r_disattenuated=float(np.clip(math.tanh(z) / a, -1, 1)),
+            n_eff=float(valid["n_eff"].to_numpy(float)[ok].sum()) if "n_eff" in valid else math.nan,
+        )
     else:
         d = d[np.isfinite(d)]
-        out["r_disattenuated"] = float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) \
-            else math.nan
+        out["r_disattenuated"] = (
+            float(np.tanh(np.arctanh(np.clip(d, -1 + 1e-12, 1 - 1e-12)).mean())) if len(d) else math.nan
+        )
     out["rel_a"] = float(valid["rel_a"].mean()) if valid["rel_a"].notna().any() else math.nan
     out["rel_b"] = float(valid["rel_b"].mean()) if valid["rel_b"].notna().any() else math.nan
     return out
@@ -45,8 +51,14 @@ def _from_likelihood(iv: dict) -> dict:
 
     ok = not iv["reason"]
     nan = math.nan
-    return {**{col: iv.get(k, "" if col == "ci2_why" else nan) for col, k in CI2_EXTRA.items()},
-            "ci2_low": iv["ci_low"] if ok else nan, "ci2_high": iv["ci_high"] if ok else nan,
-            "ci2_se": iv["se_z"] if ok else nan, "n_eff": iv["n_eff"], "attenuation": iv["A"],
-            "r_disattenuated": float(np.clip(iv["r_hat"], -1, 1)) if ok else nan, "rel_a": iv["rel_a"],
-            "rel_b": iv["rel_b"]}
+    return {
+        **{col: iv.get(k, "" if col == "ci2_why" else nan) for col, k in CI2_EXTRA.items()},
+        "ci2_low": iv["ci_low"] if ok else nan,
+        "ci2_high": iv["ci_high"] if ok else nan,
+        "ci2_se": iv["se_z"] if ok else nan,
+        "n_eff": iv["n_eff"],
+        "attenuation": iv["A"],
+        "r_disattenuated": float(np.clip(iv["r_hat"], -1, 1)) if ok else nan,
+        "rel_a": iv["rel_a"],
+        "rel_b": iv["rel_b"],
+    }

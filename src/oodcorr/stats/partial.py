@@ -137,8 +137,9 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
         flag_all.append("constant:id")
     else:
         R, k_col = spec.residualise(x, Y)
-    col_flags, bad = _column_flags(x, Y, names, spec.controls, R) if n >= need else ([[] for _ in names],
-                                                                                      np.zeros(T, bool))
+    col_flags, bad = (
+        _column_flags(x, Y, names, spec.controls, R) if n >= need else ([[] for _ in names], np.zeros(T, bool))
+    )
     C = _corr_cols(R) if R is not None else np.full((T, T), np.nan)
     boot = _bootstrap(method, x, Y, R, n_boot, rng) if (n_boot and R is not None and n >= 3) else None
     rows = []
@@ -152,14 +153,22 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
                 flags.append(f"too_few_checkpoints:n={n}<=k+2")
             if flag_all or bad[a] or bad[b] or df <= 0 or not np.isfinite(r):
                 r = math.nan
-            row = {"testset_a": names[a], "testset_b": names[b], "r": float(r), "n": int(n),
-                   "k": round(k, 4), "df": round(df, 4), "flag": ";".join(flags)}
+            row = {
+                "testset_a": names[a],
+                "testset_b": names[b],
+                "r": float(r),
+                "n": int(n),
+                "k": round(k, 4),
+                "df": round(df, 4),
+                "flag": ";".join(flags),
+            }
             if n_boot:  # the same columns on every path: NaN where no resample could be drawn
                 col = boot[:, a, b] if boot is not None else np.empty(0)
                 ok = np.isfinite(col)
                 if np.isfinite(r) and ok.sum() >= 10:
                     row["boot_ci_low"], row["boot_ci_high"] = (
-                        float(v) for v in np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)]))
+                        float(v) for v in np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)])
+                    )
                 else:
                     row["boot_ci_low"] = row["boot_ci_high"] = math.nan
             rows.append(row)
@@ -215,11 +224,19 @@ def pingouin_partial(data, x: str, y: str, covar: str | None, method: str = "pea
     pre-0.7 (`p-val`, `CI95%`) and 0.7+ (`p_val`, `CI95`) column names. Used as the reference in tests."""
     import pingouin as pg
 
-    out = pg.partial_corr(data=data, x=x, y=y, covar=covar, method=method) if covar else \
-        pg.corr(data[x], data[y], method=method)
+    out = (
+        pg.partial_corr(data=data, x=x, y=y, covar=covar, method=method)
+        if covar
+        else pg.corr(data[x], data[y], method=method)
+    )
     row = out.iloc[0]
     pcol = next(c for c in ("p_val", "p-val", "p-unc") if c in out.columns)
     cicol = next(c for c in ("CI95", "CI95%", "ci95") if c in out.columns)
     ci = row[cicol]
-    return {"n": int(row["n"]), "r": float(row["r"]), "p": float(row[pcol]),
-            "ci_low": float(ci[0]), "ci_high": float(ci[1])}
+    return {
+        "n": int(row["n"]),
+        "r": float(row["r"]),
+        "p": float(row[pcol]),
+        "ci_low": float(ci[0]),
+        "ci_high": float(ci[1]),
+    }

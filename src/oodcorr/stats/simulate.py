@@ -22,8 +22,9 @@ SHAPES = {
 }
 
 
-def trajectories(n_steps: int, rho, shapes=("quadratic", "sigmoid"), noise: float = 0.02, rng=None,
-                 id_noise: float = 0.01):
+def trajectories(
+    n_steps: int, rho, shapes=("quadratic", "sigmoid"), noise: float = 0.02, rng=None, id_noise: float = 0.01
+):
     """(steps, id_acc, Y) with Y[:, j] = shape_j(ID) + e_j and corr(e) = rho (scalar: corr(e_0, e_1) = rho,
     every other pair independent; or a full correlation matrix)."""
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -45,9 +46,20 @@ def trajectories(n_steps: int, rho, shapes=("quadratic", "sigmoid"), noise: floa
     return steps, id_acc, Y
 
 
-def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=None, noise: float = 0.02,
-                 train_set: str = "mnli_train", id_testset: str = "mnli", shots: int = 16, rng=None,
-                 run: str | None = None) -> list[dict]:
+def metrics_rows(
+    model: str,
+    seed: int,
+    n_steps: int,
+    rho,
+    ood_names,
+    shapes=None,
+    noise: float = 0.02,
+    train_set: str = "mnli_train",
+    id_testset: str = "mnli",
+    shots: int = 16,
+    rng=None,
+    run: str | None = None,
+) -> list[dict]:
     """metrics.jsonl rows (the evaluate stage's contract) for one simulated run; the simulated trajectory
     stands for every analysable metric (oodcorr.metrics.ANALYSABLE), like it does for the F1 columns."""
     rng = rng if rng is not None else np.random.default_rng(zlib.crc32(f"{model}|{seed}".encode()))
@@ -57,10 +69,24 @@ def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=Non
     rows = []
     for i, step in enumerate(steps):
         for name, acc in [(id_testset, x[i]), *zip(ood_names, Y[i])]:
-            rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": id_testset,
-                         "shots": shots, "seed": seed, "step": int(step), "testset": name, "slice": None,
-                         "accuracy": float(acc), "f1_non_entailment": float(acc), "macro_f1": float(acc),
-                         **{m: float(acc) for m in ANALYSABLE}, "n": 1000})
+            rows.append(
+                {
+                    "run": run,
+                    "model": model,
+                    "train_set": train_set,
+                    "id_testset": id_testset,
+                    "shots": shots,
+                    "seed": seed,
+                    "step": int(step),
+                    "testset": name,
+                    "slice": None,
+                    "accuracy": float(acc),
+                    "f1_non_entailment": float(acc),
+                    "macro_f1": float(acc),
+                    **{m: float(acc) for m in ANALYSABLE},
+                    "n": 1000,
+                }
+            )
     return rows
 
 
@@ -81,8 +107,20 @@ def metrics_rows(model: str, seed: int, n_steps: int, rho, ood_names, shapes=Non
 # True reliability of a residual trajectory = var(residual of P_j on P_0) / var(residual of observed Y_j
 # on observed ID), both on the realised checkpoints.
 
-def irt_study(n_ckpt: int, n_items, sigma, tau=0.03, n_id_items: int | None = None, a: float = 1.5,
-              sd_b: float = 1.0, levels=None, slopes=None, id_range=(0.55, 0.85), rng=None) -> dict:
+
+def irt_study(
+    n_ckpt: int,
+    n_items,
+    sigma,
+    tau=0.03,
+    n_id_items: int | None = None,
+    a: float = 1.5,
+    sd_b: float = 1.0,
+    levels=None,
+    slopes=None,
+    id_range=(0.55, 0.85),
+    rng=None,
+) -> dict:
     """One simulated run: true expected accuracies and item-level responses.
 
     sigma: (T, T) correlation matrix of the OOD deviations (the true partial correlations); n_items: int or
@@ -112,8 +150,14 @@ def irt_study(n_ckpt: int, n_items, sigma, tau=0.03, n_id_items: int | None = No
 
     x_items, x_margin = respond(P0, n_id_items)
     out = [respond(P[:, j], n_items[j]) for j in range(T)]
-    return {"P0": P0, "P": P, "x_items": x_items, "x_margin": x_margin,
-            "items": [o[0] for o in out], "margins": [o[1] for o in out]}
+    return {
+        "P0": P0,
+        "P": P,
+        "x_items": x_items,
+        "x_margin": x_margin,
+        "items": [o[0] for o in out],
+        "margins": [o[1] for o in out],
+    }
 
 
 def true_reliability(study: dict, j: int, metric_items=None) -> float:
@@ -127,15 +171,36 @@ def true_reliability(study: dict, j: int, metric_items=None) -> float:
     return float(r_true.var() / r_obs.var())
 
 
-def irt_metrics_rows(study: dict, run: str, model: str, seed: int, steps, id_name: str, ood_names,
-                     train_set: str = "mnli_train", shots: int = 16) -> list[dict]:
+def irt_metrics_rows(
+    study: dict,
+    run: str,
+    model: str,
+    seed: int,
+    steps,
+    id_name: str,
+    ood_names,
+    train_set: str = "mnli_train",
+    shots: int = 16,
+) -> list[dict]:
     """metrics.jsonl rows (accuracy = mean correctness) of a simulated study."""
     rows = []
     for i, step in enumerate(steps):
         for name, items in [(id_name, study["x_items"]), *zip(ood_names, study["items"])]:
-            rows.append({"run": run, "model": model, "train_set": train_set, "id_testset": id_name, "shots": shots,
-                         "seed": seed, "step": int(step), "testset": name, "slice": None,
-                         "accuracy": float(items[i].mean()), "n": int(items.shape[1])})
+            rows.append(
+                {
+                    "run": run,
+                    "model": model,
+                    "train_set": train_set,
+                    "id_testset": id_name,
+                    "shots": shots,
+                    "seed": seed,
+                    "step": int(step),
+                    "testset": name,
+                    "slice": None,
+                    "accuracy": float(items[i].mean()),
+                    "n": int(items.shape[1]),
+                }
+            )
     return rows
 
 
@@ -149,9 +214,21 @@ def irt_metrics_rows(study: dict, run: str, model: str, seed: int, steps, id_nam
 # and it answers "Yes" when m_it > 0. On a testset with fewer gold "Yes" than "No", a checkpoint with a larger
 # beta loses accuracy; two such testsets' accuracy residuals then correlate through beta alone.
 
-def answer_bias_study(n_ckpt: int, n_items, yes_shares, bias_sd: float, sigma=None, tau: float = 0.25,
-                      n_id_items: int | None = None, id_yes_share: float = 0.5, a: float = 1.5, sd_b: float = 1.0,
-                      slope: float = 0.5, rng=None) -> dict:
+
+def answer_bias_study(
+    n_ckpt: int,
+    n_items,
+    yes_shares,
+    bias_sd: float,
+    sigma=None,
+    tau: float = 0.25,
+    n_id_items: int | None = None,
+    id_yes_share: float = 0.5,
+    a: float = 1.5,
+    sd_b: float = 1.0,
+    slope: float = 0.5,
+    rng=None,
+) -> dict:
     """One simulated run with a shared answer bias. n_items: int or one per OOD testset; yes_shares: the gold
     "Yes" share of each OOD testset; sigma: (T, T) correlation of the OOD ability deviations (default
     identity); tau: their SD (logit units). Returns {"theta" (n, T+1), "bias" (n,), "gold" [T+1 x (I,) bool],
@@ -182,8 +259,12 @@ def prediction_table(gold, log_odds) -> dict:
     """A predictions table (the evaluate stage's columns; 2-D (checkpoints, items) log-prob columns) from gold
     labels and log-odds of " Yes": a two-way softmax, the answer the more likely token (ties: entailment)."""
     label = np.where(gold, "entailment", "non_entailment")
-    return {"label": label, "prediction": np.where(log_odds >= 0, "entailment", "non_entailment"),
-            "logp_entailment": -np.logaddexp(0, -log_odds), "logp_non_entailment": -np.logaddexp(0, log_odds)}
+    return {
+        "label": label,
+        "prediction": np.where(log_odds >= 0, "entailment", "non_entailment"),
+        "logp_entailment": -np.logaddexp(0, -log_odds),
+        "logp_non_entailment": -np.logaddexp(0, log_odds),
+    }
 
 
 def _ar1_pair(reps, n, rho, phi, rng):
@@ -198,10 +279,23 @@ def _ar1_pair(reps, n, rho, phi, rng):
     return D
 
 
-def design_runs(reps: int, n_ckpt: int, n_items: int, rho: float, phi: float = 0.0, id_items: int = 1000,
-                metric: str = "accuracy", bias_sd: float = 0.0, yes_share=(0.5, 0.5, 0.5), tau: float = 0.07,
-                tau_theta: float = 0.2, a: float = 1.5, sd_b: float = 1.0, id_range=(0.55, 0.85),
-                rng=None) -> dict:
+def design_runs(
+    reps: int,
+    n_ckpt: int,
+    n_items: int,
+    rho: float,
+    phi: float = 0.0,
+    id_items: int = 1000,
+    metric: str = "accuracy",
+    bias_sd: float = 0.0,
+    yes_share=(0.5, 0.5, 0.5),
+    tau: float = 0.07,
+    tau_theta: float = 0.2,
+    a: float = 1.5,
+    sd_b: float = 1.0,
+    id_range=(0.55, 0.85),
+    rng=None,
+) -> dict:
     """`reps` simulated runs of one design (see the notes above). Returns {"items": [ID, A, B] per-item score
     arrays (reps, n, I_j) float32, "labels": [3 x (I_j,) 1 = gold Yes], "rho": rho}."""
     from scipy.stats import norm
@@ -215,12 +309,16 @@ def design_runs(reps: int, n_ckpt: int, n_items: int, rho: float, phi: float = 0
     labels = [(np.arange(k) < round(share * k)).astype(np.int8) for k, share in zip(sizes, yes_share)]
     if metric == "accuracy":
         P = np.clip(np.array([0.6, 0.7]) + 0.5 * (P0 - P0.mean())[:, None] + tau * D, 0.02, 0.98)
-        thetas = [np.broadcast_to(scale * norm.ppf(P0), (reps, n_ckpt)), scale * norm.ppf(P[..., 0]),
-                  scale * norm.ppf(P[..., 1])]
+        thetas = [
+            np.broadcast_to(scale * norm.ppf(P0), (reps, n_ckpt)),
+            scale * norm.ppf(P[..., 0]),
+            scale * norm.ppf(P[..., 1]),
+        ]
     elif metric == "balanced_margin":
         t0 = scale * norm.ppf(P0)
         thetas = [np.broadcast_to(t0, (reps, n_ckpt))] + [
-            c + 0.5 * (t0 - t0.mean()) + tau_theta * D[..., j] for j, c in enumerate((0.3, 0.6))]
+            c + 0.5 * (t0 - t0.mean()) + tau_theta * D[..., j] for j, c in enumerate((0.3, 0.6))
+        ]
     else:
         raise ValueError(f"unknown metric {metric!r}")
     bias = rng.normal(0, bias_sd, (reps, n_ckpt, 1)) if bias_sd else 0.0

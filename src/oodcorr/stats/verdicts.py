@@ -7,8 +7,7 @@ import numpy as np
 from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, RELIABILITY_MIN
 
 
-def unreliable_flags(a: str, b: str, rel_a: float, rel_b: float,
-                     reliability_min: float = RELIABILITY_MIN) -> list[str]:
+def unreliable_flags(a: str, b: str, rel_a: float, rel_b: float, reliability_min: float = RELIABILITY_MIN) -> list[str]:
     """`unreliable:<testset>` for each of a pair's testsets whose reliability is missing or below the threshold."""
     return [f"unreliable:{t}" for t, v in ((a, rel_a), (b, rel_b)) if not (np.isfinite(v) and v >= reliability_min)]
 
@@ -20,8 +19,7 @@ def equivalent(ci_low, ci_high, delta: float = EQUIVALENCE):
         return np.isfinite(lo) & np.isfinite(hi) & (lo > -delta) & (hi < delta)
 
 
-def verdict(r, p_adj, alpha: float = ALPHA, ci_low=None, ci_high=None,
-            equivalence: float = EQUIVALENCE) -> str:
+def verdict(r, p_adj, alpha: float = ALPHA, ci_low=None, ci_high=None, equivalence: float = EQUIVALENCE) -> str:
     """Verdict from per-model pooled r and adjusted p (criteria in consistency.py's docstring); with the models'
     CIs, consistent_null when every model with a finite r (>= 2) has its CI inside +/- equivalence."""
     r, p_adj = np.asarray(r, float), np.asarray(p_adj, float)
@@ -34,14 +32,18 @@ def verdict(r, p_adj, alpha: float = ALPHA, ci_low=None, ci_high=None,
         return "consistent_positive"
     if ok.sum() >= 2 and neg >= 2:
         return "consistent_negative"
-    if ci_low is not None and ok.sum() >= 2 and equivalent(np.asarray(ci_low, float)[ok],
-                                                          np.asarray(ci_high, float)[ok], equivalence).all():
+    if (
+        ci_low is not None
+        and ok.sum() >= 2
+        and equivalent(np.asarray(ci_low, float)[ok], np.asarray(ci_high, float)[ok], equivalence).all()
+    ):
         return "consistent_null"
     return "insufficient_evidence"
 
 
-def noise_verdict(r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN,
-                  equivalence: float = EQUIVALENCE) -> str:
+def noise_verdict(
+    r, ci2_low, ci2_high, rel_a, rel_b, reliability_min: float = RELIABILITY_MIN, equivalence: float = EQUIVALENCE
+) -> str:
     """Verdict counting a model's sign only where its noise-corrected CI (ci2) excludes 0, over reliable models."""
     r, lo, hi, ra, rb = (np.asarray(v, float) for v in (r, ci2_low, ci2_high, rel_a, rel_b))
     fin = np.isfinite(r)

@@ -18,13 +18,23 @@ def inputs_key(metrics_files, summary: dict) -> str:
     h = hashlib.sha256()
     for f in sorted(str(f) for f in metrics_files):
         h.update(Path(f).read_bytes())
-    h.update(json.dumps({k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested", "noise")},
-                        sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {k: summary.get(k) for k in ("alpha", "bootstrap", "methods_requested", "noise")}, sort_keys=True
+        ).encode()
+    )
     return h.hexdigest()[:16]
 
 
-def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experiment: str, tracking_uri: str,
-                  inputs_key: str | None = None, rebuilt: bool = False) -> str:
+def log_to_mlflow(
+    out_dir,
+    summary: dict,
+    training_run_ids: list[str],
+    experiment: str,
+    tracking_uri: str,
+    inputs_key: str | None = None,
+    rebuilt: bool = False,
+) -> str:
     """Log the analysis as ONE MLflow run in `experiment`: summary metrics, every output file as an
     artifact, and tags linking the training runs it analysed. Returns the new run id.
 
@@ -39,9 +49,14 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     name = analysis_name(experiment)
-    tags = {KIND_TAG: ANALYSIS_KIND, "oodcorr.training_runs": ",".join(training_run_ids), "mlflow.runName": name,
-            experiments.COLOR_TAG: experiments.ANALYSIS_COLOR, experiments.STUDY_TAG: experiment.split("/")[-1],
-            **experiments.dvc_experiment(Path("params.yaml"))}  # a stage runs in its project folder
+    tags = {
+        KIND_TAG: ANALYSIS_KIND,
+        "oodcorr.training_runs": ",".join(training_run_ids),
+        "mlflow.runName": name,
+        experiments.COLOR_TAG: experiments.ANALYSIS_COLOR,
+        experiments.STUDY_TAG: experiment.split("/")[-1],
+        **experiments.dvc_experiment(Path("params.yaml")),
+    }  # a stage runs in its project folder
     tags["mlflow.runName"] = name = name + experiments.exp_suffix(tags)
     if rebuilt:
         tags["oodcorr.rebuilt"] = "from the results folder (oodcorr sync)"
@@ -54,14 +69,23 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
     rid = run.info.run_id
     try:
         client.set_tag(rid, "mlflow.note.content", report_note(rid, exp_id))
-        metrics = [Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
-                   for key, value in metric_leaves(summary).items()]
-        params = [Param("alpha", str(summary.get("alpha"))), Param("bootstrap", str(summary.get("bootstrap"))),
-                  Param("methods", ",".join(summary.get("methods_requested", []))),
-                  Param("metric", str(summary.get("metric")))]
+        metrics = [
+            Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
+            for key, value in metric_leaves(summary).items()
+        ]
+        params = [
+            Param("alpha", str(summary.get("alpha"))),
+            Param("bootstrap", str(summary.get("bootstrap"))),
+            Param("methods", ",".join(summary.get("methods_requested", []))),
+            Param("metric", str(summary.get("metric"))),
+        ]
         for i in range(0, len(metrics), 500):
-            client.log_batch(rid, metrics=metrics[i:i + 500], params=params if i == 0 else [],
-                             tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [])
+            client.log_batch(
+                rid,
+                metrics=metrics[i : i + 500],
+                params=params if i == 0 else [],
+                tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [],
+            )
         if not metrics:
             client.log_batch(rid, params=params)
         client.log_artifacts(rid, str(out_dir))
@@ -73,7 +97,7 @@ def log_to_mlflow(out_dir, summary: dict, training_run_ids: list[str], experimen
 
 
 def analysis_name(experiment: str) -> str:
-    """"analysis <study>" (the study: the experiment's last part, oodcorr/<study>); inside a DVC experiment the
+    """ "analysis <study>" (the study: the experiment's last part, oodcorr/<study>); inside a DVC experiment the
     caller appends " · <experiment>"."""
     return f"analysis {experiment.split('/')[-1]}"
 
@@ -87,8 +111,10 @@ def report_link(run_id: str, exp_id: str) -> str:
 
 def report_note(run_id: str, exp_id: str) -> str:
     """The analysis run's description (markdown, shown on its Overview tab): a link that opens its report."""
-    return (f"**[Open the report]({report_link(run_id, exp_id)})** — partial correlations, cross-model verdicts "
-            "and figures; tables and figures are under Artifacts.")
+    return (
+        f"**[Open the report]({report_link(run_id, exp_id)})** — partial correlations, cross-model verdicts "
+        "and figures; tables and figures are under Artifacts."
+    )
 
 
 def sync_analysis(params: dict) -> str | None:
@@ -104,8 +130,11 @@ def sync_analysis(params: dict) -> str | None:
     project = Project.from_params(params)
     results = project.path((params.get("analyze") or {}).get("out") or "results")
     keys = list(params.get("runs") or {})  # what `oodcorr analyze` reads by default (run_tables)
-    files = ([metrics_file(run_dir(project, key)) for key in keys] if keys
-             else sorted(runs_root(project).glob(f"*/{metrics_file(Path())}")))
+    files = (
+        [metrics_file(run_dir(project, key)) for key in keys]
+        if keys
+        else sorted(runs_root(project).glob(f"*/{metrics_file(Path())}"))
+    )
     try:
         summary = json.loads((results / "summary.json").read_text())
     except (OSError, ValueError):
@@ -114,8 +143,12 @@ def sync_analysis(params: dict) -> str | None:
         return None
     key = inputs_key(files, summary)
     # the experiment its training runs were recorded in (a preset switch since may have renamed the study)
-    recorded = {(io.read_jsonl_tolerant(mirror.record_dir(project, f.parent.parent.name) / "train.jsonl") or [{}])[0]
-                .get("experiment") for f in files}
+    recorded = {
+        (io.read_jsonl_tolerant(mirror.record_dir(project, f.parent.parent.name) / "train.jsonl") or [{}])[0].get(
+            "experiment"
+        )
+        for f in files
+    }
     experiment = recorded.pop() if len(recorded) == 1 and None not in recorded else store.experiment_name(project)
     exp_id = store.setup(project, experiment)
     client = MlflowClient(store.tracking_uri(project))

@@ -18,8 +18,11 @@ def tracking_off(params: dict) -> UserError:
 
     path = Path(params.get("_path") or "params.yaml")
     saved = path.parent.parent.name == "studies"
-    what = (f"`oodcorr ui --study {path.parent.name}` shows this saved study in MLflow from a store of its own"
-            if saved else "remove that line (or set it to mlflow) to mirror the runs into MLflow")
+    what = (
+        f"`oodcorr ui --study {path.parent.name}` shows this saved study in MLflow from a store of its own"
+        if saved
+        else "remove that line (or set it to mlflow) to mirror the runs into MLflow"
+    )
     return UserError(f"{path}: study.tracking is none, so this study has no MLflow store; {what}")
 
 
@@ -36,11 +39,21 @@ def saved_study(params_file) -> str | None:
 
 @click.command("ui")
 @click.option("--port", default=5000, show_default=True, type=int, help="Port on 127.0.0.1.")
-@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False),
-              help="params.yaml (default: the project's).")
-@click.option("--study", "study_name", default=None, metavar="NAME",
-              help="A saved study (studies/NAME): its runs, checkpoint metrics and analysis, in a store of its own "
-                   "under mlruns/studies/NAME (nothing in studies/ is written).")
+@click.option(
+    "--params",
+    "params_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="params.yaml (default: the project's).",
+)
+@click.option(
+    "--study",
+    "study_name",
+    default=None,
+    metavar="NAME",
+    help="A saved study (studies/NAME): its runs, checkpoint metrics and analysis, in a store of its own "
+    "under mlruns/studies/NAME (nothing in studies/ is written).",
+)
 def ui_cmd(port, params_file, study_name):
     """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
     study's runs table and chart view once the server answers."""
@@ -69,10 +82,24 @@ def ui_cmd(port, params_file, study_name):
     uri = tracking.tracking_uri(params)
     if tracking.is_server(uri):
         shown = mask_secrets(uri).replace("***@", "").split("?")[0]
-        raise UserError(f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
-                        "UI: open that address in a browser (`oodcorr ui` serves a local store)")
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-           "--port", str(port), "--workers", "1"]  # one worker: a local viewer, starts faster
+        raise UserError(
+            f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
+            "UI: open that address in a browser (`oodcorr ui` serves a local store)"
+        )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     import socket
@@ -81,14 +108,14 @@ def ui_cmd(port, params_file, study_name):
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
-            raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); "
-                            "pick another port") from None
+            raise UserError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); pick another port"
+            ) from None
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
     base = f"http://127.0.0.1:{port}"
-    click.echo(mask_secrets(f"starting the MLflow UI for {uri} on {base}; the links follow once it answers"),
-               err=True)
+    click.echo(mask_secrets(f"starting the MLflow UI for {uri} on {base}; the links follow once it answers"), err=True)
     from oodcorr.tracking.ui_links import experiment_id, links, report_url, save_table_view
 
     name = tracking.experiment_name(params)
@@ -99,8 +126,10 @@ def ui_cmd(port, params_file, study_name):
     def ready(seconds: float) -> None:
         click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)", err=True)
         if exp is None:
-            click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after "
-                       "`dvc pull`)", err=True)
+            click.echo(
+                f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after `dvc pull`)",
+                err=True,
+            )
         for view, url in (links(base, exp, table_view) if exp else {}).items():
             click.echo(f"  {name} {view}: {url}", err=True)
         if report:
@@ -111,8 +140,13 @@ def ui_cmd(port, params_file, study_name):
 
 @click.command("sync")
 @click.option("--run", "runs", multiple=True, help="Run key(s) to replay (default: every run with records).")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="params.yaml (default: the project's).")
+@click.option(
+    "--params",
+    "params_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="params.yaml (default: the project's).",
+)
 def sync_cmd(runs, params_file):
     """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps. A run
     without records (a clone after `dvc pull`) gets them rebuilt from its outputs first, and the analysis run
@@ -143,8 +177,14 @@ def sync_cmd(runs, params_file):
         from oodcorr.tracking.mirror import down_reason
 
         why = down_reason(tracking_uri(params))
-        click.echo(mask_secrets(f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable"
-                                + (f": {why[:160]}" if why else "") + ")"), err=True)
+        click.echo(
+            mask_secrets(
+                f"error: {len(failed)} run(s) not synced ({tracking_uri(params)} unreachable"
+                + (f": {why[:160]}" if why else "")
+                + ")"
+            ),
+            err=True,
+        )
         sys.exit(1)
     analysis = None
     if not runs:  # the whole study: its analysis run too (a clone after `dvc pull` has

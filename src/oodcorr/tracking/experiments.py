@@ -13,11 +13,13 @@ EXP_TAG, EXP_PARAMS_TAG, STUDY_TAG = "oodcorr.dvc_exp", "oodcorr.dvc_exp_params"
 COLOR_TAG = "mlflow.runColor"
 # one hue per model family (in the order the study lists them), a shade per run of the family; the hues are
 # the Okabe-Ito colour-blind-safe set, the shades darker and lighter versions of each
-FAMILY_COLORS = (("#0072B2", "#004C78", "#3B9BD6", "#002E4A"),  # blue
-                 ("#E69F00", "#A36F00", "#FFC34D", "#6B4900"),  # orange
-                 ("#009E73", "#00694C", "#4CC9A4", "#00402E"),  # green
-                 ("#CC79A7", "#8F4F73", "#E6A8CB", "#5C3049"),  # purple
-                 ("#D55E00", "#933F00", "#FF8C3F", "#5C2700"))  # red
+FAMILY_COLORS = (
+    ("#0072B2", "#004C78", "#3B9BD6", "#002E4A"),  # blue
+    ("#E69F00", "#A36F00", "#FFC34D", "#6B4900"),  # orange
+    ("#009E73", "#00694C", "#4CC9A4", "#00402E"),  # green
+    ("#CC79A7", "#8F4F73", "#E6A8CB", "#5C3049"),  # purple
+    ("#D55E00", "#933F00", "#FF8C3F", "#5C2700"),
+)  # red
 ANALYSIS_COLOR = "#333333"
 
 
@@ -30,8 +32,16 @@ def run_color(cfg: dict, runs: dict | None) -> str | None:
     if model not in families:
         return None
     same = [v for v in runs.values() if str(v.get("model")) == model]
-    shade = next((i for i, v in enumerate(same) if v.get("seed") == cfg.get("seed")
-                  and v.get("shots") == cfg.get("shots") and v.get("train_set") == cfg.get("train_set")), 0)
+    shade = next(
+        (
+            i
+            for i, v in enumerate(same)
+            if v.get("seed") == cfg.get("seed")
+            and v.get("shots") == cfg.get("shots")
+            and v.get("train_set") == cfg.get("train_set")
+        ),
+        0,
+    )
     hues = FAMILY_COLORS[families.index(model) % len(FAMILY_COLORS)]
     return hues[shade % len(hues)]
 
@@ -51,7 +61,7 @@ def dvc_experiment(params_file: Path | None = None) -> dict[str, str]:
 
 
 def changed_params(params_file: Path | None, baseline: str | None) -> str:
-    """"a.b=new, ..." for the leaves of `params_file` that differ from the same file at git revision `baseline`."""
+    """ "a.b=new, ..." for the leaves of `params_file` that differ from the same file at git revision `baseline`."""
     import yaml
 
     from oodcorr.tracking.store import flatten
@@ -60,11 +70,13 @@ def changed_params(params_file: Path | None, baseline: str | None) -> str:
         return ""
     path = Path(params_file).resolve()
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         rel = path.relative_to(Path(top).resolve()).as_posix() if top else path.name
-        old = subprocess.run(["git", "show", f"{baseline}:{rel}"], cwd=path.parent, capture_output=True,
-                             text=True, timeout=10)
+        old = subprocess.run(
+            ["git", "show", f"{baseline}:{rel}"], cwd=path.parent, capture_output=True, text=True, timeout=10
+        )
         if old.returncode != 0:
             return ""
         before = flatten(yaml.safe_load(old.stdout) or {})
@@ -75,14 +87,18 @@ def changed_params(params_file: Path | None, baseline: str | None) -> str:
 
 
 def exp_suffix(tags: dict) -> str:
-    """" · <experiment>" for a run name inside a DVC experiment, else ""."""
+    """ " · <experiment>" for a run name inside a DVC experiment, else ""."""
     return f" · {tags[EXP_TAG]}" if tags.get(EXP_TAG) else ""
 
 
 def git_commit(root: Path) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -47,16 +47,30 @@ def _line(obj: dict) -> str:
 
 # ---------------------------------------------------------------- local records (always written)
 
-def start_train(project: Project | dict, run: str, identity: str, tags: dict, flat_params: dict,
-                name: str | None = None) -> None:
+
+def start_train(
+    project: Project | dict, run: str, identity: str, tags: dict, flat_params: dict, name: str | None = None
+) -> None:
     """Begin (or, for the same identity, continue) the training record of `run` (MLflow run name `name`, default
     the key)."""
     path = record_dir(project, run) / "train.jsonl"
     header = next(iter(io.read_jsonl_tolerant(path)), None)
     if header and header.get("type") == "run" and header.get("identity") == identity:
         return
-    io.write_text(path, _line({"type": "run", "identity": identity, "run_name": name or run, "tags": tags,
-                               "params": flat_params, "experiment": tracking.experiment_name(project)}) + "\n")
+    io.write_text(
+        path,
+        _line(
+            {
+                "type": "run",
+                "identity": identity,
+                "run_name": name or run,
+                "tags": tags,
+                "params": flat_params,
+                "experiment": tracking.experiment_name(project),
+            }
+        )
+        + "\n",
+    )
     (record_dir(project, run) / "eval.jsonl").unlink(missing_ok=True)
 
 
@@ -67,8 +81,10 @@ def append(project: Project | dict, run: str, rows: list[dict], name: str = "tra
 
 def metric_rows(values: dict, step: int, prefix: str = "train/") -> list[dict]:
     ts = int(time.time() * 1000)
-    return [{"type": "metric", "key": f"{prefix}{k}", "value": float(v), "step": int(step), "timestamp": ts}
-            for k, v in values.items()]
+    return [
+        {"type": "metric", "key": f"{prefix}{k}", "value": float(v), "step": int(step), "timestamp": ts}
+        for k, v in values.items()
+    ]
 
 
 def write_eval(project: Project | dict, run: str, rows: list[dict]) -> None:
@@ -85,6 +101,7 @@ def mlflow_run_id(project: Project | dict, run: str) -> str | None:
 
 # ---------------------------------------------------------------- mirroring
 
+
 def down_reason(uri: str) -> str | None:
     """The error that made `uri` unreachable in this process, if it was."""
     return _DOWN.get(uri)
@@ -93,9 +110,14 @@ def down_reason(uri: str) -> str | None:
 def _warn(uri: str, err: BaseException, run: str | None) -> None:
     where = f"runs/{run}/{TRACK_DIR}" if run else "runs/*/tracking"
     detail = str(err).splitlines()[0][:160] if str(err) else ""
-    print(mask_secrets(f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {detail}); "
-                                f"local records kept in {where}, replayed by the next stage or `oodcorr sync`"),
-          file=sys.stderr, flush=True)
+    print(
+        mask_secrets(
+            f"warning: MLflow at {uri} unreachable ({type(err).__name__}: {detail}); "
+            f"local records kept in {where}, replayed by the next stage or `oodcorr sync`"
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _mark_pending(project: Project | dict, run: str) -> None:
@@ -152,8 +174,11 @@ class Mirror:
         evals = io.read_jsonl_tolerant(d / "eval.jsonl")
         if not train and not evals:
             return
-        header = train[0] if train and train[0].get("type") == "run" else {
-            "identity": None, "run_name": self.run, "tags": {}, "params": {}}
+        header = (
+            train[0]
+            if train and train[0].get("type") == "run"
+            else {"identity": None, "run_name": self.run, "tags": {}, "params": {}}
+        )
         if header.get("identity") != getattr(self, "identity", False):  # a fresh start of the run: new MLflow run
             self.client = self.run_id = None
             self.sent, self.params_done, self.finished_done = set(), False, False
@@ -171,7 +196,7 @@ class Mirror:
             have = client.get_run(rid).data.params
             todo = [Param(k, str(v)) for k, v in header.get("params", {}).items() if k not in have]
             for i in range(0, len(todo), 100):
-                client.log_batch(rid, params=todo[i: i + 100])
+                client.log_batch(rid, params=todo[i : i + 100])
             self.params_done = True
         metrics, status, artifacts = [], None, []
         for rec in train + evals:
@@ -191,7 +216,7 @@ class Mirror:
             elif kind == "artifact":
                 artifacts.append(rec)
         for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
-            client.log_batch(rid, metrics=metrics[i: i + 1000])
+            client.log_batch(rid, metrics=metrics[i : i + 1000])
         for rec in artifacts:
             self._artifact(rec)
         if status and not self.finished_done:
@@ -203,11 +228,19 @@ class Mirror:
         """The run of this run key + identity (never a second one); orphans of it are closed, runs of an
         older identity (superseded config) re-tagged and closed."""
         client, run = self.client, self.run
-        found = client.search_runs([exp_id], filter_string=f"tags.`oodcorr.run_key` = '{run}'", max_results=200,
-                                   order_by=["attributes.start_time ASC"])
+        found = client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`oodcorr.run_key` = '{run}'",
+            max_results=200,
+            order_by=["attributes.start_time ASC"],
+        )
         identity = header.get("identity")
-        mine = [r for r in found if r.data.tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND
-                and (identity is None or r.data.tags.get("oodcorr.identity") in (identity, None))]
+        mine = [
+            r
+            for r in found
+            if r.data.tags.get(tracking.KIND_TAG) == tracking.TRAIN_KIND
+            and (identity is None or r.data.tags.get("oodcorr.identity") in (identity, None))
+        ]
         if identity:  # prefer an exact identity match over an untagged (older version) run
             exact = [r for r in mine if r.data.tags.get("oodcorr.identity") == identity]
             mine = exact or mine

@@ -38,8 +38,10 @@ def short_testsets(names) -> dict[str, str]:
     """{testset: its name in MLflow keys}: `scitail_real` -> `scitail` unless that name is also among `names`
     (the testsets one run is evaluated on, the same for every run of a study)."""
     names = set(names)
-    return {t: t[: -len(LOCAL_SUFFIX)] if t.endswith(LOCAL_SUFFIX) and t[: -len(LOCAL_SUFFIX)] not in names else t
-            for t in names}
+    return {
+        t: t[: -len(LOCAL_SUFFIX)] if t.endswith(LOCAL_SUFFIX) and t[: -len(LOCAL_SUFFIX)] not in names else t
+        for t in names
+    }
 
 
 def metric_key(*parts: str) -> str:
@@ -58,8 +60,11 @@ def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
 def checkpoint_times(train_records: list[dict], steps: list[int]) -> dict[int, int]:
     """A timestamp (ms) per checkpoint step for its eval metrics, so MLflow's time axis spreads a curve like its
     step axis: when training reached that step (its train/loss record), else 1 s apart, ending now."""
-    trained = {int(r["step"]): int(r["timestamp"]) for r in train_records
-               if r.get("type") == "metric" and r.get("key") == "train/loss"}
+    trained = {
+        int(r["step"]): int(r["timestamp"])
+        for r in train_records
+        if r.get("type") == "metric" and r.get("key") == "train/loss"
+    }
     now = int(time.time() * 1000)
     out, last = {}, None
     for i, step in enumerate(sorted(steps)):
@@ -81,15 +86,27 @@ def eval_records(rows: list[dict], stamps: dict[int, int]) -> list[dict]:
         for name in (*EVAL_NAMES, *extra) if r.get("slice") is None else ("accuracy", *extra):
             value = r.get(name)
             if isinstance(value, (int, float)) and value == value:
-                records.append({"type": "metric", "key": metric_name(name, short[r["testset"]], r.get("slice")),
-                                "value": float(value), "step": int(r["step"]), "timestamp": stamps[int(r["step"])]})
+                records.append(
+                    {
+                        "type": "metric",
+                        "key": metric_name(name, short[r["testset"]], r.get("slice")),
+                        "value": float(value),
+                        "step": int(r["step"]),
+                        "timestamp": stamps[int(r["step"])],
+                    }
+                )
     return records
 
 
 def predictions_artifact(folder) -> dict:
     """The predictions archive record of a run's eval folder (keyed by the metrics file's content)."""
-    return {"type": "artifact", "path": "eval/predictions", "archive": "predictions.tar.gz", "artifact_path": "eval",
-            "sha256": io.sha256_file(folder / METRICS_FILE)}
+    return {
+        "type": "artifact",
+        "path": "eval/predictions",
+        "archive": "predictions.tar.gz",
+        "artifact_path": "eval",
+        "sha256": io.sha256_file(folder / METRICS_FILE),
+    }
 
 
 def rebuild(params: dict, run: str) -> bool:
@@ -116,16 +133,25 @@ def rebuild(params: dict, run: str) -> bool:
     if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
         return False
     cfg = info["config"]
-    tags = {"oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": cfg["model"],
-            "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
-            "oodcorr.rebuilt": "from the run folder (dvc pull)"}
+    tags = {
+        "oodcorr.run_key": run,
+        tracking.KIND_TAG: tracking.TRAIN_KIND,
+        "oodcorr.model": cfg["model"],
+        "oodcorr.model_revision": str((info.get("model_info") or {}).get("revision")),
+        "oodcorr.rebuilt": "from the run folder (dvc pull)",
+    }
     color = run_color(cfg, params.get("runs"))
     if color:
         tags[COLOR_TAG] = color
-    lines = [{"type": "run", "identity": info["tracking_identity"],
-              "run_name": tracking.run_name(run, cfg, params.get("runs")),
-              "tags": tags,
-              "params": tracking.param_values(cfg)}]
+    lines = [
+        {
+            "type": "run",
+            "identity": info["tracking_identity"],
+            "run_name": tracking.run_name(run, cfg, params.get("runs")),
+            "tags": tags,
+            "params": tracking.param_values(cfg),
+        }
+    ]
     base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
     for step, folder in sorted(checkpoint_dirs(checkpoints_dir(rdir)).items()):
         try:
@@ -134,10 +160,13 @@ def rebuild(params: dict, run: str) -> bool:
             continue
         for s, loss, lr in meta.get("train_log") or []:
             ts = base + 1000 * int(s)  # the training times are not in the outputs: 1 s per step, in order
-            lines += [{"type": "metric", "key": "train/loss", "value": float(loss), "step": int(s), "timestamp": ts},
-                      {"type": "metric", "key": "train/lr", "value": float(lr), "step": int(s), "timestamp": ts}]
-    lines.append({"type": "artifact", "path": "run.json", "artifact_path": None,
-                  "sha256": io.sha256_file(rdir / "run.json")})
+            lines += [
+                {"type": "metric", "key": "train/loss", "value": float(loss), "step": int(s), "timestamp": ts},
+                {"type": "metric", "key": "train/lr", "value": float(lr), "step": int(s), "timestamp": ts},
+            ]
+    lines.append(
+        {"type": "artifact", "path": "run.json", "artifact_path": None, "sha256": io.sha256_file(rdir / "run.json")}
+    )
     if info.get("finished"):
         lines.append({"type": "status", "status": "FINISHED"})
     metrics = metrics_file(rdir)

@@ -61,13 +61,20 @@ def pull(root: Path, name: str, keys: list[str]) -> None:
     click.echo(f"pulling {len(missing)} saved run(s) of study {name} from the studies remote", err=True)
     exe = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
     targets = [f"{STUDIES}/{name}/runs/{k}.dvc" for k in missing]
-    res = subprocess.run([exe, "pull", "-q", *targets], cwd=root, capture_output=True, text=True,
-                         env=dict(os.environ, DVC_NO_ANALYTICS="1"))
+    res = subprocess.run(
+        [exe, "pull", "-q", *targets],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DVC_NO_ANALYTICS="1"),
+    )
     still = [k for k in missing if not _complete(sdir / "runs" / k)]
     if res.returncode != 0 or still:
         last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise UserError(f"study {name}: {len(still) or len(missing)} saved run(s) could not be pulled "
-                        f"(`dvc pull {' '.join(targets[:2])}{' ...' if len(targets) > 2 else ''}`: {last[0]})")
+        raise UserError(
+            f"study {name}: {len(still) or len(missing)} saved run(s) could not be pulled "
+            f"(`dvc pull {' '.join(targets[:2])}{' ...' if len(targets) > 2 else ''}`: {last[0]})"
+        )
 
 
 def _link_runs(sdir: Path, project: Path, keys: list[str]) -> None:
@@ -100,8 +107,17 @@ def analyse(sdir: Path, project: Path, keys: list[str]) -> bool:
     if (out / "report.html").is_file() and stamp.is_file() and stamp.read_text() == key:
         return False
     click.echo(f"analysing the {len(keys)} saved run(s) for the view (about a minute)", err=True)
-    cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(sdir / "params.yaml"), "--out", str(out),
-           "--no-mlflow"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "oodcorr",
+        "analyze",
+        "--params",
+        str(sdir / "params.yaml"),
+        "--out",
+        str(out),
+        "--no-mlflow",
+    ]
     for k in keys:
         cmd += ["--metrics", str(project / "runs" / k / "eval" / "metrics.jsonl")]
     res = subprocess.run(cmd, cwd=project, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
@@ -124,8 +140,9 @@ def build(name: str, root: Path | None = None) -> dict:
     sdir = root / STUDIES / name
     if not (sdir / "params.yaml").is_file():
         have = sorted(p.parent.name for p in (root / STUDIES).glob("*/params.yaml"))
-        raise UserError(f"--study {name}: no study {name!r} in {root / STUDIES}; saved studies: "
-                        f"{', '.join(have) or 'none'}")
+        raise UserError(
+            f"--study {name}: no study {name!r} in {root / STUDIES}; saved studies: {', '.join(have) or 'none'}"
+        )
     params = load_params(sdir / "params.yaml")
     keys = saved_runs(sdir, params)
     if not keys:
@@ -136,16 +153,22 @@ def build(name: str, root: Path | None = None) -> dict:
     _link_runs(sdir, project, keys)
     fresh = analyse(sdir, project, keys)
     study = dict(params.get("study") or {}, tracking="mlflow", tracking_uri=f"sqlite:///{view / 'mlflow.db'}")
-    params = {**params, "study": study, "_root": str(project), "runs": {k: params["runs"][k] for k in keys
-                                                                           if k in (params.get("runs") or {})}}
+    params = {
+        **params,
+        "study": study,
+        "_root": str(project),
+        "runs": {k: params["runs"][k] for k in keys if k in (params.get("runs") or {})},
+    }
     params["analyze"] = {**(params.get("analyze") or {}), "out": "results"}
     rebuilt = [k for k in keys if rebuild(params, k)]
     if rebuilt:
         click.echo(f"rebuilt the MLflow records of {len(rebuilt)} saved run(s) in {view.relative_to(root)}", err=True)
     failed = [k for k, rid in mirror.sync(params, keys).items() if rid is None]
     if failed:
-        raise UserError(f"{view / 'mlflow.db'}: {len(failed)} run(s) could not be written "
-                        f"({mirror.down_reason(mirror.tracking.tracking_uri(params)) or 'unknown error'})")
+        raise UserError(
+            f"{view / 'mlflow.db'}: {len(failed)} run(s) could not be written "
+            f"({mirror.down_reason(mirror.tracking.tracking_uri(params)) or 'unknown error'})"
+        )
     if fresh:  # a new analysis (new code or inputs) replaces the view's older one
         _drop_analyses(params)
     sync_analysis(params)

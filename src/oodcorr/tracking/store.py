@@ -28,8 +28,12 @@ def enabled(project: Project | dict | None) -> bool:
 
 # A tracking server that is down must cost seconds, not MLflow's default ~260 s of retries: these bound
 # every HTTP call (the user's own values win). Tracking is a mirror; the local records are the truth.
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
-                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+}
 
 
 def bound_http_waits() -> None:
@@ -44,7 +48,7 @@ def bound_http_waits() -> None:
 
 def sqlite_file(uri: str) -> Path | None:
     if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///"):])
+        return Path(uri[len("sqlite:///") :])
     return None
 
 
@@ -98,8 +102,11 @@ def ensure_store(uri: str) -> None:
             os.replace(db, aside)
             import warnings
 
-            warnings.warn(f"{db} was half-created by a killed process (schema incomplete, no runs, no "
-                          f"experiments); moved to {aside.name} and rebuilt", stacklevel=2)
+            warnings.warn(
+                f"{db} was half-created by a killed process (schema incomplete, no runs, no "
+                f"experiments); moved to {aside.name} and rebuilt",
+                stacklevel=2,
+            )
             state = StoreState.EMPTY
         if state == StoreState.EMPTY:
             with io.atomic_path(db) as tmp:
@@ -133,8 +140,10 @@ def store_state(db: Path, full: bool | None = None) -> str:
 
     from oodcorr.errors import UserError
 
-    what = ("restore it from a backup, or move it away (mv {db} {db}.old) and run `oodcorr sync` to rebuild its "
-            "runs in a new store from runs/ and results/")
+    what = (
+        "restore it from a backup, or move it away (mv {db} {db}.old) and run `oodcorr sync` to rebuild its "
+        "runs in a new store from runs/ and results/"
+    )
     full = db.stat().st_size <= FULL_CHECK_MAX_BYTES if full is None else full
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=busy_timeout_s())) as con:
@@ -150,24 +159,35 @@ def store_state(db: Path, full: bool | None = None) -> str:
             if complete and version is not None and version[0] == _head_revision():
                 return StoreState.READY
             runs = int(con.execute("select count(*) from runs").fetchone()[0]) if "runs" in tables else 0
-            experiments = (int(con.execute("select count(*) from experiments where experiment_id != 0")
-                               .fetchone()[0]) if "experiments" in tables else 0)
+            experiments = (
+                int(con.execute("select count(*) from experiments where experiment_id != 0").fetchone()[0])
+                if "experiments" in tables
+                else 0
+            )
     except sqlite3.OperationalError as e:
         if "locked" in str(e) or "busy" in str(e):
-            raise UserError(f"{db}: the MLflow store is locked by another process (waited {busy_timeout_s():g} s); "
-                            "wait for it to finish (or stop it) and rerun") from None
+            raise UserError(
+                f"{db}: the MLflow store is locked by another process (waited {busy_timeout_s():g} s); "
+                "wait for it to finish (or stop it) and rerun"
+            ) from None
         if db.with_name(f"{db.name}-journal").exists() and ("readonly" in str(e) or "I/O" in str(e)):
-            raise UserError(f"{db}: an interrupted write (its -journal file) must be rolled back and cannot be "
-                            f"({e}); free disk space or make {db.parent} writable, then rerun") from None
+            raise UserError(
+                f"{db}: an interrupted write (its -journal file) must be rolled back and cannot be "
+                f"({e}); free disk space or make {db.parent} writable, then rerun"
+            ) from None
         raise UserError(f"{db}: the MLflow store cannot be read ({e}); " + what.format(db=db)) from None
     except sqlite3.DatabaseError as e:
         raise UserError(f"{db}: the MLflow store is damaged ({e}); " + what.format(db=db)) from None
     if complete and runs + experiments:
-        raise UserError(f"{db}: the MLflow store holds {runs} run(s) in an older schema; back it up and run "
-                        f"`mlflow db upgrade sqlite:///{db}`, or point study.tracking_uri elsewhere")
+        raise UserError(
+            f"{db}: the MLflow store holds {runs} run(s) in an older schema; back it up and run "
+            f"`mlflow db upgrade sqlite:///{db}`, or point study.tracking_uri elsewhere"
+        )
     if runs or experiments:
-        raise UserError(f"{db}: the MLflow store's schema is incomplete but it holds {runs} run(s) and "
-                        f"{experiments} experiment(s); " + what.format(db=db))
+        raise UserError(
+            f"{db}: the MLflow store's schema is incomplete but it holds {runs} run(s) and "
+            f"{experiments} experiment(s); " + what.format(db=db)
+        )
     return StoreState.HALF_CREATED
 
 
@@ -204,7 +224,7 @@ def tracking_uri(project: Project | dict, create: bool = True) -> str:
     uri = project.tracking_uri
     if uri:
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-            return "sqlite:///" + str((root / uri[len("sqlite:///"):]).resolve())
+            return "sqlite:///" + str((root / uri[len("sqlite:///") :]).resolve())
         return uri
     if create:
         (root / "mlruns").mkdir(parents=True, exist_ok=True)
@@ -228,7 +248,7 @@ def _store_root(project: Project | dict) -> Path:
     parts = root.parts
     if ".dvc" in parts:
         i = parts.index(".dvc")
-        if parts[i + 1: i + 3] == ("tmp", "exps"):
+        if parts[i + 1 : i + 3] == ("tmp", "exps"):
             return Path(*parts[:i])
     return root
 
@@ -286,10 +306,12 @@ def run_name(run: str, cfg: dict, runs: dict | None = None) -> str:
     if not run.endswith(tail) or len(run) == len(tail):
         return run
     others = [r for r in (runs or {}).values() if isinstance(r, dict)]
-    parts = [ts if not others or any(r.get("train_set") != train_set for r in others) else "",
-             str(shots) if not others or any(r.get("shots") != shots for r in others) else ""]
+    parts = [
+        ts if not others or any(r.get("train_set") != train_set for r in others) else "",
+        str(shots) if not others or any(r.get("shots") != shots for r in others) else "",
+    ]
     rest = " ".join(p for p in parts if p)
-    return f"{run[:-len(tail)]} s{seed}" + (f" · {rest}" if rest else "")
+    return f"{run[: -len(tail)]} s{seed}" + (f" · {rest}" if rest else "")
 
 
 def flatten(d: dict, prefix: str = "", skip_private: bool = False) -> dict:
@@ -317,5 +339,8 @@ def param_values(d: dict) -> dict[str, str]:
 
 def metric_leaves(d: dict) -> dict[str, float]:
     """Numeric finite leaves as {"methods.linear.mean_abs_r": 0.3, ...} (MLflow metric names)."""
-    return {name: float(value) for name, value in flatten(d).items()
-            if isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value))}
+    return {
+        name: float(value)
+        for name, value in flatten(d).items()
+        if isinstance(value, (bool, int, float)) and value is not None and math.isfinite(float(value))
+    }

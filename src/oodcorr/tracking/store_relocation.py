@@ -19,10 +19,13 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 # (table, column, condition): every stored artifact URI in MLflow's sqlite schema
-URI_COLUMNS = (("experiments", "artifact_location", ""), ("runs", "artifact_uri", ""),
-               ("logged_models", "artifact_location", ""),
-               ("trace_tags", "value", " and key = 'mlflow.artifactLocation'"),
-               ("workspaces", "default_artifact_root", ""))
+URI_COLUMNS = (
+    ("experiments", "artifact_location", ""),
+    ("runs", "artifact_uri", ""),
+    ("logged_models", "artifact_location", ""),
+    ("trace_tags", "value", " and key = 'mlflow.artifactLocation'"),
+    ("workspaces", "default_artifact_root", ""),
+)
 
 
 def own_root(db: Path) -> str:
@@ -53,13 +56,18 @@ def relocate(db: Path, timeout: float) -> str | None:
         try:
             for table, column, where in URI_COLUMNS:
                 if table in tables:
-                    con.execute(f"update {table} set {column} = ? || substr({column}, ?) "  # noqa: S608 (fixed names)
-                                f"where ({column} = ? or substr({column}, 1, ?) = ?){where}",
-                                (new, len(old) + 1, old, len(old) + 1, old + "/"))
+                    con.execute(
+                        f"update {table} set {column} = ? || substr({column}, ?) "  # noqa: S608 (fixed names)
+                        f"where ({column} = ? or substr({column}, 1, ?) = ?){where}",
+                        (new, len(old) + 1, old, len(old) + 1, old + "/"),
+                    )
             con.execute("commit")
         except BaseException:
             con.execute("rollback")
             raise
-    print(f"warning: {db} was created in {Path(unquote(urlparse(old).path)).parent} (the project was copied or "
-          f"moved); its artifact locations now point into {Path(db).parent / 'artifacts'}", file=sys.stderr)
+    print(
+        f"warning: {db} was created in {Path(unquote(urlparse(old).path)).parent} (the project was copied or "
+        f"moved); its artifact locations now point into {Path(db).parent / 'artifacts'}",
+        file=sys.stderr,
+    )
     return old

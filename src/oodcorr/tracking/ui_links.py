@@ -27,8 +27,9 @@ def experiment_id(uri: str, name: str) -> str | None:
         return None
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            row = con.execute("SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = 'active'",
-                              (name,)).fetchone()
+            row = con.execute(
+                "SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = 'active'", (name,)
+            ).fetchone()
     except sqlite3.Error:
         return None
     return str(row[0]) if row else None
@@ -38,10 +39,12 @@ def links(base: str, exp_id: str, table_view: str | None = None) -> dict[str, st
     """{view name: URL} for experiment `exp_id` on the UI at `base` (e.g. http://127.0.0.1:5000); `table_view`:
     the shared view (save_table_view) the runs table opens with."""
     shared = {"runs table": f"&viewStateShareKey={table_view}"} if table_view else {}
-    return {view: f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}"
-                  + (f"&searchFilter={quote(FILTERS[view], safe='')}" if view in FILTERS else "")
-                  + shared.get(view, "")
-            for view, mode in VIEWS.items()}
+    return {
+        view: f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}"
+        + (f"&searchFilter={quote(FILTERS[view], safe='')}" if view in FILTERS else "")
+        + shared.get(view, "")
+        for view, mode in VIEWS.items()
+    }
 
 
 # MLflow's UI opens a view saved as an experiment tag mlflow.sharedViewState.<key> when the URL names the key
@@ -65,15 +68,24 @@ def save_table_view(uri: str, exp_id: str) -> str | None:
         return None
     try:
         with sqlite3.connect(db, timeout=5) as con:
-            keys = [r[0] for r in con.execute(
-                "SELECT DISTINCT m.key FROM latest_metrics m JOIN runs r ON r.run_uuid = m.run_uuid WHERE "
-                "r.experiment_id = ? AND r.lifecycle_stage = 'active' AND (m.key LIKE ? OR m.key = ?) ORDER BY m.key",
-                (int(exp_id), *HEADLINE))]
-            view = {"selectedColumns": [f"tags.`{EXP_TAG}`", f"tags.`{EXP_PARAMS_TAG}`",
-                                        *(f"metrics.`{k}`" for k in keys)],
-                    "orderByKey": "attributes.start_time", "orderByAsc": False}
-            con.execute("INSERT OR REPLACE INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",
-                        (f"mlflow.sharedViewState.{TABLE_VIEW}", json.dumps(view), int(exp_id)))
+            keys = [
+                r[0]
+                for r in con.execute(
+                    "SELECT DISTINCT m.key FROM latest_metrics m JOIN runs r ON r.run_uuid = m.run_uuid WHERE "
+                    "r.experiment_id = ? AND r.lifecycle_stage = 'active' AND (m.key LIKE ? OR m.key = ?) "
+                    "ORDER BY m.key",
+                    (int(exp_id), *HEADLINE),
+                )
+            ]
+            view = {
+                "selectedColumns": [f"tags.`{EXP_TAG}`", f"tags.`{EXP_PARAMS_TAG}`", *(f"metrics.`{k}`" for k in keys)],
+                "orderByKey": "attributes.start_time",
+                "orderByAsc": False,
+            }
+            con.execute(
+                "INSERT OR REPLACE INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",
+                (f"mlflow.sharedViewState.{TABLE_VIEW}", json.dumps(view), int(exp_id)),
+            )
     except (sqlite3.Error, ValueError):
         return None
     return TABLE_VIEW
@@ -92,9 +104,12 @@ def report_url(base: str, uri: str, exp_id: str) -> str | None:
         return None
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            row = con.execute("SELECT r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
-                              "r.experiment_id = ? AND r.lifecycle_stage = 'active' AND t.key = ? AND t.value = ? "
-                              "ORDER BY r.start_time DESC LIMIT 1", (int(exp_id), KIND_TAG, ANALYSIS_KIND)).fetchone()
+            row = con.execute(
+                "SELECT r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
+                "r.experiment_id = ? AND r.lifecycle_stage = 'active' AND t.key = ? AND t.value = ? "
+                "ORDER BY r.start_time DESC LIMIT 1",
+                (int(exp_id), KIND_TAG, ANALYSIS_KIND),
+            ).fetchone()
     except (sqlite3.Error, ValueError):
         return None
     return f"{base}/{report_link(row[0], exp_id)}" if row else None

@@ -92,10 +92,16 @@ def serve(cmd: list[str], base: str, env: dict, on_ready) -> None:
 def _serve(cmd: list[str], base: str, env: dict, on_ready) -> None:
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, "-c", GUARD, str(os.getpid()), *cmd], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, errors="replace",
-                                start_new_session=True)  # its own process group: stopped with its workers
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GUARD, str(os.getpid()), *cmd],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )  # its own process group: stopped with its workers
     except KeyboardInterrupt:  # a stop signal while the guard was being started
         return
     tail: collections.deque[str] = collections.deque(maxlen=20)
@@ -130,11 +136,15 @@ def _wait(proc, base: str, tail) -> float:
     while not answers(base):
         now = time.monotonic()
         if proc.poll() is not None:
-            raise UserError(f"the MLflow server exited (code {proc.returncode}) before it answered on {base}: "
-                            f"{mask_secrets(_last_line(tail))}")
+            raise UserError(
+                f"the MLflow server exited (code {proc.returncode}) before it answered on {base}: "
+                f"{mask_secrets(_last_line(tail))}"
+            )
         if now - t0 > START_TIMEOUT_S:
-            raise UserError(f"the MLflow server did not answer on {base} within {START_TIMEOUT_S} s (a busy CPU?); "
-                            f"last output: {mask_secrets(_last_line(tail))}")
+            raise UserError(
+                f"the MLflow server did not answer on {base} within {START_TIMEOUT_S} s (a busy CPU?); "
+                f"last output: {mask_secrets(_last_line(tail))}"
+            )
         if tty:
             click.echo(f"\r  starting the MLflow server ... {now - t0:.0f} s", err=True, nl=False)
         elif now - last >= PROGRESS_EVERY_S:

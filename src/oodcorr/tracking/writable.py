@@ -31,9 +31,11 @@ def check_writable(db: Path) -> None:
     """UserError naming `db` when the store cannot be written (read_only_reason)."""
     why = read_only_reason(db)
     if why:
-        raise UserError(f"{db}: the MLflow store is read-only ({why}); make it writable (chmod u+w on the file "
-                        "and its folder, or remount), or set MLFLOW_TRACKING_URI / study.tracking_uri to a writable "
-                        "store, or run without MLflow (study.tracking: none, `oodcorr analyze --no-mlflow`)")
+        raise UserError(
+            f"{db}: the MLflow store is read-only ({why}); make it writable (chmod u+w on the file "
+            "and its folder, or remount), or set MLFLOW_TRACKING_URI / study.tracking_uri to a writable "
+            "store, or run without MLflow (study.tracking: none, `oodcorr analyze --no-mlflow`)"
+        )
 
 
 def dvc_tracked(run_folder: Path) -> Path | None:
@@ -47,7 +49,11 @@ def refuse_dvc_tracked(run_folder: Path) -> None:
     marker = dvc_tracked(run_folder)
     if marker is not None:
         study = marker.parent.parent
-        hint = (f"; `oodcorr ui --study {study.name}` shows it in MLflow from a store of its own"
-                if study.parent.name == "studies" else "")
-        raise UserError(f"{run_folder}: a DVC-tracked output ({marker.name}); tracking records are never written "
-                        f"into it{hint}")
+        hint = (
+            f"; `oodcorr ui --study {study.name}` shows it in MLflow from a store of its own"
+            if study.parent.name == "studies"
+            else ""
+        )
+        raise UserError(
+            f"{run_folder}: a DVC-tracked output ({marker.name}); tracking records are never written into it{hint}"
+        )

@@ -15,7 +15,7 @@ from pathlib import Path
 from oodcorr.io import sha256_file
 from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
 
-STATE_FILE = "training_state.json"          # written last: its presence marks a resumable checkpoint
+STATE_FILE = "training_state.json"  # written last: its presence marks a resumable checkpoint
 STATE_TENSORS = "training_state.safetensors"
 LEGACY_STATE = "training_state.pt"
 STATE_FILES = (STATE_FILE, STATE_TENSORS, LEGACY_STATE)
@@ -121,8 +121,12 @@ def _split(obj, prefix: str, tensors: dict):
         tensors[prefix] = torch.from_numpy(obj.astype(np.int64) if obj.dtype == np.uint32 else obj.copy())
         return {"__ndarray__": prefix, "dtype": str(obj.dtype)}
     if isinstance(obj, dict):
-        return {"__dict__": [[_split(k, f"{prefix}.k{i}", tensors), _split(v, f"{prefix}.{i}", tensors)]
-                             for i, (k, v) in enumerate(obj.items())]}
+        return {
+            "__dict__": [
+                [_split(k, f"{prefix}.k{i}", tensors), _split(v, f"{prefix}.{i}", tensors)]
+                for i, (k, v) in enumerate(obj.items())
+            ]
+        }
     if isinstance(obj, tuple):
         return {"__tuple__": [_split(v, f"{prefix}.{i}", tensors) for i, v in enumerate(obj)]}
     if isinstance(obj, list):
@@ -177,8 +181,11 @@ def _load_legacy(path: Path) -> dict:
     import numpy as np
     import torch
 
-    allowed = [np.ndarray, np.dtype, type(np.dtype("uint32")), np.core.multiarray._reconstruct] \
-        if hasattr(np, "core") else [np.ndarray, np.dtype]
+    allowed = (
+        [np.ndarray, np.dtype, type(np.dtype("uint32")), np.core.multiarray._reconstruct]
+        if hasattr(np, "core")
+        else [np.ndarray, np.dtype]
+    )
     with torch.serialization.safe_globals(allowed):
         return torch.load(path, weights_only=True, map_location="cpu")
 
@@ -209,8 +216,9 @@ def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | 
         except OSError:
             raise
         except Exception as e:  # safetensors reports a full disk as SafetensorError
-            if re.search(r"StorageFull|No space left|File too large|FileTooLarge|Disk quota|os error (27|28|122)\b",
-                         str(e)):
+            if re.search(
+                r"StorageFull|No space left|File too large|FileTooLarge|Disk quota|os error (27|28|122)\b", str(e)
+            ):
                 import errno
 
                 raise OSError(errno.ENOSPC, "No space left on device", str(target)) from None

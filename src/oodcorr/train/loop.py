@@ -28,8 +28,9 @@ def batch_loss(model, prompter, seqs, labels, pad_id: int, loss: str = "full_voc
 
     device = next(p for p in model.parameters() if p.device.type != "meta").device
     ids, mask, last = pad_batch(seqs, pad_id)
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                logits_to_keep=last.unsqueeze(1).to(device))  # only the scored position reaches lm_head
+    out = model(
+        input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=last.unsqueeze(1).to(device)
+    )  # only the scored position reaches lm_head
     logits = out.logits[:, 0, :].float()
     vids = torch.tensor(prompter.verbalizer_ids, device=device)
     target = torch.tensor(labels, device=device)
@@ -51,8 +52,9 @@ def make_optimizer(params, run: RunSettings, device: str | None):
         try:
             import bitsandbytes as bnb
         except ImportError:
-            raise UserError(f"params: runs.{run.run}.optim: paged_adamw_8bit needs bitsandbytes "
-                            "(pip install bitsandbytes)") from None
+            raise UserError(
+                f"params: runs.{run.run}.optim: paged_adamw_8bit needs bitsandbytes (pip install bitsandbytes)"
+            ) from None
         return bnb.optim.PagedAdamW8bit(params, lr=run.lr, weight_decay=run.weight_decay)
     return torch.optim.AdamW(params, lr=run.lr, weight_decay=run.weight_decay)
 
@@ -66,8 +68,22 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
-def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, schedule, ckpt_dir, project: Project,
-               quiet, rank: int = 0, world: int = 1, stop_at: int | None = None) -> None:
+def train_loop(
+    model,
+    tok,
+    prompter,
+    info,
+    run: RunSettings,
+    examples,
+    plan,
+    schedule,
+    ckpt_dir,
+    project: Project,
+    quiet,
+    rank: int = 0,
+    world: int = 1,
+    stop_at: int | None = None,
+) -> None:
     """The optimisation loop, from the newest checkpoint with a training state (else step 0) to `stop_at`
     (default: the last step). With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
@@ -83,9 +99,15 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(trainable, run, info["device"])
     sched = get_linear_schedule_with_warmup(opt, round(run.warmup_ratio * total), total)
-    meta = {"run": run.run, "model": run.model, "model_path": run.model, "revision": info["revision"],
-            "base_model_type": info["model_type"], "finetune": run.finetune,
-            "quantization": info["quantization"]}
+    meta = {
+        "run": run.run,
+        "model": run.model,
+        "model_path": run.model,
+        "revision": info["revision"],
+        "base_model_type": info["model_type"],
+        "finetune": run.finetune,
+        "quantization": info["quantization"],
+    }
     resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
     start = 0
     if resumable:
@@ -113,8 +135,17 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
             if not shard:
                 continue
             with autocast:
-                loss = batch_loss(model, prompter, [seqs[i] for i in shard], [labels[i] for i in shard],
-                                  tok.pad_token_id, run.loss) / n
+                loss = (
+                    batch_loss(
+                        model,
+                        prompter,
+                        [seqs[i] for i in shard],
+                        [labels[i] for i in shard],
+                        tok.pad_token_id,
+                        run.loss,
+                    )
+                    / n
+                )
             loss.backward()
             step_loss += loss.item()
         if world > 1:
@@ -154,8 +185,10 @@ def train_loop(model, tok, prompter, info, run: RunSettings, examples, plan, sch
 def _diverged(run: RunSettings, step: int, lr: float, what: str) -> None:
     from oodcorr.errors import UserError
 
-    raise UserError(f"run {run.run}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "
-                    f"learning rate (runs.{run.run}.lr or train.lr) and rerun")
+    raise UserError(
+        f"run {run.run}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "
+        f"learning rate (runs.{run.run}.lr or train.lr) and rerun"
+    )
 
 
 def _state(opt, sched, step: int) -> dict:

@@ -50,17 +50,23 @@ def run_label(params: dict, run_key: str, cfg: dict) -> tuple[str, dict]:
     return run_name(run_key, cfg, params.get("runs")) + experiments.exp_suffix(extra), extra
 
 
-def start_record(project: Project, run: RunSettings, info: dict, identity: str, name: str,
-                 extra: dict | None = None) -> str | None:
+def start_record(
+    project: Project, run: RunSettings, info: dict, identity: str, name: str, extra: dict | None = None
+) -> str | None:
     """Begin (or continue) the run's local record, named `name` in MLflow (run_label) with the `extra` tags, and
     mirror it; the MLflow run id, or None if unreachable."""
     from oodcorr.tracking import experiments
     from oodcorr.tracking import store as tracking
 
     root = project.resolved_root
-    tags = {"oodcorr.run_key": run.run, tracking.KIND_TAG: tracking.TRAIN_KIND, "oodcorr.model": run.model,
-            "oodcorr.model_revision": str(info.get("revision")), **experiments.dvc_data_hashes(root),
-            **(extra or {})}
+    tags = {
+        "oodcorr.run_key": run.run,
+        tracking.KIND_TAG: tracking.TRAIN_KIND,
+        "oodcorr.model": run.model,
+        "oodcorr.model_revision": str(info.get("revision")),
+        **experiments.dvc_data_hashes(root),
+        **(extra or {}),
+    }
     commit = experiments.git_commit(root)
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -70,7 +76,12 @@ def start_record(project: Project, run: RunSettings, info: dict, identity: str, 
 
 
 def finish_record(project: Project, run: str, run_json_sha: str) -> str | None:
-    mirror.append(project, run, [{"type": "artifact", "path": "run.json", "artifact_path": None,
-                                 "sha256": run_json_sha},
-                                {"type": "status", "status": "FINISHED"}])
+    mirror.append(
+        project,
+        run,
+        [
+            {"type": "artifact", "path": "run.json", "artifact_path": None, "sha256": run_json_sha},
+            {"type": "status", "status": "FINISHED"},
+        ],
+    )
     return mirror.push(project, run)

@@ -36,8 +36,7 @@ def prepare_model(run: RunSettings, device: str | None = None):
     info["gradient_checkpointing"] = checkpointing
     torch.manual_seed(run.seed)  # LoRA A init depends only on the seed, not on how the base was loaded
     if run.finetune == "lora":
-        model = add_lora(model, run.lora, quantized=info["quantization"] == "nf4",
-                         gradient_checkpointing=checkpointing)
+        model = add_lora(model, run.lora, quantized=info["quantization"] == "nf4", gradient_checkpointing=checkpointing)
     else:
         for p in model.parameters():
             p.requires_grad_(True)

@@ -24,8 +24,9 @@ def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) ->
     for label in ("entailment", "non_entailment"):
         rows = [r for r in pool if r["label"] == label]
         if len(rows) < shots // 2:
-            raise UserError(f"params: shots={shots} (balanced) needs {shots // 2} {label} examples, "
-                        f"the pool has {len(rows)}")
+            raise UserError(
+                f"params: shots={shots} (balanced) needs {shots // 2} {label} examples, the pool has {len(rows)}"
+            )
         picked += rng.sample(rows, shots // 2)
     rng.shuffle(picked)
     return picked
@@ -40,8 +41,9 @@ def examples_digest(examples: list[dict]) -> str:
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
-def plan_steps(n_examples: int, batch_size: int, grad_accum: int, epochs: float, max_steps: int | None,
-               seed: int) -> list[list[list[int]]]:
+def plan_steps(
+    n_examples: int, batch_size: int, grad_accum: int, epochs: float, max_steps: int | None, seed: int
+) -> list[list[list[int]]]:
     """steps[k] = the micro-batches (lists of example indices) of optimizer step k+1. Each epoch is a
     seeded permutation; the last micro-batch / step of an epoch may be smaller. `max_steps` (when set)
     replaces `epochs`, cycling through further epochs as needed."""
@@ -53,8 +55,8 @@ def plan_steps(n_examples: int, batch_size: int, grad_accum: int, epochs: float,
     steps: list[list[list[int]]] = []
     while len(steps) < total:
         perm = torch.randperm(n_examples, generator=gen).tolist()
-        micro = [perm[i: i + batch_size] for i in range(0, n_examples, batch_size)]
-        steps += [micro[i: i + grad_accum] for i in range(0, len(micro), grad_accum)]
+        micro = [perm[i : i + batch_size] for i in range(0, n_examples, batch_size)]
+        steps += [micro[i : i + grad_accum] for i in range(0, len(micro), grad_accum)]
     return steps[:total]
 
 

@@ -45,10 +45,18 @@ def param_counts(model, lora_targets: list[str], lora_r: int) -> dict:
     return {"total": total, "linear": linear, "lora": lora}
 
 
-def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora_params: int | None = None,
-                    n_params: int | None = None, linear_params: int | None = None,
-                    gradient_checkpointing: bool | str = False, budget_gb: float = 24.0,
-                    optim: str = OPTIMIZERS[0]) -> dict:
+def estimate_memory(
+    config,
+    batch_size: int,
+    seq_len: int,
+    lora_r: int = 8,
+    lora_params: int | None = None,
+    n_params: int | None = None,
+    linear_params: int | None = None,
+    gradient_checkpointing: bool | str = False,
+    budget_gb: float = 24.0,
+    optim: str = OPTIMIZERS[0],
+) -> dict:
     """Peak GPU memory (GiB) for QLoRA (nf4), LoRA (bf16) and full fine-tuning (AdamW).
 
     Rule: weights (nf4 0.55 B/param for Linear layers, fp32 4 B for the rest under QLoRA; bf16 2 B for LoRA;
@@ -83,26 +91,50 @@ def estimate_memory(config, batch_size: int, seq_len: int, lora_r: int = 8, lora
     # and bitsandbytes' bf16 dequantisation of the largest 4-bit weight
     qlora_transient = (vocab * hidden + inter * hidden) * BF16_BYTES
     parts = {
-        "qlora": linear_params * NF4_BYTES + other * QLORA_OTHER_BYTES + lora_params * lora_bytes + act
+        "qlora": linear_params * NF4_BYTES
+        + other * QLORA_OTHER_BYTES
+        + lora_params * lora_bytes
+        + act
         + qlora_transient,
         "lora": n_params * BF16_BYTES + lora_params * lora_bytes + act,
         "full": n_params * FULL_BYTES + act,
     }
     out = {name: round((v + OVERHEAD) / GB, 2) for name, v in parts.items()}
-    out.update({
-        "fits": {name: out[name] <= budget_gb for name in parts}, "budget_gb": budget_gb,
-        "activations_gb": round(act / GB, 2), "n_params": int(n_params), "lora_params": int(lora_params),
-    })
+    out.update(
+        {
+            "fits": {name: out[name] <= budget_gb for name in parts},
+            "budget_gb": budget_gb,
+            "activations_gb": round(act / GB, 2),
+            "n_params": int(n_params),
+            "lora_params": int(lora_params),
+        }
+    )
     return out
 
 
-def model_estimate(model, targets: list[str], lora_r: int, batch_size: int, seq_len: int,
-                   gradient_checkpointing: bool | str = "auto", optim: str = OPTIMIZERS[0]) -> tuple[dict, dict]:
+def model_estimate(
+    model,
+    targets: list[str],
+    lora_r: int,
+    batch_size: int,
+    seq_len: int,
+    gradient_checkpointing: bool | str = "auto",
+    optim: str = OPTIMIZERS[0],
+) -> tuple[dict, dict]:
     """(parameter counts, memory estimate) of a (meta-device) model: what `--dry-run` prints, and what
     bench/gpu_check.py compares with the measured peak."""
     counts = param_counts(model, targets, lora_r)
-    mem = estimate_memory(model.config, batch_size, seq_len, lora_r, counts["lora"], counts["total"],
-                          counts["linear"], gradient_checkpointing, optim=optim)
+    mem = estimate_memory(
+        model.config,
+        batch_size,
+        seq_len,
+        lora_r,
+        counts["lora"],
+        counts["total"],
+        counts["linear"],
+        gradient_checkpointing,
+        optim=optim,
+    )
     return counts, mem
 
 
@@ -114,14 +146,22 @@ def dry_run_info(run: RunSettings) -> dict:
     model = meta_model(model_config(run.model, run.revision))
     targets = lora_targets(model, run.lora.target_modules)
     steps = len(plan_steps(run.shots, run.batch_size, run.grad_accum, run.epochs, run.max_steps, 0))
-    counts, mem = model_estimate(model, targets, run.lora.r, run.batch_size, run.max_length,
-                                 run.gradient_checkpointing, run.optimizer)
+    counts, mem = model_estimate(
+        model, targets, run.lora.r, run.batch_size, run.max_length, run.gradient_checkpointing, run.optimizer
+    )
     trainable = counts["lora"] if run.finetune == "lora" else counts["total"]
-    return {"run": run.run, "model": run.model, "params_total": counts["total"], "params_trainable": trainable,
-            "lora_targets": targets, "steps": steps, "optim": run.optimizer,
-            "gradient_checkpointing": run.gradient_checkpointing in (True, "auto"),  # auto: on for CUDA
-            "checkpoint_steps": checkpoint_schedule(steps, run.checkpoints.every, run.checkpoints.log_spaced),
-            "memory": mem}
+    return {
+        "run": run.run,
+        "model": run.model,
+        "params_total": counts["total"],
+        "params_trainable": trainable,
+        "lora_targets": targets,
+        "steps": steps,
+        "optim": run.optimizer,
+        "gradient_checkpointing": run.gradient_checkpointing in (True, "auto"),  # auto: on for CUDA
+        "checkpoint_steps": checkpoint_schedule(steps, run.checkpoints.every, run.checkpoints.log_spaced),
+        "memory": mem,
+    }
 
 
 def print_dry_run(d: dict) -> None:
@@ -129,11 +169,16 @@ def print_dry_run(d: dict) -> None:
 
     m = d["memory"]
     click.echo(f"run {d['run']}: model {d['model']}")
-    click.echo(f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
-               f"(LoRA on {', '.join(d['lora_targets'])})")
+    click.echo(
+        f"  parameters: {d['params_total']:,} total, {d['params_trainable']:,} trainable "
+        f"(LoRA on {', '.join(d['lora_targets'])})"
+    )
     click.echo(f"  optimizer steps: {d['steps']}; checkpoints at {d['checkpoint_steps']}")
-    click.echo(f"  estimated peak GPU memory (activations {m['activations_gb']} GiB, gradient checkpointing "
-               f"{'on' if d.get('gradient_checkpointing') else 'off'}, {d.get('optim', 'adamw')}):")
+    click.echo(
+        f"  estimated peak GPU memory (activations {m['activations_gb']} GiB, gradient checkpointing "
+        f"{'on' if d.get('gradient_checkpointing') else 'off'}, {d.get('optim', 'adamw')}):"
+    )
     for key, label in (("qlora", "QLoRA (nf4)"), ("lora", "LoRA (bf16)"), ("full", "full FT (AdamW)")):
-        click.echo(f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: "
-                   f"{'yes' if m['fits'][key] else 'no'}")
+        click.echo(
+            f"    {label:16s} {m[key]:8.2f} GiB  fits in {m['budget_gb']:g} GB: {'yes' if m['fits'][key] else 'no'}"
+        )

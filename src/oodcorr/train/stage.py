@@ -53,8 +53,9 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
     label = run_label(params, run_key, run.as_dict())  # the MLflow run's name and tags, beside the study's others
-    with locks.for_rank0(locks.lock_path(project.root, f"train-{run_key}"),
-                         f"run {run_key} is being trained by another process"):
+    with locks.for_rank0(
+        locks.lock_path(project.root, f"train-{run_key}"), f"run {run_key} is being trained by another process"
+    ):
         return _train_run(run_key, run, project, quiet, label)
 
 
@@ -76,8 +77,11 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
     check_pattern(run.pattern)
     examples = sample_shots(load_pool(project, run.train_set), run.shots, run.sampling, run.data_seed)
     digest = examples_digest(examples)
-    same = (previous is not None and identity(previous.get("config")) == identity(config)
-            and previous.get("examples_sha256") == digest)  # re-prepared data with other rows -> fresh run
+    same = (
+        previous is not None
+        and identity(previous.get("config")) == identity(config)
+        and previous.get("examples_sha256") == digest
+    )  # re-prepared data with other rows -> fresh run
     from oodcorr.tracking import store as tracking
 
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
@@ -86,8 +90,11 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
     missing, stop_at = [], None
     if same:  # every checkpoint run.json lists (up to where training got) must be there, else rebuild
         have = checkpoint_dirs(ckpt_dir)
-        upto = previous["total_steps"] if previous.get("finished") else max(
-            (s for s, d in have.items() if has_state(d)), default=-1)
+        upto = (
+            previous["total_steps"]
+            if previous.get("finished")
+            else max((s for s, d in have.items() if has_state(d)), default=-1)
+        )
         missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto) if upto >= 0 else []
         if missing:  # a finished run keeps its later checkpoints: training stops at the last missing one
             stop_at = missing[-1] if previous.get("finished") else None
@@ -123,21 +130,46 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
                     shutil.rmtree(old)
         if missing:
             start = resume_point(ckpt_dir, previous["checkpoint_steps"], missing, run)
-            click.echo(f"train {run_key}: {', '.join(f'checkpoint-{m}' for m in missing)} missing or incomplete "
-                       f"(run.json lists it); training again from "
-                       f"{f'checkpoint-{start}' if start >= 0 else 'step 0 (no earlier training state kept)'} "
-                       f"to step {stop_at if stop_at is not None else total} to rebuild it", err=True)
+            click.echo(
+                f"train {run_key}: {', '.join(f'checkpoint-{m}' for m in missing)} missing or incomplete "
+                f"(run.json lists it); training again from "
+                f"{f'checkpoint-{start}' if start >= 0 else 'step 0 (no earlier training state kept)'} "
+                f"to step {stop_at if stop_at is not None else total} to rebuild it",
+                err=True,
+            )
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
         tracking_identity = run_identity(identity(config), digest)
         start_record(project, run, info, tracking_identity, *label)
-        record = {"run": run_key, "config": config, "model_info": portable_info(info, run),
-                  "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
-                  "example_ids": [e["id"] for e in examples], "examples_sha256": digest,
-                  "checkpoint_steps": schedule, "total_steps": total, "finished": False, "threads": n_threads}
+        record = {
+            "run": run_key,
+            "config": config,
+            "model_info": portable_info(info, run),
+            "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
+            "example_ids": [e["id"] for e in examples],
+            "examples_sha256": digest,
+            "checkpoint_steps": schedule,
+            "total_steps": total,
+            "finished": False,
+            "threads": n_threads,
+        }
         write_json(run_dir / "run.json", record)
     distributed.barrier()
-    train_loop(model, tok, prompter, info, run, examples, plan, schedule, ckpt_dir, project, quiet or rank > 0,
-               rank, world, stop_at)
+    train_loop(
+        model,
+        tok,
+        prompter,
+        info,
+        run,
+        examples,
+        plan,
+        schedule,
+        ckpt_dir,
+        project,
+        quiet or rank > 0,
+        rank,
+        world,
+        stop_at,
+    )
     distributed.barrier()
     if rank > 0:
         return json.loads((run_dir / "run.json").read_text())
@@ -150,8 +182,13 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
 
 @click.command("train")
 @click.option("--run", "run_key", required=True, help="Run key under `runs:` in params.yaml.")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="params.yaml (default: the project's).")
+@click.option(
+    "--params",
+    "params_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="params.yaml (default: the project's).",
+)
 @click.option("--dry-run", is_flag=True, help="Print sizes, steps and a memory estimate; write nothing.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_cmd(run_key, params_file, dry_run, quiet):
@@ -165,7 +202,11 @@ def train_cmd(run_key, params_file, dry_run, quiet):
         print_dry_run(dry_run_info(RunSettings.from_params(params, run_key)))
         return
     record = train_run(params, run_key, quiet=True if quiet else None)
-    where = (f"mlflow run {record['mlflow_run_id']}" if record.get("mlflow_run_id")
-             else "mlflow pending (`oodcorr sync` once the store is reachable)")
-    click.echo(f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, {where}",
-               err=True)
+    where = (
+        f"mlflow run {record['mlflow_run_id']}"
+        if record.get("mlflow_run_id")
+        else "mlflow pending (`oodcorr sync` once the store is reachable)"
+    )
+    click.echo(
+        f"train {run_key}: {record['total_steps']} steps, checkpoints {record['checkpoint_steps']}, {where}", err=True
+    )
