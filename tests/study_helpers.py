@@ -143,3 +143,24 @@ def mlflow_runs(root: Path, experiment: str = "oodcorr/tiny"):
     client = mlflow.MlflowClient(f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
     exp = client.get_experiment_by_name(experiment)
     return client, client.search_runs([exp.experiment_id], max_results=1000)
+
+
+# `oodcorr plan` inputs stated instead of measured or read from a pilot (the planner's tests)
+PLAN_STATED = [
+    "--examples-per-s",
+    "20",
+    "--train-hours",
+    "0.1",
+    "--ell",
+    "0.2",
+    "--signal-sd",
+    "0.04",
+    "--item-sd",
+    "0.5",
+    "--id-slope",
+    "0.5",
+    "--ood-testsets",
+    "4",
+    "--max-items",
+    "1024",
+]

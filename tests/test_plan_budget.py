@@ -12,25 +12,7 @@ from click.testing import CliRunner
 from oodcorr.planner.budget import CHECKPOINTS, kernel_share, reliability
 from oodcorr.stats.defaults import RELIABILITY_MIN
 from oodcorr.stats.gp_design import design_power, design_terms, gate_pass, seeds_for_power
-
-STATED = [
-    "--examples-per-s",
-    "20",
-    "--train-hours",
-    "0.1",
-    "--ell",
-    "0.2",
-    "--signal-sd",
-    "0.04",
-    "--item-sd",
-    "0.5",
-    "--id-slope",
-    "0.5",
-    "--ood-testsets",
-    "4",
-    "--max-items",
-    "1024",
-]
+from study_helpers import PLAN_STATED as STATED
 
 
 def _plan(tmp_path, monkeypatch, *args):

@@ -12,24 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-STATED = [
-    "--examples-per-s",
-    "20",
-    "--train-hours",
-    "0.1",
-    "--ell",
-    "0.2",
-    "--signal-sd",
-    "0.04",
-    "--item-sd",
-    "0.5",
-    "--id-slope",
-    "0.5",
-    "--ood-testsets",
-    "4",
-    "--max-items",
-    "1024",
-]
+from study_helpers import PLAN_STATED as STATED
 
 
 def _plan(tmp_path, monkeypatch, *args):

@@ -31,7 +31,10 @@ from oodcorr.errors import UserError
 from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.compare import compare
-from oodcorr.tracking.saved_view import ONE_THREAD, STUDIES  # the saved-study layout and analysis, written once
+from oodcorr.tracking.saved_view import (  # the saved-study layout and analysis, written once
+    STUDIES,
+    analyse_saved,
+)
 
 REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
 REMOTE_URL = "studies-remote"
@@ -141,23 +144,7 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> l
 
 def analyse(sdir: Path, keys: list[str], out: Path) -> None:
     """`oodcorr analyze` on the saved runs, single-threaded, no MLflow: the stage's own command."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "oodcorr",
-        "analyze",
-        "--params",
-        str(sdir / "params.yaml"),
-        "--out",
-        str(out),
-        "--no-mlflow",
-    ]
-    for key in keys:
-        cmd += ["--metrics", str(sdir / "runs" / key / "eval" / "metrics.jsonl")]
-    res = subprocess.run(cmd, cwd=sdir, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
-    if res.returncode != 0:
-        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise UserError(f"the analysis of {sdir} failed: {last[0]}")
+    analyse_saved(sdir, out, [sdir / "runs" / key / "eval" / "metrics.jsonl" for key in keys], sdir)
 
 
 def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[str], list[str], list[str]]:

@@ -107,23 +107,7 @@ def analyse(sdir: Path, project: Path, keys: list[str]) -> bool:
     if (out / "report.html").is_file() and stamp.is_file() and stamp.read_text() == key:
         return False
     click.echo(f"analysing the {len(keys)} saved run(s) for the view (about a minute)", err=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "oodcorr",
-        "analyze",
-        "--params",
-        str(sdir / "params.yaml"),
-        "--out",
-        str(out),
-        "--no-mlflow",
-    ]
-    for k in keys:
-        cmd += ["--metrics", str(project / "runs" / k / "eval" / "metrics.jsonl")]
-    res = subprocess.run(cmd, cwd=project, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
-    if res.returncode != 0:
-        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise UserError(f"the analysis of {sdir} failed: {last[0]}")
+    analyse_saved(sdir, out, [project / "runs" / k / "eval" / "metrics.jsonl" for k in keys], project)
     stamp.write_text(key)
     return True
 
@@ -185,3 +169,14 @@ def _drop_analyses(params: dict) -> None:
     if exp is not None:
         for run in client.search_runs([exp.experiment_id], f"tags.`{store.KIND_TAG}` = '{store.ANALYSIS_KIND}'"):
             client.delete_run(run.info.run_id)
+
+
+def analyse_saved(sdir: Path, out: Path, metrics_files, cwd: Path) -> None:
+    """`oodcorr analyze` of a saved study (studies/NAME: its params.yaml, its runs' metrics files) into `out`, one
+    thread, no MLflow run: what `study reanalyze` and `ui --study` both build; a failure is one UserError line."""
+    cmd = [sys.executable, "-m", "oodcorr", "analyze", "--params", str(sdir / "params.yaml"), "--out", str(out)]
+    cmd += ["--no-mlflow"] + [a for f in metrics_files for a in ("--metrics", str(f))]
+    res = subprocess.run(cmd, cwd=cwd, env=dict(os.environ, **ONE_THREAD), capture_output=True, text=True)
+    if res.returncode != 0:
+        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise UserError(f"the analysis of {sdir} failed: {last[0]}")
