@@ -39,16 +39,20 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
-def imports_of(name: str) -> set[str]:
+def imports_of(name: str, parents: bool = True) -> set[str]:
+    """oodcorr modules that `name` imports anywhere in its source (lazy imports inside functions included);
+    parents: also the packages whose __init__ such an import runs (a.b.c runs a/__init__ and a/b/__init__)."""
     tree = ast.parse(MODULES[name].read_text())
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "oodcorr"}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "oodcorr":
-            for a in node.names:
+            for a in node.names:  # `from oodcorr import io` imports the module oodcorr.io
                 sub = f"{node.module}.{a.name}"
                 out.add(sub if sub in MODULES else node.module)
+    if not parents:
+        return {m for m in out if m in MODULES} - {name}
     found = set()
     for m in out:  # importing a.b.c runs a/__init__ and a/b/__init__ too
         parts = m.split(".")

@@ -9,6 +9,7 @@ LONG_MODULES names it with the one cohesive job that justifies it."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import random
 import subprocess
 import sys
@@ -38,29 +39,16 @@ MAX_LINES = 350
 LONG_MODULES: dict[str, str] = {}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+# the module table and the import reader are scripts/stage_deps.py's (which also generates dvc.yaml's deps)
+_spec = importlib.util.spec_from_file_location("stage_deps", SRC.parent / "scripts" / "stage_deps.py")
+stage_deps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stage_deps)
+MODULES = stage_deps.MODULES
 
 
 def imports_of(name: str) -> set[str]:
     """oodcorr modules that `name` imports anywhere in its source."""
-    tree = ast.parse(MODULES[name].read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.split(".")[0] == "oodcorr"}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "oodcorr":
-            for a in node.names:  # `from oodcorr import io` imports the module oodcorr.io
-                sub = f"{node.module}.{a.name}"
-                out.add(sub if sub in MODULES else node.module)
-    out.discard(name)
-    return {m for m in out if m in MODULES}
+    return stage_deps.imports_of(name, parents=False)
 
 
 GRAPH = {name: imports_of(name) for name in MODULES}
