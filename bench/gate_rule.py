@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from interval_grid import ALPHA, SIGNAL_SD, cell_key, cell_rngs, simulate  # noqa: E402
+from interval_grid import ALPHA, SIGNAL_SD, cell_key, cell_rngs, replicate_seeds, simulate  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "gate_rule.json"
 SD_FACTORS = (0.5, 0.65, 0.8, 1.0)  # per chunk, in turn
@@ -49,18 +49,7 @@ def run(dep: str, rho: float, reps: int) -> dict:
         d = simulate(cell, size, rng, signal_sd=sd)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [
-                {
-                    "x": d["series"]["x"][r, s],
-                    "ya": d["series"]["a"][r, s],
-                    "yb": d["series"]["b"][r, s],
-                    "Vx": d["Vs"]["x"][r, s],
-                    "Va": d["Vs"]["a"][r, s],
-                    "Vb": d["Vs"]["b"][r, s],
-                    "t": d["t"],
-                }
-                for s in range(S)
-            ]
+            seeds = replicate_seeds(d, r, "Vs")
             res = gp_interval(seeds, alpha=ALPHA)
             rows.append((res["r_hat"], res["ci_low"], res["ci_high"], res["rel_a"], res["rel_b"]))
     return {"key": cell_key(cell), **cell, "reps": reps, "rows": [[round(v, 5) for v in row] for row in rows]}

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from interval_grid import cell_key, cell_rngs, simulate  # noqa: E402
+from interval_grid import cell_key, cell_rngs, replicate_seeds, simulate  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "id_control.json"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
@@ -41,18 +41,7 @@ def run(cell: dict, reps: int, id_control: str) -> dict:
         d = simulate(cell, size, rng)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [
-                {
-                    "x": d["series"]["x"][r, s],
-                    "ya": d["series"]["a"][r, s],
-                    "yb": d["series"]["b"][r, s],
-                    "Vx": d["V"]["x"][r, s],
-                    "Va": d["V"]["a"][r, s],
-                    "Vb": d["V"]["b"][r, s],
-                    "t": d["t"],
-                }
-                for s in range(S)
-            ]
+            seeds = replicate_seeds(d, r, "V")
             res = gp_interval(seeds, id_control=id_control)
             out.append((res["r_hat"], res["ci_low"], res["ci_high"]))
     return summarise(cell, "grid", id_control, *(np.array(c, float) for c in zip(*out)))

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from interval_grid import ALPHA, cell_rngs, parse_key, simulate, source_hash  # noqa: E402
+from interval_grid import ALPHA, cell_rngs, parse_key, replicate_seeds, simulate, source_hash  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "id_smoother.jsonl"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
@@ -46,18 +46,7 @@ def run(key: str, reps: int, kernels) -> list[dict]:
         d = simulate(cell, size, rng)
         R, S, _ = d["series"]["x"].shape
         for r in range(R):
-            seeds = [
-                {
-                    "x": d["series"]["x"][r, s],
-                    "ya": d["series"]["a"][r, s],
-                    "yb": d["series"]["b"][r, s],
-                    "Vx": d["Vs"]["x"][r, s],
-                    "Va": d["Vs"]["a"][r, s],
-                    "Vb": d["Vs"]["b"][r, s],
-                    "t": d["t"],
-                }
-                for s in range(S)
-            ]
+            seeds = replicate_seeds(d, r, "Vs")
             for k in kernels:
                 t0 = time.perf_counter()
                 if k == "exact":

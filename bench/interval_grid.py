@@ -234,6 +234,22 @@ def balanced_margin(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     return 0.5 * (scores[..., y > 0].mean(-1) + scores[..., y < 0].mean(-1))
 
 
+def replicate_seeds(d: dict, r: int, V: str = "Vs") -> list[dict]:
+    """Replicate r of a simulated chunk (simulate) as gp_interval's seed inputs; V: "Vs" (shrunk) or "V"."""
+    return [
+        {
+            "x": d["series"]["x"][r, s],
+            "ya": d["series"]["a"][r, s],
+            "yb": d["series"]["b"][r, s],
+            "Vx": d[V]["x"][r, s],
+            "Va": d[V]["a"][r, s],
+            "Vb": d[V]["b"][r, s],
+            "t": d["t"],
+        }
+        for s in range(d["series"]["x"].shape[1])
+    ]
+
+
 def simulate(
     cell: dict,
     reps: int,
@@ -348,18 +364,7 @@ def run_new(d: dict, even: bool = False) -> dict:
     out = {k: np.full(R, np.nan) for k in keys}
     out["reason"] = np.full(R, "", dtype=object)
     for r in range(R):
-        seeds = [
-            {
-                "x": d["series"]["x"][r, s],
-                "ya": d["series"]["a"][r, s],
-                "yb": d["series"]["b"][r, s],
-                "Vx": d["Vs"]["x"][r, s],
-                "Va": d["Vs"]["a"][r, s],
-                "Vb": d["Vs"]["b"][r, s],
-                "t": d["t"],
-            }
-            for s in range(S)
-        ]
+        seeds = replicate_seeds(d, r, "Vs")
         res = gp_interval(seeds, alpha=ALPHA)
         if even:
             ev = even_interval(res["terms"], res, alpha=ALPHA, seed=r) if not res["reason"] else {}
