@@ -230,6 +230,7 @@ def cases() -> list[Case]:
         Case(
             "mlflow:ui-tracking-server",
             ["ui", "--port", "5999"],
+            edit_params(lambda p: p["study"].pop("tracking")),  # a study that tracks (the base says none)
             wrap=f"env:MLFLOW_TRACKING_URI=http://{SECRET}TOKEN@127.0.0.1:1/",
             must=r"MLFLOW_TRACKING_URI.*tracking server",
             item="traceback: oodcorr ui with an http tracking URI",
