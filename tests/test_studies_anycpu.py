@@ -7,7 +7,6 @@ own interval: each point lies inside the interval beside it."""
 from __future__ import annotations
 
 import re
-import shutil
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -31,16 +30,21 @@ def test_the_committed_study_passes_its_check_under_every_kernel(coretype):
 
 @pytest.fixture(scope="module")
 def copied(tmp_path_factory):
-    """The study in a throw-away repository (its params, pulled runs and committed tables); nothing else."""
-    root = tmp_path_factory.mktemp("anycpu")
-    (root / ".dvc").mkdir()
-    src, dst = REPO / "studies" / STUDY, root / "studies" / STUDY
+    """A throw-away clone of this repository with the study's runs pulled from its committed studies remote."""
+    root = tmp_path_factory.mktemp("anycpu") / "repo"
+    sh(["git", "clone", "-q", str(REPO), str(root)], root.parent)
+    src = root / "studies" / STUDY
     sh(
-        ["dvc", "pull", "-q", *[str(p.relative_to(REPO)) for p in sorted((src / "runs").glob("*.dvc"))]],
-        REPO,
-        check=False,
+        [
+            "dvc",
+            "pull",
+            "-q",
+            "-r",
+            "studies",
+            *[str(p.relative_to(root)) for p in sorted((src / "runs").glob("*.dvc"))],
+        ],
+        root,
     )
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("figures", "report.html", ".oodcorr-outputs.json"))
     return root
 
 
@@ -86,7 +90,7 @@ class Tables(HTMLParser):
 
 
 NUM = r"[+-]?\d+\.\d+"
-INLINE = re.compile(rf"({NUM}) \[({NUM}), ({NUM})\]")  # "+0.75 [+0.54, +0.88]" in one cell
+INLINE = re.compile(rf"({NUM})(?: |<br>)\[({NUM}), ({NUM})\]")  # "+0.75 [+0.54, +0.88]" in one cell (or "<br>" between)
 # a point column and the interval column beside it, as the report heads them
 BESIDE = {
     "r": "CI",

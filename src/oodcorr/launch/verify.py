@@ -152,9 +152,14 @@ class Stores:
 
     def __init__(self, root: Path, remote: str):
         from dvc.repo import Repo
+        from dvc.scm import SCMError
 
         self.remote_error = ""
-        with Repo(str(root)) as repo:
+        try:
+            repo = Repo(str(root))
+        except SCMError:  # a study copied outside a git checkout: DVC's objects are still checked
+            repo = Repo(str(root), config={"core": {"no_scm": True}})
+        with repo:
             self.cache = repo.cache.local
             try:
                 self.remote = repo.cloud.get_remote_odb(remote, "verify")
