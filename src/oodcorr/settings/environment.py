@@ -21,14 +21,20 @@ KILL_ENV = "OODCORR_TEST_KILL_AT_STEP"  # tests: training hard-exits after this 
 MEASURE_ENV = "OODCORR_MEASURE_S"  # `oodcorr plan`: seconds per rate measurement (a quick, rougher one)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
-        raise UserError(f"{BUSY_TIMEOUT_ENV}: expected a number of seconds >= 0, got {text[:80]!r}")
-    return value
+def _seconds(name: str, above_zero: bool) -> Callable[[str], float]:
+    """A parser of a finite number of seconds, >= 0 (or > 0 where `above_zero`), naming `name` when it is not."""
+    want = "seconds > 0" if above_zero else "a number of seconds >= 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
+            raise UserError(f"{name}: expected {want}, got {text[:80]!r}")
+        return value
+
+    return parse
 
 
 def _threads(text: str) -> int | None:
@@ -43,16 +49,6 @@ def _folder(text: str) -> Path:
             + (" (a file)" if text.strip() else "")
         )
     return path
-
-
-def _measure_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise UserError(f"{MEASURE_ENV}: expected seconds > 0, got {text[:80]!r}")
-    return value
 
 
 def _step(text: str) -> int:
@@ -80,10 +76,10 @@ def _count(name: str, minimum: int) -> Callable[[str], int]:
 # name -> parser of its text (raises UserError naming the variable); an unset or empty variable is not read
 PARSERS: dict[str, Callable[[str], object]] = {
     THREADS_ENV: _threads,
-    BUSY_TIMEOUT_ENV: _seconds,
+    BUSY_TIMEOUT_ENV: _seconds(BUSY_TIMEOUT_ENV, above_zero=False),
     CACHE_ENV: _folder,
     KILL_ENV: _step,
-    MEASURE_ENV: _measure_seconds,
+    MEASURE_ENV: _seconds(MEASURE_ENV, above_zero=True),
     "WORLD_SIZE": _count("WORLD_SIZE", 1),
     "RANK": _count("RANK", 0),
     "LOCAL_RANK": _count("LOCAL_RANK", 0),
