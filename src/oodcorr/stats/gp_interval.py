@@ -11,9 +11,9 @@ residuals (on simulated smooth curves: a mean r of +0.29 at a true 0 with a 128-
 control is the ID series smoothed by its own Gaussian process (smooth_id: trend linear in t, kernel fitted by
 restricted likelihood, the item noise Vx known), and what leaks is that smoother's error, with its posterior
 covariance P: a + b slopes on the smoothed series, leak covariance beta_a beta_b P. The smoother's kernel
-(id_kernel) is the squared exponential; "auto" (chosen by restricted likelihood among ID_KERNEL_CHOICE), "se+exp"
-(a smooth plus a rough component), "bma" (averaged), "rough_test" and leak_grid (the leak's size by likelihood)
-are there to be measured (bench/id_smoother.py): none is right on both smooth and rough ID
+(id_kernel) is the squared exponential; another of KERNELS, "auto" (chosen by restricted likelihood among
+ID_KERNEL_CHOICE) and leak_grid (the leak's size by likelihood) are there to be measured (bench/id_smoother.py,
+which also measures the smoothers of bench/id_smoother_variants.py): none is right on both smooth and rough ID
 (docs/statistics-reference.md).
 
 Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, smoothed x], m = n - 2 columns):
