@@ -33,7 +33,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
 MARKERS = ("<!-- id_smoother:start -->\n", "<!-- id_smoother:end -->")
 # "<kernel>/leak": that smoother with the scale on its leak chosen by the interval's likelihood over LEAK_GRID
 # "exact": no smoother, the noise-free ID series itself as the control (what any smoother can at best reach)
-KERNELS = ("se", "matern32", "exp", "auto", "se+exp", "bma", "rough_test", "se/leak", "bma/leak", "exact")
+# "shared": the package's smoother (kernel, s2 and ell by the seeds' summed restricted likelihood)
+KERNELS = ("se", "matern32", "exp", "auto", "shared", "se+exp", "bma", "rough_test", "se/leak", "bma/leak", "exact")
 LEAK_GRID = (1.0, 1.5, 2.0, 3.0)
 
 

@@ -8,13 +8,15 @@ finite, fixed testset, with item-noise covariances over checkpoints Vx, Va, Vb (
 The ID control. x is noisy; regressing on it leaves beta * (x* - x) in both residuals, and that leftover is not
 white in the residual space: it carries a systematic part along the true ID curve, which correlates the two
 residuals (on simulated smooth curves: a mean r of +0.29 at a true 0 with a 128-item ID testset). So the
-control is the ID series smoothed by its own Gaussian process (smooth_id: trend linear in t, kernel fitted by
-restricted likelihood, the item noise Vx known), and what leaks is that smoother's error, with its posterior
-covariance P: a + b slopes on the smoothed series, leak covariance beta_a beta_b P. The smoother's kernel
-(id_kernel) is the squared exponential; another of KERNELS, "auto" (chosen by restricted likelihood among
-ID_KERNEL_CHOICE) and leak_grid (the leak's size by likelihood) are there to be measured (bench/id_smoother.py,
-which also measures the smoothers of bench/id_smoother_variants.py): none is right on both smooth and rough ID
-(docs/statistics-reference.md).
+control is the ID series smoothed by its own Gaussian process (trend linear in t, the item noise Vx known), and
+what leaks is that smoother's error, with its posterior covariance P: a + b slopes on the smoothed series, leak
+covariance beta_a beta_b P. That P is honest only when the smoother's kernel matches the ID curve's roughness: a
+squared exponential on a rough (AR(1)) ID curve understates its error about threefold, and the leftover biases r
+upwards (+0.11 at a true 0, 5 seeds x 40 checkpoints, 128 ID items). So the kernel (squared exponential, Matern
+3/2 or exponential), s2 and ell are chosen by the restricted likelihood summed over the seeds (id_kernel
+"shared", gp_smooth.smooth_ids): per seed the likelihood cannot tell rough from smooth, over seeds it can.
+A fixed kernel, "auto" (chosen per seed) and leak_grid (the leak's size by likelihood) are there to be measured
+(bench/id_smoother.py, with the smoothers of bench/id_smoother_variants.py; docs/statistics-reference.md).
 
 Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, smoothed x], m = n - 2 columns):
 
@@ -45,7 +47,7 @@ import numpy as np
 from scipy.linalg import null_space
 
 from oodcorr.stats.gp_model import KERNEL, KERNEL_CHOICE, _kernel_mats, _loglik_and_score
-from oodcorr.stats.gp_smooth import ID_KERNEL, smooth_id
+from oodcorr.stats.gp_smooth import ID_KERNEL, ID_KERNEL_CHOICE, smooth_id, smooth_ids
 
 Z_MAX = 3.8  # |atanh(rho)| searched (|rho| <= 0.999); an interval end past it is the boundary, |rho| = 1
 ROOT_STEPS = 8  # profile fits per interval end at most
@@ -58,7 +60,7 @@ ITERS = 30
 # ----------------------------------------------------------------------------- per-seed data
 
 
-def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERNEL) -> dict:
+def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERNEL, smoothed=None) -> dict:
     x, ya, yb = (np.asarray(seed[k], float) for k in ("x", "ya", "yb"))
     Vx, Va, Vb = (np.asarray(seed[k], float) for k in ("Vx", "Va", "Vb"))
     n = len(x)
@@ -67,7 +69,9 @@ def _seed_terms(seed: dict, id_control: str = "latent", id_kernel: str = ID_KERN
     xc0 = x - x.mean()
     sxx0 = float(xc0 @ xc0)
     rel_id = (sxx0 - float(np.trace(J @ Vx))) / sxx0 if sxx0 > 0 else math.nan
-    if id_control == "latent":  # regress on the smoothed ID series; its error is what leaks into the residuals
+    if smoothed is not None:  # the seeds' shared smoother (smooth_ids)
+        xs, P = smoothed
+    elif id_control == "latent":  # regress on the smoothed ID series; its error is what leaks into the residuals
         xs, P = smooth_id(x, Vx, t, id_kernel)
     else:  # the observed ID series, its item noise as the leak
         xs, P = x, Vx
@@ -204,16 +208,23 @@ def gp_interval(
         "n_seeds": len(seeds),
         "reason": "",
         "kernel": "",
+        "id_kernel": "",
         "terms": [],
     }
-    terms = []
+    usable = []
     for seed in seeds:
         x = np.asarray(seed["x"], float)
         if len(x) < 5 or not np.isfinite(x).all() or np.ptp(x) == 0:
             continue
         if not all(np.isfinite(np.asarray(seed[k], float)).all() for k in ("ya", "yb", "Va", "Vb", "Vx")):
             continue
-        terms.append(_seed_terms(seed, id_control, id_kernel))
+        usable.append(seed)
+    smoothed, id_fit = [None] * len(usable), {}
+    if id_control == "latent" and id_kernel == "shared" and usable:  # one smoother for the seeds (smooth_ids)
+        ts = [np.asarray(s.get("t", np.linspace(0.0, 1.0, len(s["x"]))), float) for s in usable]
+        smoothed = smooth_ids([s["x"] for s in usable], [s["Vx"] for s in usable], ts, ID_KERNEL_CHOICE, id_fit)
+    terms = [_seed_terms(s, id_control, id_kernel, sm) for s, sm in zip(usable, smoothed)]
+    out["id_kernel"] = id_fit.get("kernel", id_kernel if id_control == "latent" else "")
     if not terms:
         out["reason"] = "few_checkpoints"
         return out

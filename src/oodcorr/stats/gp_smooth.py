@@ -7,20 +7,23 @@ from scipy.linalg import null_space
 
 from oodcorr.stats.gp_model import KERNELS
 
-ID_KERNEL = "se"  # the ID smoother's kernel (smooth_id); "auto": chosen by restricted likelihood among
+# The ID smoother (gp_interval): "shared": the kernel chosen among ID_KERNEL_CHOICE, and its s2 and ell, by the
+# restricted likelihood summed over the seeds (smooth_ids); a name in KERNELS or "auto" (chosen per seed): smooth_id
+ID_KERNEL = "shared"
 ID_KERNEL_CHOICE = ("se", "matern32", "exp")
 
 
-def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = ID_KERNEL, fit: dict | None = None):
+def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = "auto", fit: dict | None = None):
     """The ID control's latent trajectory: x = trend + GP(s2, ell) + noise (covariance Vx, known), the trend linear
     in t. Returns (posterior mean of the noise-free series, its posterior covariance), s2 and ell by restricted
     maximum likelihood on a small grid of ell (coarse is enough: only the smoother's error is carried on).
-    kernel: one of KERNELS, or "auto": the one of ID_KERNEL_CHOICE with the highest restricted likelihood.
+    kernel: one of KERNELS, or "auto" (or "shared", one seed): the one of ID_KERNEL_CHOICE with the highest
+    restricted likelihood.
     fit: a dict that receives the chosen kernel, ell, s2 and the restricted log-likelihood (for checks)."""
     n = len(x)
     if not np.trace(Vx) > 0:  # an exact control: nothing to smooth, nothing leaks
         return x.astype(float), np.zeros((n, n))
-    g = reml_grid(x, Vx, t, ID_KERNEL_CHOICE if kernel == "auto" else (kernel,))
+    g = reml_grid(x, Vx, t, ID_KERNEL_CHOICE if kernel in ("auto", "shared") else (kernel,))
     llmax, s2, ell, kernel = g["best"]
     K = s2 * KERNELS[kernel](g["d"], ell)[0]
     if fit is not None:  # the restricted log-likelihood up to the terms that do not depend on s2, ell or the kernel
@@ -80,3 +83,49 @@ def _posterior(K, Vx, F, x):
     mean = F @ coef + K @ Si @ (x - F @ coef)
     Rm = F.T - F.T @ Si @ K  # (2, n)
     return mean, K - K @ Si @ K + Rm.T @ np.linalg.solve(A, Rm)
+
+
+def smooth_ids(xs: list, Vxs: list, ts: list, kernels=ID_KERNEL_CHOICE, fit: dict | None = None) -> list:
+    """The ID control of several seeds of one model, the smoother's kernel (among `kernels`), s2 and ell shared by
+    the seeds and chosen by their restricted likelihood summed: the seeds are draws of one training process, and
+    one seed's 20-40 checkpoints cannot tell a rough ID curve from a smooth one where several can (a smooth kernel
+    on a rough curve understates the smoother's error, which then biases the partial correlation upwards). The s2
+    grid is relative to the seeds' mean item noise, the ell grid as reml_grid's. Returns [(mean, P)] per seed as
+    smooth_id; a seed with an exact control (no item noise) keeps its series and leaks nothing. fit: receives the
+    chosen kernel, ell, s2 and the summed restricted log-likelihood."""
+    out: list = [None] * len(xs)
+    live = [i for i, V in enumerate(Vxs) if np.trace(V) > 0]
+    for i in set(range(len(xs))) - set(live):
+        out[i] = (np.asarray(xs[i], float), np.zeros((len(xs[i]),) * 2))
+    if not live:
+        return out
+    spacing = min(float(np.median(np.diff(ts[i]))) for i in live)
+    noise = float(np.mean([np.trace(Vxs[i]) / len(Vxs[i]) for i in live]))
+    s2s = np.geomspace(1e-3, 1e4, 71) * noise
+    prep = []
+    for i in live:
+        x, Vx, t = (np.asarray(v, float) for v in (xs[i], Vxs[i], ts[i]))
+        F = np.column_stack([np.ones(len(x)), t])
+        W = null_space(F.T)
+        WVW = W.T @ Vx @ W
+        L = np.linalg.cholesky(WVW + 1e-10 * np.trace(WVW) / len(WVW) * np.eye(len(WVW)))
+        prep.append((x, Vx, F, W, L, np.linalg.solve(L, W.T @ x), np.abs(np.subtract.outer(t, t))))
+    best = None
+    for kern in kernels:
+        for ell in np.geomspace(0.5 * spacing, 2.0, 16):
+            ll = np.zeros(len(s2s))
+            for x, Vx, F, W, L, wx, d in prep:
+                lam, U = np.linalg.eigh(np.linalg.solve(L, np.linalg.solve(L, W.T @ KERNELS[kern](d, ell)[0] @ W).T))
+                lam = np.clip(lam, 0, None)
+                q = (U.T @ wx) ** 2
+                ll += -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
+            j = int(np.argmax(ll))
+            if best is None or ll[j] > best[0]:
+                best = (float(ll[j]), float(s2s[j]), float(ell), kern)
+    llmax, s2, ell, kern = best
+    if fit is not None:
+        fit.update(kernel=kern, ell=ell, s2=s2, loglik=llmax)
+    for i, (x, Vx, F, W, L, wx, d) in zip(live, prep):
+        mean, P = _posterior(s2 * KERNELS[kern](d, ell)[0], Vx, F, x)
+        out[i] = (mean, 0.5 * (P + P.T))
+    return out
