@@ -29,6 +29,8 @@ import id_smoother_variants as variants  # noqa: E402
 from interval_grid import ALPHA, cell_rngs, parse_key, replicate_seeds, simulate, source_hash  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "id_smoother.jsonl"
+GRID = Path(__file__).resolve().parent / "results" / "interval_grid.jsonl"
+GRID_OUT = Path(__file__).resolve().parent / "results" / "id_smoother_grid.json"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"
 MARKERS = ("<!-- id_smoother:start -->\n", "<!-- id_smoother:end -->")
 # "<kernel>/leak": that smoother with the scale on its leak chosen by the interval's likelihood over LEAK_GRID
@@ -129,6 +131,63 @@ def table(path: Path = OUT) -> str:
     return "\n".join(lines) + "\n"
 
 
+def grid_change(path: Path) -> dict:
+    """The repository's grid (bench/interval_grid.py's results) before and after the smoother changed: per cell, the
+    new interval's last row, computed from the current sources, against the last row computed from other sources (the same replicates when the
+    replicate counts agree: the cell key fixes the draws). Cells with no earlier row or other replicate counts are
+    left out. Width ratio = median width after / before; coverage change in points, with the band's MC SE."""
+    from interval_grid import read_rows
+
+    now = source_hash("new")
+    last = {k: r for k, r in read_rows(path).items() if r.get("sources", {}).get("new") == now}
+    before = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        if "new" in r and r["key"] in last and r["sources"].get("new") != last[r["key"]]["sources"].get("new"):
+            before[r["key"]] = r
+    cells = []
+    for key, b in before.items():
+        a, b = last[key]["new"], b["new"]
+        if a["replicates"] != b["replicates"] or not (a["median_width"] and b["median_width"]):
+            continue
+        cells.append(
+            {
+                "key": key,
+                "replicates": a["replicates"],
+                "coverage": [b["coverage"], a["coverage"]],
+                "coverage_se": a["coverage_se"],
+                "median_width": [b["median_width"], a["median_width"]],
+                "width_ratio": a["median_width"] / b["median_width"],
+                "excludes_0": [b["rejects_zero_defined"], a["rejects_zero_defined"]],
+            }
+        )
+    return {"cells": cells}
+
+
+def grid_change_table(change: dict) -> str:
+    """Per scenario (variant, dependence, seeds): cells, width ratio median and max, coverage before and after (min),
+    cells whose coverage fell below 0.93 - 2 MC SE."""
+    groups = {}
+    for c in change["cells"]:
+        k = parse_key(c["key"])
+        groups.setdefault((k["variant"], k["dependence"], k["seeds"]), []).append(c)
+    lines = [
+        "| scenario | seeds | cells | width after / before: median, max | coverage min: before → after "
+        "| cells below 0.93 − 2 MC SE: before → after |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (variant, dep, seeds), cs in sorted(groups.items()):
+        ratio = [c["width_ratio"] for c in cs]
+        low = [sum(c["coverage"][i] < 0.93 - 2 * c["coverage_se"] for c in cs) for i in (0, 1)]
+        name = dep if variant == "base" else f"{dep}, {variant.replace('_', ' ')}"
+        lines.append(
+            f"| {name} | {seeds} | {len(cs)} | {np.median(ratio):.3f}, {max(ratio):.3f} "
+            f"| {min(c['coverage'][0] for c in cs):.3f} → {min(c['coverage'][1] for c in cs):.3f} "
+            f"| {low[0]} → {low[1]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", nargs="*", default=[])
@@ -136,11 +195,21 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", default=list(KERNELS), choices=KERNELS)
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--table", action="store_true")
+    ap.add_argument(
+        "--grid-change",
+        action="store_true",
+        help="the repository grid's cells before and after the smoother changed: writes " + GRID_OUT.name,
+    )
     ap.add_argument("--update-docs", action="store_true", help="write the table between the id_smoother markers")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.table:
         sys.stdout.write(table(out))
+        return 0
+    if args.grid_change:
+        change = grid_change(GRID)
+        GRID_OUT.write_text(json.dumps(change, indent=1) + "\n")
+        sys.stdout.write(grid_change_table(change))
         return 0
     if args.update_docs:
         text = DOCS.read_text()

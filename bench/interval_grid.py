@@ -156,6 +156,9 @@ def parse_key(key: str) -> dict:
     }
 
 
+TARGET_DEPENDENCE = ("ar0.5", "ar0.8", "gp0.2", "iid")  # the ID-control cells' curves
+
+
 def all_cells() -> list[dict]:
     cells = []
     for dep in DEPENDENCE:
@@ -182,6 +185,15 @@ def all_cells() -> list[dict]:
     for s in (3, 5):  # rough ID: the ID ability AR(1) 0.8 as well, 128 ID items, 40 checkpoints
         for rho in RHOS:
             cells.append(dict(variant="rough_id", dependence="ar0.8", id_items=128, seeds=s, checkpoints=40, rho=rho))
+    have = {cell_key(c) for c in cells}
+    for variant in ("rough_id", "base"):  # the ID control at a true 0, pooled seeds: rough and smooth ID
+        for dep in TARGET_DEPENDENCE:
+            for idi in ID_ITEMS:
+                for s in (3, 5):
+                    for n in (20, 40):
+                        c = dict(variant=variant, dependence=dep, id_items=idi, seeds=s, checkpoints=n, rho=0.0)
+                        if cell_key(c) not in have:
+                            cells.append(c)
     return cells
 
 
@@ -455,6 +467,8 @@ def stats(f: dict, rho: float) -> dict:
         r = str(r) or "nonfinite"
         reasons[r] = reasons.get(r, 0) + 1
     width = (hi - lo)[ok]
+    fin = np.isfinite(f["r_hat"])
+    nf = int(fin.sum())
     out = {
         "replicates": R,
         "defined": nd,
@@ -469,6 +483,8 @@ def stats(f: dict, rho: float) -> dict:
         "zero_width": int((width <= 0).sum()),
         "median_n_eff": float(np.nanmedian(f["n_eff"][ok])) if nd and np.isfinite(f["n_eff"][ok]).any() else None,
         "median_r_hat": float(np.nanmedian(f["r_hat"][ok])) if nd else None,
+        "bias": float(np.mean(f["r_hat"][fin]) - rho) if nf else None,  # mean estimate - rho, its MC SE
+        "bias_se": float(np.std(f["r_hat"][fin], ddof=1) / math.sqrt(nf)) if nf > 1 else None,
         "mean_rel_a": float(np.nanmean(f["rel_a"])) if np.isfinite(f["rel_a"]).any() else None,
         "mean_rel_b": float(np.nanmean(f["rel_b"])) if np.isfinite(f["rel_b"]).any() else None,
         "undefined_reasons": reasons,
@@ -702,7 +718,51 @@ def markdown(jsonl: Path = OUT) -> str:
             f"| {_f(get('new', 0.0, 'median_n_eff'), '{:.1f}')} | {old} "
             f"| {_f(get('earlier', 0.0, 'false_distinguishable'))} | {dshare('earlier')} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + id_control_lines(rows)) + "\n"
+
+
+def id_control_cell(r: dict) -> bool:
+    """A cell of the ID-control check: pooled seeds (3, 5) at 20 or 40 checkpoints, rho 0, smooth or rough ID."""
+    return (
+        r["rho"] == 0
+        and r["seeds"] in (3, 5)
+        and r["checkpoints"] in (20, 40)
+        and r["dependence"] in TARGET_DEPENDENCE
+        and r["variant"] in ("base", "rough_id")
+        and "new" in r
+    )
+
+
+def id_control_lines(rows) -> list[str]:
+    """The ID-control table: per cell at rho 0 the new interval's bias (mean estimate) and false positives, each
+    with its Monte Carlo SE, against |bias| <= 0.02 and 5 % + 2 MC SE."""
+    got = [r for r in rows if id_control_cell(r) and r["new"].get("bias") is not None]
+    if not got:
+        return []
+    lines = [
+        "ID control at ρ = 0, pooled seeds (smooth ID: the grid's learning curves; rough ID: with an AR(1) φ 0.8 "
+        "part of their own). Bias: mean estimate; excludes 0: share of intervals excluding 0; bound 5 % + 2 MC SE.",
+        "",
+        "| scenario | ID | ID items | seeds × checkpoints | replicates | bias ± MC SE | excludes 0 ± MC SE "
+        "| within bound | coverage | median width |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    key = {k: i for i, k in enumerate(TARGET_DEPENDENCE)}
+    for r in sorted(
+        got, key=lambda r: (r["variant"] != "base", key[r["dependence"]], r["id_items"], r["seeds"], r["checkpoints"])
+    ):
+        m = r["new"]
+        exc, se = (
+            m["rejects_zero_defined"],
+            math.sqrt(m["rejects_zero_defined"] * (1 - m["rejects_zero_defined"]) / m["defined"]),
+        )
+        lines.append(
+            f"| {r['dependence']} | {'rough' if r['variant'] == 'rough_id' else 'smooth'} | {r['id_items']} "
+            f"| {r['seeds']} × {r['checkpoints']} | {m['replicates']} | {m['bias']:+.3f} ± {m['bias_se']:.3f} "
+            f"| {exc:.3f} ± {se:.3f} | {'yes' if exc <= 0.05 + 2 * se else 'no'} | {m['coverage']:.3f} "
+            f"| {m['median_width']:.3f} |"
+        )
+    return lines
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "statistics-reference.md"

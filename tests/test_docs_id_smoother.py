@@ -42,3 +42,17 @@ def test_the_shared_smoother_holds_on_smooth_and_rough_id_where_each_fixed_kerne
     assert rough["exp"]["bias"] < 0.03 and smooth["exp"]["bias"] < -0.03
     # the price: width within 5 % of the squared exponential's where that one is right
     assert smooth["shared"]["median_width"] <= 1.05 * smooth["se"]["median_width"]
+
+
+def test_elsewhere_in_the_grid_the_docs_table_and_its_claims_are_the_results_file():
+    change = json.loads(id_smoother.GRID_OUT.read_text())
+    text = (REPO / "docs" / "statistics-reference.md").read_text()
+    inside = text.split("<!-- id_smoother_grid:start -->\n", 1)[1].split("<!-- id_smoother_grid:end -->", 1)[0]
+    assert inside == id_smoother.grid_change_table(change)
+    cells = change["cells"]
+    smooth = [c for c in cells if not c["key"].startswith("rough_id")]
+    assert len(cells) == 203 and len(smooth) == 201
+    assert sum(c["width_ratio"] <= 1.05 for c in smooth) == 199
+    assert max(c["width_ratio"] for c in smooth) < 1.07
+    # no cell fell below the coverage band that was inside it before
+    assert not [c for c in cells if c["coverage"][1] < 0.93 - 2 * c["coverage_se"] <= c["coverage"][0]]
