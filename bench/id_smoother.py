@@ -132,10 +132,10 @@ def table(path: Path = OUT) -> str:
 
 
 def grid_change(path: Path) -> dict:
-    """The repository's grid (bench/interval_grid.py's results) before and after the smoother changed: per cell, the
-    new interval's last row, computed from the current sources, against the last row computed from other sources (the same replicates when the
-    replicate counts agree: the cell key fixes the draws). Cells with no earlier row or other replicate counts are
-    left out. Width ratio = median width after / before; coverage change in points, with the band's MC SE."""
+    """The repository's grid (bench/interval_grid.py's results) before and after the smoother changed: per cell,
+    the new interval's last row, computed from the current sources, against the last row computed from other
+    sources (the same replicates when the replicate counts agree: the cell key fixes the draws). Cells with no
+    earlier row or other replicate counts are left out. Width ratio = median width after / before."""
     from interval_grid import read_rows
 
     now = source_hash("new")
