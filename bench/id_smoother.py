@@ -131,14 +131,16 @@ def table(path: Path = OUT) -> str:
     return "\n".join(lines) + "\n"
 
 
-def grid_change(path: Path) -> dict:
+def grid_change(path: Path, now: str | None = None) -> dict:
     """The repository's grid (bench/interval_grid.py's results) before and after the smoother changed: per cell,
     the new interval's last row, computed from the current sources, against the last row computed from other
     sources (the same replicates when the replicate counts agree: the cell key fixes the draws). Cells with no
-    earlier row or other replicate counts are left out. Width ratio = median width after / before."""
+    earlier row or other replicate counts are left out. Width ratio = median width after / before. `now`: the
+    sources hash of the rows that count as after (default: the current sources'; the committed comparison's rows
+    carry 89742077c96f, hashed before gp_smooth.py joined the grid's sources)."""
     from interval_grid import read_rows
 
-    now = source_hash("new")
+    now = now or source_hash("new")
     last = {k: r for k, r in read_rows(path).items() if r.get("sources", {}).get("new") == now}
     before = {}
     for line in path.read_text().splitlines():
@@ -195,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", default=list(KERNELS), choices=KERNELS)
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--now", default=None, help="--grid-change: the sources hash of the rows after the change")
     ap.add_argument(
         "--grid-change",
         action="store_true",
@@ -207,7 +210,7 @@ def main(argv=None) -> int:
         sys.stdout.write(table(out))
         return 0
     if args.grid_change:
-        change = grid_change(GRID)
+        change = grid_change(GRID, args.now)
         GRID_OUT.write_text(json.dumps(change, indent=1) + "\n")
         sys.stdout.write(grid_change_table(change))
         return 0

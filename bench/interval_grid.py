@@ -48,7 +48,9 @@ Grid
 dependence (5) x ID items (128, 512) x seeds (1, 3) x checkpoints (9, 20, 40) x rho (0, 0.5, 0.8) = 180 cells, plus
 the answer-bias variant for gp0.2 with 128 ID items (18 cells), plus 5 seeds for gp0.2 at 40 checkpoints (6 cells), 5
 seeds for ar0.5 and ar0.8 at 40 checkpoints (12 cells) and the rough-ID variant for ar0.8 with 128 ID items, 3 and 5
-seeds at 40 checkpoints (6 cells): 222 cells. Per cell `--reps` replicates (default 200); every replicate gets the new
+seeds at 40 checkpoints (6 cells), plus the ID-control cells at rho 0 not already among them (smooth and rough ID,
+ar0.5, ar0.8, gp0.2 and iid, 128 and 512 ID items, 3 and 5 seeds, 20 and 40 checkpoints: 40 of 64): 262 cells.
+Per cell `--reps` replicates (default 200); every replicate gets the new
 interval (oodcorr.stats.gp_interval.gp_interval, all seeds at once) and the earlier one (interval.partial_interval per
 seed; several seeds pooled by inverse variance on Fisher's z of the attenuated r, the interval divided by the weighted
 mean attenuation, as noise_pooling._pool_noise does). Per cell and interval: coverage of rho among the replicates where
@@ -130,9 +132,9 @@ QUICK = dict(
     reps=10,
 )
 SOURCES = {
-    "new": ("gp_interval.py", "gp_model.py", "interval.py"),
+    "new": ("gp_interval.py", "gp_model.py", "gp_smooth.py", "interval.py"),
     "earlier": ("interval.py",),
-    "even": ("gp_even.py", "gp_interval.py", "gp_model.py", "interval.py"),
+    "even": ("gp_even.py", "gp_interval.py", "gp_model.py", "gp_smooth.py", "interval.py"),
 }  # hashed into each row
 # (src/oodcorr/analysis/): every module an interval's numbers come from
 

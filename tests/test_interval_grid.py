@@ -82,7 +82,7 @@ def test_cell_draws_are_fixed_by_the_cell_key(grid):
     first = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 2 * k)]
     again = [grid.simulate(cell, size, rng)["series"]["a"] for size, rng in grid.cell_rngs(grid.cell_key(cell), 3 * k)]
     np.testing.assert_array_equal(np.concatenate(first), np.concatenate(again)[: 2 * k])
-    assert len(grid.all_cells()) == 222 and len({grid.cell_key(c) for c in grid.all_cells()}) == 222
+    assert len(grid.all_cells()) == 262 and len({grid.cell_key(c) for c in grid.all_cells()}) == 262
 
 
 def test_quick_runs_and_writes_its_files(grid, tmp_path):
