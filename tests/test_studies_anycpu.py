@@ -26,6 +26,9 @@ def test_the_committed_study_passes_its_check_under_every_kernel(coretype):
     )  # empty: unset
     assert res.returncode == 0, res.stdout + res.stderr
     assert " differ" not in res.stdout and "one side" not in res.stdout, res.stdout
+    # the check writes nothing git would see (its lock folder is machine-local state)
+    st = sh(["git", "status", "--porcelain", "--untracked-files=all", "--", f"studies/{STUDY}"], REPO)
+    assert not [line for line in st.stdout.splitlines() if line.startswith("??")], st.stdout
 
 
 @pytest.fixture(scope="module")
