@@ -56,3 +56,11 @@ def test_elsewhere_in_the_grid_the_docs_table_and_its_claims_are_the_results_fil
     assert max(c["width_ratio"] for c in smooth) < 1.07
     # no cell fell below the coverage band that was inside it before
     assert not [c for c in cells if c["coverage"][1] < 0.93 - 2 * c["coverage_se"] <= c["coverage"][0]]
+
+
+def test_the_two_cells_past_five_percent_of_width_at_60_replicates_are_within_it_at_200():
+    rows = _rows()
+    for key in ("base|gp0.2|id128|S5|n40|rho0.8", "base|ar0.8|id512|S3|n9|rho0.8"):
+        shared, se = rows[(key, "shared")], rows[(key, "se")]
+        assert shared["replicates"] == se["replicates"] == 200
+        assert shared["median_width"] <= 1.05 * se["median_width"], key
