@@ -32,11 +32,12 @@ def smooth_id(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernel: str = "auto"
     return mean, 0.5 * (P + P.T)
 
 
-def reml_grid(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernels, points: bool = False) -> dict:
+def reml_grid(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernels, points: bool = False, s2s=None, ells=None):
     """The restricted likelihood of x = trend + GP + noise over a grid of (s2, ell) for each of `kernels`: its best
     point overall ("best": (loglik, s2, ell, kernel)) and per kernel ("per_kernel": {kernel: (loglik, s2, ell)}),
-    the trend design F, distances d, the noise-whitened contrasts (L, W, wx) and the s2 grid; points: also every
-    third s2 of every ell ("points": [(loglik, s2, ell, kernel)])."""
+    the whole grid ("table": [(kernel, ell, loglik over s2s)]), the trend design F, distances d, the
+    noise-whitened contrasts (L, W, wx) and the s2 grid; points: also every third s2 of every ell ("points":
+    [(loglik, s2, ell, kernel)]). s2s, ells: the grids (default: from the series' own noise and spacing)."""
     n = len(x)
     F = np.column_stack([np.ones(n), t])
     W = null_space(F.T)  # REML: contrasts free of the trend
@@ -44,26 +45,26 @@ def reml_grid(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernels, points: boo
     WVW = W.T @ Vx @ W
     L = np.linalg.cholesky(WVW + 1e-10 * np.trace(WVW) / len(WVW) * np.eye(len(WVW)))
     wx = np.linalg.solve(L, W.T @ x)  # whitened by the noise: S = L (s2 B + I) L'
-    s2s = np.geomspace(1e-3, 1e4, 71) * np.trace(WVW) / len(WVW)  # signal variance, from noise-sized up
-    best, per_kernel, grid = None, {}, []
+    if s2s is None:  # signal variance, from noise-sized up
+        s2s = np.geomspace(1e-3, 1e4, 71) * np.trace(WVW) / len(WVW)
+    if ells is None:
+        ells = np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16)
+    grid, table = [], []
     for kern in kernels:
-        for ell in np.geomspace(0.5 * float(np.median(np.diff(t))), 2.0, 16):
+        for ell in ells:
             Li_R = np.linalg.solve(L, W.T @ KERNELS[kern](d, ell)[0] @ W)
             lam, U = np.linalg.eigh(np.linalg.solve(L, Li_R.T))  # L^-1 WRW L^-T
             lam = np.clip(lam, 0, None)
             q = (U.T @ wx) ** 2
             ll = -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
-            i = int(np.argmax(ll))
+            table.append((kern, float(ell), ll))
             if points:
                 grid += [(float(v), float(s2), float(ell), kern) for v, s2 in zip(ll[::3], s2s[::3])]
-            if kern not in per_kernel or ll[i] > per_kernel[kern][0]:
-                per_kernel[kern] = (float(ll[i]), float(s2s[i]), float(ell))
-            if best is None or ll[i] > best[0]:
-                best = (float(ll[i]), float(s2s[i]), float(ell), kern)
     return {
-        "best": best,
-        "per_kernel": per_kernel,
+        "best": _grid_best(table, s2s),
+        "per_kernel": {k: _grid_best([r for r in table if r[0] == k], s2s)[:3] for k in kernels},
         "points": grid,
+        "table": table,
         "F": F,
         "W": W,
         "d": d,
@@ -71,6 +72,17 @@ def reml_grid(x: np.ndarray, Vx: np.ndarray, t: np.ndarray, kernels, points: boo
         "wx": wx,
         "s2s": s2s,
     }
+
+
+def _grid_best(table, s2s) -> tuple:
+    """(loglik, s2, ell, kernel) at the maximum of a reml_grid table [(kernel, ell, loglik over s2s)]: the first
+    one in grid order where several tie."""
+    best = None
+    for kern, ell, ll in table:
+        i = int(np.argmax(ll))
+        if best is None or ll[i] > best[0]:
+            best = (float(ll[i]), float(s2s[i]), float(ell), kern)
+    return best
 
 
 def _posterior(K, Vx, F, x):
@@ -101,31 +113,17 @@ def smooth_ids(xs: list, Vxs: list, ts: list, kernels=ID_KERNEL_CHOICE, fit: dic
         return out
     spacing = min(float(np.median(np.diff(ts[i]))) for i in live)
     noise = float(np.mean([np.trace(Vxs[i]) / len(Vxs[i]) for i in live]))
-    s2s = np.geomspace(1e-3, 1e4, 71) * noise
-    prep = []
-    for i in live:
-        x, Vx, t = (np.asarray(v, float) for v in (xs[i], Vxs[i], ts[i]))
-        F = np.column_stack([np.ones(len(x)), t])
-        W = null_space(F.T)
-        WVW = W.T @ Vx @ W
-        L = np.linalg.cholesky(WVW + 1e-10 * np.trace(WVW) / len(WVW) * np.eye(len(WVW)))
-        prep.append((x, Vx, F, W, L, np.linalg.solve(L, W.T @ x), np.abs(np.subtract.outer(t, t))))
-    best = None
-    for kern in kernels:
-        for ell in np.geomspace(0.5 * spacing, 2.0, 16):
-            ll = np.zeros(len(s2s))
-            for x, Vx, F, W, L, wx, d in prep:
-                lam, U = np.linalg.eigh(np.linalg.solve(L, np.linalg.solve(L, W.T @ KERNELS[kern](d, ell)[0] @ W).T))
-                lam = np.clip(lam, 0, None)
-                q = (U.T @ wx) ** 2
-                ll += -0.5 * (np.log1p(s2s[:, None] * lam).sum(1) + (q / (1 + s2s[:, None] * lam)).sum(1))
-            j = int(np.argmax(ll))
-            if best is None or ll[j] > best[0]:
-                best = (float(ll[j]), float(s2s[j]), float(ell), kern)
-    llmax, s2, ell, kern = best
+    s2s, ells = np.geomspace(1e-3, 1e4, 71) * noise, np.geomspace(0.5 * spacing, 2.0, 16)
+    grids = [
+        reml_grid(*(np.asarray(v, float) for v in (xs[i], Vxs[i], ts[i])), kernels, s2s=s2s, ells=ells) for i in live
+    ]
+    summed = [(kern, ell, sum(g["table"][k][2] for g in grids)) for k, (kern, ell, _) in enumerate(grids[0]["table"])]
+    llmax, s2, ell, kern = _grid_best(summed, s2s)
     if fit is not None:
         fit.update(kernel=kern, ell=ell, s2=s2, loglik=llmax)
-    for i, (x, Vx, F, W, L, wx, d) in zip(live, prep):
-        mean, P = _posterior(s2 * KERNELS[kern](d, ell)[0], Vx, F, x)
+    for i, g in zip(live, grids):
+        mean, P = _posterior(
+            s2 * KERNELS[kern](g["d"], ell)[0], np.asarray(Vxs[i], float), g["F"], np.asarray(xs[i], float)
+        )
         out[i] = (mean, 0.5 * (P + P.T))
     return out
