@@ -25,7 +25,7 @@ OOD = ["hans", "anli", "wnli", "rte", "scitail", "sick", "fever_nli"]
 def simulate(folder: Path) -> list[Path]:
     import numpy as np
 
-    from oodcorr.io import write_jsonl
+    from oodcorr.core.io import write_jsonl
     from oodcorr.stats.simulate import metrics_rows
 
     files = []

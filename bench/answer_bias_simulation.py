@@ -29,9 +29,9 @@ YES_SHARES = (0.28, 0.40)
 
 
 def one_study(bias_sd, n_ckpt, n_items, n_id_items, splits, rng) -> dict:
-    from oodcorr.aggregate import values
     from oodcorr.analysis.answer_bias import R2_MOST, disagree, explained_share, yes_residual_corr
-    from oodcorr.metrics import METRICS as TABLE
+    from oodcorr.stats.aggregate import values
+    from oodcorr.stats.metrics import METRICS as TABLE
     from oodcorr.stats.noise import linear_operator, reliabilities
     from oodcorr.stats.partial import _corr_cols, fisher_ci, residualise_linear
     from oodcorr.stats.simulate import answer_bias_study, prediction_table

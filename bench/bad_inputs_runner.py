@@ -295,7 +295,7 @@ con.execute("begin exclusive"); print("locked", flush=True); time.sleep(600)""",
                     "-c",
                     f"""
 import time
-from oodcorr import locks
+from oodcorr.core import locks
 with locks.exclusive(locks.lock_path({str(root)!r}, {case.wrap.split(':', 1)[1]!r}), "busy"):
     print("locked", flush=True); time.sleep(600)""",
                 ],

@@ -33,9 +33,9 @@ def _source(root: Path) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from oodcorr.io import write_json, write_jsonl
+    from oodcorr.core.io import write_json, write_jsonl
     from oodcorr.launch.verify import file_md5, folder_md5, listing
-    from oodcorr.simulated_runs import write_predictions
+    from oodcorr.records.simulated_runs import write_predictions
     from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 
     sigma = np.array([[1, 0.5, 0.0], [0.5, 1, 0.0], [0.0, 0.0, 1]])

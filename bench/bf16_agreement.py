@@ -34,7 +34,7 @@ def main():
     import yaml
 
     torch.set_num_threads(a.threads)
-    from oodcorr import io
+    from oodcorr.core import io
     from oodcorr.evaluate.scorer import Adapters
     from oodcorr.evaluate.scoring import score
     from oodcorr.modeling.model_loading import load_base_model

@@ -99,7 +99,7 @@ def make_project(root: Path, sets: dict, n_ckpt: int, dtype: str, max_length: in
     import torch
     import yaml
 
-    from oodcorr import io
+    from oodcorr.core import io
     from oodcorr.modeling.model_loading import add_lora, load_base_model
     from oodcorr.modeling.models import SMOLLM2
 
@@ -215,7 +215,7 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     import oodcorr.evaluate.scoring as scoring
-    from oodcorr import io
+    from oodcorr.core import io
     from oodcorr.evaluate.stage import evaluate_run
     from oodcorr.modeling.precision import resolve_dtype
     from oodcorr.settings.config import load_params

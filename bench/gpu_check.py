@@ -649,7 +649,7 @@ def main(argv=None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_suffix(".json.tmp")
     tmp_out.write_text(json.dumps(res, indent=2) + "\n")
-    os.replace(tmp_out, out)  # atomic, without importing oodcorr.io's extras
+    os.replace(tmp_out, out)  # atomic, without importing oodcorr.core.io's extras
     print_table(res)
     print(f"-> {out}")
     return res

@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.metrics import table_metrics  # noqa: E402
 from oodcorr.settings.yaml_dialect import read_yaml  # noqa: E402
+from oodcorr.stats.metrics import table_metrics  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "item_resample.json"
 TABLED = (OUT, OUT.with_name("item_resample_id512.json"))  # the results docs/statistics-reference.md shows

@@ -405,7 +405,7 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(args.threads)
-    from oodcorr import io
+    from oodcorr.core import io
     from oodcorr.modeling.model_loading import load_tokenizer
     from oodcorr.modeling.models import SMOLLM2, model_path
     from oodcorr.modeling.precision import native_bf16_cpu

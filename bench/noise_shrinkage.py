@@ -160,8 +160,8 @@ def _estimates(A: np.ndarray) -> tuple[dict, float]:
 def real_held_out(files: list[str], splits: int, seed: int) -> list[dict]:
     from scipy.linalg import null_space
 
-    from oodcorr.predictions import GOLD, load_items
-    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.records.predictions import GOLD, load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics
 
     runs = build_runs(load_metrics(files))
     items = load_items(runs)

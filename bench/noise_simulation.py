@@ -231,10 +231,10 @@ def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
 
     from oodcorr.analysis.noise_tables import compute_noise
     from oodcorr.analysis.pipeline import compute_partials
-    from oodcorr.predictions import load_run_items
-    from oodcorr.run_tables import build_runs
+    from oodcorr.records.predictions import load_run_items
+    from oodcorr.records.run_tables import build_runs
+    from oodcorr.records.simulated_runs import write_predictions
     from oodcorr.settings.analyze import AnalyzeSettings
-    from oodcorr.simulated_runs import write_predictions
     from oodcorr.stats.consistency import cross_model, pool_seeds
     from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 

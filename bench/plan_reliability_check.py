@@ -72,8 +72,8 @@ def fitted(name: str) -> dict:
 
 def raw_item_var(pilot: str, names) -> dict:
     """The first measure: each testset's mean item-noise diagonal times its items, median over the pilot's runs."""
-    from oodcorr.predictions import load_items
-    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.records.predictions import load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics
 
     runs = build_runs(load_metrics(pilot_files([ROOT / "studies" / pilot])))
     data = _seed_inputs(runs, load_items(runs), METRIC, 10)

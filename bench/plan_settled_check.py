@@ -47,7 +47,7 @@ def settled(folder: Path) -> tuple[int, int]:
 
 
 def main(argv=None) -> dict:
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from oodcorr.planner.budget import one_thread
     from oodcorr.planner.pilot import pilot_model
     from oodcorr.planner.settle import expected_settled

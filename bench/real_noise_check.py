@@ -28,11 +28,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from oodcorr.aggregate import gold_entailment, stratified_halves, values  # noqa: E402
-from oodcorr.metrics import METRICS, item_scores  # noqa: E402
 from oodcorr.planner.budget import one_thread  # noqa: E402
+from oodcorr.stats.aggregate import gold_entailment, stratified_halves, values  # noqa: E402
 from oodcorr.stats.gp_interval import _seed_terms, gp_interval  # noqa: E402
 from oodcorr.stats.gp_model import KERNEL, KERNELS  # noqa: E402
+from oodcorr.stats.metrics import METRICS, item_scores  # noqa: E402
 from oodcorr.stats.noise import item_noise  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "real_noise_check.json"

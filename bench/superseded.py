@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.stats.defaults import ALPHA, RELIABILITY_MIN
 
 MAX_CHECKPOINTS = 1024  # larger designs are reported as not reachable

@@ -21,11 +21,11 @@ import pandas as pd
 def answer_bias(project: Path) -> pd.DataFrame:
     from oodcorr.analysis import series
     from oodcorr.analysis.answer_bias import diagnose
-    from oodcorr.metrics import BIAS_FREE_METRIC
-    from oodcorr.predictions import load_items
-    from oodcorr.run_tables import build_runs, load_metrics, metrics_files
+    from oodcorr.records.predictions import load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics, metrics_files
     from oodcorr.settings.config import load_params
     from oodcorr.settings.project import Project
+    from oodcorr.stats.metrics import BIAS_FREE_METRIC
 
     params = load_params(project / "params.yaml")
     df = load_metrics(metrics_files(params, Project.from_params(params)))

@@ -77,7 +77,7 @@ def score_mnli(params, model_name: str, adapter: Path | None) -> tuple[float, in
     from oodcorr.evaluate.scoring import score
     from oodcorr.modeling import model_loading
     from oodcorr.modeling.prompts import Prompter
-    from oodcorr.prepared import load_prepared, prepared_dir
+    from oodcorr.records.prepared import load_prepared, prepared_dir
 
     rows = load_prepared(prepared_dir(params), "mnli_real")
     model, tok, _ = model_loading.load_base_model(model_name)

@@ -48,7 +48,7 @@ def imports_of(name: str, parents: bool = True) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "oodcorr"}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "oodcorr":
-            for a in node.names:  # `from oodcorr import io` imports the module oodcorr.io
+            for a in node.names:  # `from oodcorr import io` imports the module oodcorr.core.io
                 sub = f"{node.module}.{a.name}"
                 out.add(sub if sub in MODULES else node.module)
     if not parents:

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from oodcorr.cli import cli
-from oodcorr.io import write_json, write_jsonl
+from oodcorr.core.io import write_json, write_jsonl
 from oodcorr.stats.simulate import metrics_rows
 
 MODELS = {"m1": 0.7, "m2": 0.6}
@@ -188,7 +188,7 @@ def test_out_that_is_a_file_or_unwritable_is_one_line(project):
 
 
 def test_unknown_metric_in_params_or_on_the_command_line_lists_the_metrics(project):
-    from oodcorr.metrics import ANALYSABLE
+    from oodcorr.stats.metrics import ANALYSABLE
 
     params = (project / "params.yaml").read_text().replace("mlflow: false", "mlflow: false, metric: balanced_margn")
     (project / "params.yaml").write_text(params)

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from oodcorr.analysis.pipeline import compute_partials, run_analysis
-from oodcorr.io import write_jsonl
-from oodcorr.run_tables import build_runs, load_metrics
+from oodcorr.core.io import write_jsonl
+from oodcorr.records.run_tables import build_runs, load_metrics
 from oodcorr.stats.consistency import cross_model, fisher_pool, pool_seeds
 from oodcorr.stats.simulate import metrics_rows
 from oodcorr.stats.verdicts import verdict

@@ -1,5 +1,5 @@
 """`oodcorr analyze` (the real command, a subprocess as a user runs it) on run folders as the evaluate stage writes
-them (per-example predictions and metrics.jsonl, oodcorr.simulated_runs), made degenerate: any number of
+them (per-example predictions and metrics.jsonl, oodcorr.records.simulated_runs), made degenerate: any number of
 checkpoints, one OOD testset, a testset linear in ID written with accuracy alone, a testset never scored. Each
 gives rows with a reason in words and exit 0, never a traceback; a damaged metrics row is one line naming
 file:line."""
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodcorr.io import write_json
-from oodcorr.simulated_runs import write_bias_study
+from oodcorr.core.io import write_json
+from oodcorr.records.simulated_runs import write_bias_study
 from oodcorr.stats.simulate import answer_bias_study
 from study_helpers import REPO, sh
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from oodcorr.errors import UserError
-from oodcorr.io import write_jsonl
-from oodcorr.run_tables import build_runs, load_metrics
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_jsonl
+from oodcorr.records.run_tables import build_runs, load_metrics
 from oodcorr.stats.partial import GAM_MIN_N, analyse_matrix, analyse_run
 from oodcorr.stats.simulate import metrics_rows
 

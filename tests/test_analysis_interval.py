@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from oodcorr.errors import UserError
-from oodcorr.io import write_jsonl
-from oodcorr.simulated_runs import write_predictions
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_jsonl
+from oodcorr.records.simulated_runs import write_predictions
 from oodcorr.stats.interval import (
     ar1_corr,
     disattenuated_bounds,

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from oodcorr.analysis.pipeline import run_analysis
-from oodcorr.errors import UserError
-from oodcorr.io import write_jsonl
-from oodcorr.metrics import METRICS
-from oodcorr.simulated_runs import write_predictions
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_jsonl
+from oodcorr.records.simulated_runs import write_predictions
+from oodcorr.stats.metrics import METRICS
 from oodcorr.stats.noise import (
     basic_ci,
     item_weights,

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from oodcorr.cli import cli
-from oodcorr.io import write_json, write_jsonl
+from oodcorr.core.io import write_json, write_jsonl
 from oodcorr.stats.simulate import metrics_rows
 
 OOD = ["hans", "anli", "wnli", "rte", "scitail"]

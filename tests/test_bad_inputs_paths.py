@@ -133,7 +133,7 @@ def test_inputs_that_ended_in_a_traceback(tmp_path, monkeypatch):
 
 
 def test_analyze_out_is_ours_only_by_the_manifest_it_wrote(tmp_path, monkeypatch):
-    from oodcorr.io import write_json, write_jsonl
+    from oodcorr.core.io import write_json, write_jsonl
     from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in (("m1", 0.7), ("m2", 0.6)):
@@ -200,7 +200,7 @@ def test_a_testset_path_that_is_no_data_file_says_what_it_is_and_never_prints_it
 
 def test_a_bad_store_busy_timeout_is_one_line_when_a_store_is_opened(monkeypatch):
     """OODCORR_STORE_BUSY_TIMEOUT_S=abc was a ValueError at import (every command that imports the store)."""
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from oodcorr.tracking import store
 
     monkeypatch.setenv("OODCORR_STORE_BUSY_TIMEOUT_S", "abc")
@@ -215,7 +215,7 @@ def test_a_bad_store_busy_timeout_is_one_line_when_a_store_is_opened(monkeypatch
 def test_an_analysis_out_folder_that_is_a_symlink_is_one_line(tmp_path):
     """Replacing a linked --out would drop the link and leave the folder it points to stale: refused, named."""
     from oodcorr.analysis.outputs import check_out_dir
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "results").symlink_to(tmp_path / "elsewhere")

@@ -56,7 +56,7 @@ def test_prepare_then_testsets_shows_counts(project):
     assert set(manifest["testsets"]) == {"synth_train", "synth_id", "synth_overlap"}
     assert manifest["testsets"]["synth_id"]["label_counts"] == {"entailment": 50, "non_entailment": 50}
     for name, entry in manifest["testsets"].items():
-        from oodcorr.io import sha256_file
+        from oodcorr.core.io import sha256_file
 
         assert entry["sha256"] == sha256_file(project / "prep" / f"{name}.jsonl")
     r = _run("testsets")
@@ -102,8 +102,8 @@ def test_failed_prepare_keeps_previous_outputs(project):
 
 
 def test_load_prepared_missing(project):
-    from oodcorr.errors import UserError
-    from oodcorr.prepared import load_prepared
+    from oodcorr.core.errors import UserError
+    from oodcorr.records.prepared import load_prepared
 
     with pytest.raises(UserError, match=r"testset synth_id was not prepared; run `oodcorr data prepare`"):
         load_prepared(project / "prep", "synth_id")

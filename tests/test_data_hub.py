@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from oodcorr.core.errors import UserError
 from oodcorr.data.loaders import load_hub, load_testset, to_binary
 from oodcorr.data.settings import PrepareSettings
-from oodcorr.errors import UserError
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import resolve
 

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from oodcorr.core.errors import UserError
 from oodcorr.data.loaders import subsample
 from oodcorr.data.prepare import build, prepare
-from oodcorr.errors import UserError
-from oodcorr.prepared import load_prepared, read_manifest
+from oodcorr.records.prepared import load_prepared, read_manifest
 from oodcorr.settings.config import load_params
 from oodcorr.settings.registry import resolve
 

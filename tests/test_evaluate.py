@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oodcorr import io
+from oodcorr.core import io
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = "the a doctor lawyer artist saw helped park station never not who thinks quickly red big".split()
@@ -221,7 +221,7 @@ def test_evaluate_swaps_adapters_caches_and_logs(tmp_path, mlflow_uri):
         "hB/non_entailment",
     }
     # every metric of the table from the stored log-probs, per testset and slice (checked independently)
-    from oodcorr.metrics import METRICS
+    from oodcorr.stats.metrics import METRICS
 
     assert set(METRICS) | {"n_entailment"} <= set(metrics[0])
     row = next(m for m in metrics if (m["step"], m["testset"], m["slice"]) == (9, "ood", None))

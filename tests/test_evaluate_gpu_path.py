@@ -96,7 +96,7 @@ def test_eval_quantization_on_cpu():
 def test_gradient_checkpointing_and_optimizer_choices():
     import torch
 
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from oodcorr.settings.run_settings import RunSettings, resolve_gradient_checkpointing
     from oodcorr.train.loop import make_optimizer
 

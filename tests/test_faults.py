@@ -40,7 +40,7 @@ def edit(path, fn):
 
 
 def _metrics_project(root):
-    from oodcorr.io import write_jsonl
+    from oodcorr.core.io import write_jsonl
     from oodcorr.stats.simulate import metrics_rows
 
     for model, rho in {"m1": 0.7, "m2": 0.6}.items():
@@ -219,7 +219,7 @@ def _train(tmp_path, runs=None, **train):
 
 
 def test_deleted_checkpoint_is_rebuilt_identically_and_files_follow_the_umask(tmp_path, monkeypatch):
-    from oodcorr import io
+    from oodcorr.core import io
 
     old = os.umask(0o002)
     monkeypatch.setattr(io, "_UMASK", None)  # read once per process: this test changes it
@@ -243,7 +243,7 @@ def test_non_finite_loss_stops_training_naming_step_and_lr(tmp_path, monkeypatch
     import torch
     from safetensors.torch import load_file, save_file
 
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from study_helpers import env
 
     p, train = _train(tmp_path, checkpoints={"every": 4})

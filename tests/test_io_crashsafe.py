@@ -1,4 +1,4 @@
-"""oodcorr.io: outputs honour the umask, temporaries of dead processes are cleaned at the next start (live
+"""oodcorr.core.io: outputs honour the umask, temporaries of dead processes are cleaned at the next start (live
 ones are kept), appends survive a partial last line; oodcorr.modeling.threads: the CPU thread policy."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from oodcorr import io
-from oodcorr.errors import UserError
+from oodcorr.core import io
+from oodcorr.core.errors import UserError
 from oodcorr.modeling import threads
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodcorr.aggregate import stratified_halves, values
-from oodcorr.errors import UserError
-from oodcorr.metrics import ANALYSABLE, METRICS, check_metric, table_metrics, value_of
+from oodcorr.core.errors import UserError
+from oodcorr.stats.aggregate import stratified_halves, values
+from oodcorr.stats.metrics import ANALYSABLE, METRICS, check_metric, table_metrics, value_of
 from oodcorr.stats.simulate import answer_bias_study, prediction_table
 
 
@@ -124,7 +124,7 @@ def test_answer_bias_flag_fires_on_a_shared_bias_with_uncorrelated_abilities(bia
 
 
 def _bias_project(root, bias_sd, runs=(("m1", 0), ("m2", 0)), shares=(0.28, 0.40), n_items=200):
-    from oodcorr.simulated_runs import write_bias_study
+    from oodcorr.records.simulated_runs import write_bias_study
 
     files = []
     for k, (model, seed) in enumerate(runs):

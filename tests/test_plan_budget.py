@@ -276,8 +276,8 @@ def test_params_fragment_passes_the_params_checks(tmp_path, monkeypatch):
 
 
 def _pilot(root, n=12):
-    from oodcorr.io import write_jsonl
-    from oodcorr.simulated_runs import write_predictions
+    from oodcorr.core.io import write_jsonl
+    from oodcorr.records.simulated_runs import write_predictions
     from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 
     names = ["hans", "anli", "snli"]
@@ -290,8 +290,8 @@ def _pilot(root, n=12):
 
 
 def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypatch):
-    from oodcorr.metrics import DEFAULT_METRIC
     from oodcorr.planner.pilot import pilot_model
+    from oodcorr.stats.metrics import DEFAULT_METRIC
 
     _pilot(tmp_path)
     pm = pilot_model([tmp_path], DEFAULT_METRIC)
@@ -461,7 +461,7 @@ def test_target_r_and_checkpoint_counts_steer_the_design(tmp_path, monkeypatch):
 
 def test_fragment_keeps_the_pilot_families_own_training_settings(tmp_path, monkeypatch):
     """Two pilot families trained with different learning rates: each family's planned runs carry its own."""
-    from oodcorr.io import write_jsonl
+    from oodcorr.core.io import write_jsonl
     from oodcorr.settings.yaml_dialect import read_yaml
 
     _pilot(tmp_path)

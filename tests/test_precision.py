@@ -88,7 +88,7 @@ def test_emulated_slowdown_is_a_measured_ratio():
 
 
 def test_bad_dtype_is_one_line(cpu_only):
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     with pytest.raises(UserError, match="dtype: expected auto, float32, bfloat16 or float16, got 'bf16'"):
         precision.resolve_dtype("bf16")

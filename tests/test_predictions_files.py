@@ -1,5 +1,6 @@
-"""Prediction files as the analysis reads them (oodcorr.predictions, the one reader): the evaluate stage's schema,
-one row per item, finite log-probs, step-<N> folders only; anything else is one UserError naming the file."""
+"""Prediction files as the analysis reads them (oodcorr.records.predictions, the one reader): the evaluate
+stage's schema, one row per item, finite log-probs, step-<N> folders only; anything else is one UserError naming
+the file."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from oodcorr.errors import UserError
-from oodcorr.predictions import load_run_items
-from oodcorr.simulated_runs import write_predictions
+from oodcorr.core.errors import UserError
+from oodcorr.records.predictions import load_run_items
+from oodcorr.records.simulated_runs import write_predictions
 from oodcorr.stats.simulate import irt_study
 
 STEPS, OOD = [0, 10, 20], ["hans", "anli"]

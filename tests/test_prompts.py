@@ -2,7 +2,7 @@
 
 import pytest
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import LoraSettings, RunSettings
 
@@ -92,8 +92,8 @@ def test_project_resolves_paths_tracking_and_threads_once():
     assert (p.root, p.name, p.tracking_enabled, p.threads) == (Path("/proj"), "s", False, 2)
     assert p.path("runs") == Path("/proj/runs") and p.path("/abs") == Path("/abs")
     assert Project.of(p) is p
-    from oodcorr.prepared import prepared_dir
-    from oodcorr.rundir import run_dir
+    from oodcorr.records.prepared import prepared_dir
+    from oodcorr.records.rundir import run_dir
     from oodcorr.tracking.store import experiment_name
 
     assert prepared_dir(p) == Path("/proj/prep") and run_dir(p, "r") == Path("/proj/runs/r")

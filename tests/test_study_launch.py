@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch import core
 from oodcorr.launch.job import RunJob, StageFailed
 from oodcorr.settings.config import validate

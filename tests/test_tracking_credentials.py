@@ -1,4 +1,4 @@
-"""Credentials in a tracking URI: one masking function (oodcorr.credentials.mask_secrets) for every message and
+"""Credentials in a tracking URI: one masking function (oodcorr.core.credentials.mask_secrets) for every message and
 file, never in params.yaml (DVC records params in dvc.lock and its run cache: refused with one line naming the
 MLflow variables to use), and `oodcorr ui` pointed at a tracking server is one line, not a traceback."""
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from oodcorr.credentials import has_credentials, mask_secrets
+from oodcorr.core.credentials import has_credentials, mask_secrets
 from study_helpers import env
 from test_train_helpers import make_project
 
@@ -38,7 +38,7 @@ def test_log_records_are_masked(caplog):
     """urllib3 logs a failed request's path and query (MLflow puts a URI's query before /api/...)."""
     import logging
 
-    from oodcorr.credentials import mask_logging
+    from oodcorr.core.credentials import mask_logging
 
     mask_logging()
     mask_logging()  # idempotent

@@ -35,7 +35,7 @@ def test_train_and_evaluate_without_mlflow(tmp_path, monkeypatch):
 
 
 def test_tracking_value_checked():
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from oodcorr.settings.config import validate
     from oodcorr.tracking import store as tracking
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from oodcorr.io import write_json, write_jsonl
+from oodcorr.core.io import write_json, write_jsonl
 from oodcorr.stats.simulate import metrics_rows
 from oodcorr.tracking import mirror
 from oodcorr.tracking import store as tracking

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import yaml
 
-from oodcorr.io import write_json, write_jsonl
-from oodcorr.simulated_runs import write_predictions
+from oodcorr.core.io import write_json, write_jsonl
+from oodcorr.records.simulated_runs import write_predictions
 from oodcorr.stats.simulate import irt_metrics_rows, irt_study
 from study_helpers import BIN, env, sh
 from test_mlflow_server import free_port, rest

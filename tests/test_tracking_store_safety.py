@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.tracking import store as tracking
 
 

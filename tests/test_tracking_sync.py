@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from oodcorr.cli import cli
-from oodcorr.io import write_jsonl
+from oodcorr.core.io import write_jsonl
 from oodcorr.stats.simulate import metrics_rows
 
 

@@ -45,7 +45,7 @@ def test_schedule_unit():
 
 
 def test_sampling():
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
     from oodcorr.train.plan import sample_shots
 
     pool = [{"id": i, "label": "entailment" if i < 30 else "non_entailment"} for i in range(40)]

@@ -4,8 +4,8 @@ names fit a chart title."""
 
 import mlflow
 
-from oodcorr.metrics import METRICS
 from oodcorr.settings.registry import BUILTINS
+from oodcorr.stats.metrics import METRICS
 from oodcorr.study import load_preset
 from oodcorr.tracking import store as tracking
 from oodcorr.tracking.analysis_run import report_note

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 # name -> "module:attribute" of a click command/group: each stage package's stage.py (the entry dvc.yaml runs).
 COMMANDS = {
@@ -28,7 +28,7 @@ class _UserErrorExit(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        from oodcorr.credentials import mask_secrets
+        from oodcorr.core.credentials import mask_secrets
 
         click.echo(mask_secrets(f"error: {self.message}"), err=True)
 
@@ -44,7 +44,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx):
-        from oodcorr.io import os_error_line
+        from oodcorr.core.io import os_error_line
 
         try:
             return super().invoke(ctx)
@@ -89,7 +89,7 @@ def main(argv=None):
     try:
         cli.main(args=argv, prog_name="oodcorr")
     except UserError as e:  # raised outside a command's invoke (e.g. while building a command)
-        from oodcorr.credentials import mask_secrets
+        from oodcorr.core.credentials import mask_secrets
 
         click.echo(mask_secrets(f"error: {e}"), err=True)
         sys.exit(2)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError, closest
+from oodcorr.core.errors import UserError, closest
 from oodcorr.settings.config import check_references, load_params, validate
 from oodcorr.settings.names import check_name, inside
 from oodcorr.settings.yaml_dialect import read_yaml
@@ -221,7 +221,7 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
         )
         click.echo("".join(diff) or f"{target}: already preset {preset}; nothing would change", nl=False)
         return
-    from oodcorr.io import write_text
+    from oodcorr.core.io import write_text
 
     backup = None
     if old and old != text:
@@ -264,7 +264,7 @@ def check_cmd(params_file, stamp):
             f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}"
         ) from None
     if stamp:
-        from oodcorr.io import write_text
+        from oodcorr.core.io import write_text
 
         write_text(stamp, "params.yaml passed `oodcorr study check`\n")  # constant: nothing downstream re-runs
     click.echo(

@@ -7,8 +7,8 @@ import math
 
 from oodcorr.analysis.figure_parts import reliability_label
 from oodcorr.analysis.html_parts import _fmt
-from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.stats import partial as _partial
+from oodcorr.stats.metrics import BASELINE_METRIC
 
 
 def items_for(reliability: float, n_items: float, target: float = 0.8) -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.settings.project import Project
 from oodcorr.tracking.analysis_run import inputs_key, log_to_mlflow
 
@@ -23,7 +23,7 @@ def log_analysis(
     training_run_ids: list[str] | None = None,
 ) -> None:
     """Log the finished analysis (its run id into summary["mlflow_run_id"]); an unreachable store warns."""
-    from oodcorr.run_tables import training_run_ids as find_ids
+    from oodcorr.records.run_tables import training_run_ids as find_ids
 
     ids = training_run_ids if training_run_ids is not None else sorted(set(find_ids(runs).values()))
     uri = tracking_uri or f"sqlite:///{Path('mlruns').resolve()}/mlflow.db"
@@ -38,7 +38,7 @@ def log_analysis(
     except UserError:
         raise
     except Exception as e:
-        from oodcorr.credentials import mask_secrets
+        from oodcorr.core.credentials import mask_secrets
 
         detail = " ".join(str(e).split("\n")[0].split())[:160]
         click.echo(

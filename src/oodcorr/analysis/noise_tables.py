@@ -5,11 +5,11 @@ reliability rows in reliability.py, the summary's "noise" block in noise_summary
 from __future__ import annotations
 
 from oodcorr.analysis.reliability import analyse_run_noise
-from oodcorr.errors import UserError
-from oodcorr.metrics import METRICS
-from oodcorr.predictions import predictions_dir
+from oodcorr.core.errors import UserError
+from oodcorr.records.predictions import predictions_dir
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats.methods import METHODS
+from oodcorr.stats.metrics import METRICS
 
 RELIABILITY_COLUMNS = ["run", "model", "seed", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
 BOOT_DEFAULT = 1000  # two-level bootstrap resamples when analyze.bootstrap is 0
@@ -54,7 +54,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
     import numpy as np
     import pandas as pd
 
-    from oodcorr.predictions import GOLD
+    from oodcorr.records.predictions import GOLD
     from oodcorr.stats.noise import NOISE_METHODS, two_level_boot, two_level_resamples
 
     metric, splits = settings.metric, settings.reliability_splits
@@ -111,7 +111,7 @@ def seed_inputs(runs: dict, items: dict, metric: str, settings: AnalyzeSettings)
     checkpoints' training progress in [0, 1], the input of the likelihood interval (pair_ci2)."""
     import numpy as np
 
-    from oodcorr.predictions import GOLD
+    from oodcorr.records.predictions import GOLD
     from oodcorr.stats.noise import item_noise
 
     out = {}

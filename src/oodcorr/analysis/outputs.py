@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.stats.methods import primary
 
 MANIFEST = ".oodcorr-outputs.json"  # {"tool", "version", "written_by", "files": {path: sha256}, "dirs": [...]}
@@ -16,7 +16,7 @@ WRITTEN_BY = "oodcorr analyze"  # the marker: a folder is the analysis' own only
 
 
 def _sha256(path: Path) -> str | None:
-    from oodcorr.io import sha256_file
+    from oodcorr.core.io import sha256_file
 
     try:
         return sha256_file(path)
@@ -187,7 +187,7 @@ def write_outputs(
     import pandas as pd
 
     from oodcorr.analysis.noise_tables import RELIABILITY_COLUMNS
-    from oodcorr.io import atomic_dir
+    from oodcorr.core.io import atomic_dir
 
     partials, pooled, consistency, reliability = (
         tables[k] for k in ("partials", "pooled", "consistency", "reliability")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import html
 import math
 
-from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.stats.gate import gate_words
 from oodcorr.stats.methods import METHODS, primary
+from oodcorr.stats.metrics import BASELINE_METRIC
 
 # verdict (stats.consistency.VERDICTS) -> (outcome, in words); the outcomes in the order the table lists them
 OUTCOMES = {

@@ -3,7 +3,7 @@
 (outputs.py) and, optionally, one MLflow run (mlflow_log.py).
 
 Everything is written into a temporary folder that replaces `out_dir` only when the whole analysis
-succeeded (oodcorr.io.atomic_dir), so a failed run never leaves a half-updated results folder that
+succeeded (oodcorr.core.io.atomic_dir), so a failed run never leaves a half-updated results folder that
 DVC would cache.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from oodcorr.analysis import answer_bias, series
-from oodcorr.metrics import BASELINE_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats.consistency import SETUP
 from oodcorr.stats.methods import REFERENCES, primary
+from oodcorr.stats.metrics import BASELINE_METRIC
 
 
 def run_analysis(
@@ -38,8 +38,8 @@ def run_analysis(
     from oodcorr.analysis.noise_summary import noise_summary
     from oodcorr.analysis.noise_tables import compute_noise, noise_enabled, pooled_intervals, seed_inputs
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
-    from oodcorr.predictions import load_items
-    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.records.predictions import load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics
     from oodcorr.stats.consistency import cross_model, pool_seeds, summarise, with_shared
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()

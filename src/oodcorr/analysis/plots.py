@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from oodcorr.analysis.figure_parts import _plt, empty_panel, fit_title, reliability_label, safe, stars
-from oodcorr.metrics import BASELINE_METRIC, DEFAULT_METRIC
 from oodcorr.settings.analyze import AnalyzeSettings
 from oodcorr.stats.methods import METHODS, drawn_smooth
+from oodcorr.stats.metrics import BASELINE_METRIC, DEFAULT_METRIC
 
 MAX_SCATTER_RUNS = 6
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from oodcorr.metrics import METRICS
 from oodcorr.stats.methods import METHODS
+from oodcorr.stats.metrics import METRICS
 
 
 def analyse_run_noise(
@@ -13,12 +13,12 @@ def analyse_run_noise(
 
     x, Y: the analysed series (n,), (n, T); rel_items: {metric: {testset: (n, I)}} item matrices.
     gold: {testset: (I,) bool gold-entailment}: halves stratified by gold label and each metric aggregated
-    as its table entry says (oodcorr.metrics.METRICS) within each half; id_name: the ID testset, whose
+    as its table entry says (oodcorr.stats.metrics.METRICS) within each half; id_name: the ID testset, whose
     matrices in rel_items give each metric its own ID series to residualise on (else `x` for all).
     r_disattenuated, ci2_low/high and `distinguishable` are added by noise_tables.noise_columns."""
     import numpy as np
 
-    from oodcorr.aggregate import stratified_halves, values
+    from oodcorr.stats.aggregate import stratified_halves, values
     from oodcorr.stats.noise import MIN_ITEMS, gam_operators, linear_operator, reliabilities, split_masks
 
     x, Y = np.asarray(x, float), np.asarray(Y, float)

@@ -1,7 +1,7 @@
 """The per-checkpoint series the analysis correlates: the analysed metric's (analyze.metric), accuracy's
 beside it, and the bias-free metric's and yes_rate for the answer-bias diagnosis (answer_bias.py).
 
-Each comes from its metrics.jsonl field (the evaluate stage writes every metric of oodcorr.metrics.METRICS),
+Each comes from its metrics.jsonl field (the evaluate stage writes every metric of oodcorr.stats.metrics.METRICS),
 else from the stored predictions (metrics files of an older version), else it is missing: the analysed
 metric then stops with one line naming `oodcorr evaluate --run <run>`. A balanced metric is NaN on a testset
 with one gold class: that testset leaves the analysed metric's series with a flag `one_class:<testset>`.
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from oodcorr.errors import UserError
-from oodcorr.metrics import BASELINE_METRIC, BIAS_FREE_METRIC, DIAGNOSTIC_METRIC, METRICS
+from oodcorr.core.errors import UserError
+from oodcorr.stats.metrics import BASELINE_METRIC, BIAS_FREE_METRIC, DIAGNOSTIC_METRIC, METRICS
 
 
 def wanted(metric: str) -> list[str]:
@@ -46,8 +46,8 @@ def attach(runs: dict, df, metric: str, items: dict) -> list[str]:
     OOD testsets where the analysed metric is undefined (one gold class) leave Y; returns their flags."""
     import pandas as pd
 
-    from oodcorr.aggregate import values
-    from oodcorr.predictions import GOLD
+    from oodcorr.records.predictions import GOLD
+    from oodcorr.stats.aggregate import values
 
     flags = []
     for run, d in runs.items():
@@ -105,7 +105,7 @@ def _why_undefined(g, testset: str, metric: str) -> str:
 
 
 def _gold_share(g, names, mats) -> dict:
-    from oodcorr.predictions import GOLD
+    from oodcorr.records.predictions import GOLD
 
     out = {}
     for t in names:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.metrics import ANALYSABLE, DEFAULT_METRIC
+from oodcorr.stats.metrics import ANALYSABLE, DEFAULT_METRIC
 from oodcorr.stats.partial import METHODS
 
 
@@ -58,10 +58,10 @@ from oodcorr.stats.partial import METHODS
 def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, use_mlflow, no_plots, metric):
     """Partial correlations between OOD testsets across checkpoints (ID accuracy regressed out),
     pooled over seeds and compared across models; writes CSVs, figures, summary.json, report.html."""
-    from oodcorr import locks
     from oodcorr.analysis.mlflow_log import study_tracking
     from oodcorr.analysis.pipeline import run_analysis
-    from oodcorr.run_tables import metrics_files
+    from oodcorr.core import locks
+    from oodcorr.records.run_tables import metrics_files
     from oodcorr.settings.analyze import AnalyzeSettings
     from oodcorr.settings.config import PARAMS_FILE, find_project_root, load_params
     from oodcorr.settings.project import Project

@@ -7,6 +7,6 @@ data/prepared/<name>.jsonl + manifest.json.
   loaders.py    hub / local-file / synthetic rows -> the two labels, seeded stratified subsampling
   synthetic.py  the SYNTHETIC shift suite's generators
 
-The registry (`oodcorr.settings.registry`) and the prepared-folder reader (`oodcorr.prepared`) are core modules:
+The registry (`oodcorr.settings.registry`) and the prepared-folder reader (`oodcorr.records.prepared`) are core modules:
 other stages read prepared data through them, not through this package.
 """

@@ -52,7 +52,7 @@ def put_back(root: str | os.PathLike) -> list[str]:
             continue
         if head.returncode != 0 or head.stdout == path.read_bytes():
             continue
-        from oodcorr.io import write_text
+        from oodcorr.core.io import write_text
 
         write_text(path, head.stdout.decode("utf-8", errors="replace"))
         restored.append(rel)

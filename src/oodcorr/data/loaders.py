@@ -16,8 +16,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from oodcorr.data.settings import PrepareSettings
-from oodcorr.errors import UserError
-from oodcorr.hub import offline
+from oodcorr.core.errors import UserError
+from oodcorr.core.hub import offline
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import ENT, NON
 
@@ -100,7 +100,7 @@ def check_readable(path: Path, what: str) -> None:
 
 
 def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
-    from oodcorr.io import iter_json_objects
+    from oodcorr.core.io import iter_json_objects
 
     rows, lines = [], []
     for lineno, obj in iter_json_objects(path, shown, prefix="malformed row: "):

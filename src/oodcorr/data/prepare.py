@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oodcorr import io
+from oodcorr.core import io
 from oodcorr.data.loaders import label_counts, load_testset, subsample
 from oodcorr.data.settings import PrepareSettings
-from oodcorr.errors import UserError
-from oodcorr.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets, testset_file
+from oodcorr.core.errors import UserError
+from oodcorr.records.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets, testset_file
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import describe_source, resolve
 

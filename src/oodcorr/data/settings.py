@@ -1,5 +1,5 @@
 """The prepare stage's settings: params.yaml `data` resolved once, with its defaults in this one place.
-(`data.out` is read through oodcorr.prepared, `data.testsets` / `data.neutral` through oodcorr.settings.registry:
+(`data.out` is read through oodcorr.records.prepared, `data.testsets` / `data.neutral` through oodcorr.settings.registry:
 the core modules the other stages share.)"""
 
 from __future__ import annotations

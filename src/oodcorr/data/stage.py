@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 
 def _params(path: str | None) -> dict:
@@ -36,7 +36,7 @@ def data():
 def prepare_cmd(params_file, out_dir, only):
     """Write one JSONL per testset plus manifest.json. Nothing is written if any testset is bad."""
     from oodcorr.data.prepare import prepare, referenced_names
-    from oodcorr.prepared import prepared_dir
+    from oodcorr.records.prepared import prepared_dir
 
     params = _params(params_file)
     only = [n.strip() for item in only for n in item.split(",") if n.strip()]
@@ -61,7 +61,7 @@ def prepare_cmd(params_file, out_dir, only):
               help="params file (default: params.yaml of the project)")
 def testsets(params_file):
     """List known testsets: built-ins, synthetic suite and those declared in params."""
-    from oodcorr.prepared import prepared_dir, read_manifest
+    from oodcorr.records.prepared import prepared_dir, read_manifest
     from oodcorr.settings.registry import describe_source, known_names, label_scheme, resolve
 
     params = _params(params_file)

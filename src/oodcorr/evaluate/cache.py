@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from oodcorr import io
+from oodcorr.core import io
 from oodcorr.evaluate.settings import EvaluateSettings
 from oodcorr.modeling.prompts import LABELS
 from oodcorr.settings.run_settings import RunSettings

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from oodcorr import io
-from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dir, checkpoints_dir
+from oodcorr.core import io
+from oodcorr.records.rundir import ADAPTER_FILE, META_FILE, checkpoint_dir, checkpoints_dir
 
 
 @dataclass

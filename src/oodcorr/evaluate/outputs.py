@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oodcorr import io
-from oodcorr.metrics import METRICS
-from oodcorr.rundir import METRICS_FILE, PREDICTIONS
+from oodcorr.core import io
+from oodcorr.records.rundir import METRICS_FILE, PREDICTIONS
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
+from oodcorr.stats.metrics import METRICS
 
 LOGPROB_COLUMNS = ("label", "prediction", "logp_entailment", "logp_non_entailment")
 # besides accuracy and the F1s (scoring.metrics): every metric of the table, per testset and slice
@@ -69,7 +69,7 @@ def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_
     import pyarrow.parquet as pq
 
     from oodcorr.evaluate.scoring import metrics_by_slice
-    from oodcorr.metrics import table_metrics
+    from oodcorr.stats.metrics import table_metrics
 
     run = trained.run
     base = {
@@ -118,7 +118,7 @@ def _log_mlflow(project: Project, run, run_json, rows, eval_dir: Path) -> tuple[
     """The eval/* metrics (one per testset [x slice] x checkpoint step) and the predictions archive: written
     to the run's local tracking record, then mirrored into the training run's MLflow record (steps already
     there are skipped; a store that is down costs one warning and is replayed later by `oodcorr sync`)."""
-    from oodcorr import io
+    from oodcorr.core import io
     from oodcorr.tracking import mirror, run_records
 
     train = io.read_jsonl_tolerant(mirror.record_dir(project, run) / "train.jsonl")

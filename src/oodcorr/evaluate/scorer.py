@@ -4,9 +4,9 @@ soon as it is done."""
 
 from __future__ import annotations
 
-from oodcorr import distributed
 from oodcorr.evaluate.cache import write_cache
 from oodcorr.evaluate.checkpoints import Checkpoint
+from oodcorr.modeling import distributed
 
 
 class Adapters:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oodcorr.errors import UserError
-from oodcorr.prepared import scored_testsets
+from oodcorr.core.errors import UserError
+from oodcorr.records.prepared import scored_testsets
 from oodcorr.settings.config import MIN_MAX_LENGTH
 from oodcorr.settings.run_settings import CHOICES
 
 
 @dataclass(frozen=True)
 class EvaluateSettings:
-    testsets: tuple[str, ...] = ()  # besides each run's ID testset (oodcorr.prepared.scored_testsets)
+    testsets: tuple[str, ...] = ()  # besides each run's ID testset (oodcorr.records.prepared.scored_testsets)
     batch_size: int | str = "auto"  # examples per forward pass, or auto (sized from free memory)
     dtype: str | None = None  # None: the run's training dtype
     max_length: int | None = None  # None: the run's training max_length

@@ -14,15 +14,16 @@ import os
 
 import click
 
-from oodcorr import distributed, io
-from oodcorr.errors import UserError
+from oodcorr.core import io
+from oodcorr.core.errors import UserError
 from oodcorr.evaluate.cache import cache_key, cache_usable, resolve_settings
 from oodcorr.evaluate.checkpoints import list_checkpoints
 from oodcorr.evaluate.outputs import write_outputs
 from oodcorr.evaluate.scorer import score_pairs
 from oodcorr.evaluate.settings import EvaluateSettings
-from oodcorr.rundir import checkpoints_dir, read_run_json, run_dir
-from oodcorr.rundir import eval_dir as rundir_eval_dir
+from oodcorr.modeling import distributed
+from oodcorr.records.rundir import checkpoints_dir, read_run_json, run_dir
+from oodcorr.records.rundir import eval_dir as rundir_eval_dir
 from oodcorr.settings.config import load_params
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
@@ -54,7 +55,7 @@ def evaluate_run(params: dict, run: str, testsets: list[str] | None = None, quie
     """Every checkpoint of `run` x every testset -> {"scored": [(step, testset)] by this process, "cached", "failed",
     ...}; UserError (after writing the outputs of what worked) when checkpoints failed. One process (launch)
     per run: a second one is refused with one line, before it touches anything."""
-    from oodcorr import locks
+    from oodcorr.core import locks
 
     trained = RunSettings.from_params(params, run)  # same defaults (pattern, verbaliser, max_length, ...)
     project = Project.from_params(params)  # where runs, data and the MLflow store are; study.threads
@@ -70,7 +71,7 @@ def _evaluate_run(
 ) -> dict:
     """evaluate_run's work, from the settings it resolved once (no params: every value is in `trained`, `ev` or
     `project`)."""
-    from oodcorr.prepared import load_prepared, prepared_dir, read_manifest, testset_file
+    from oodcorr.records.prepared import load_prepared, prepared_dir, read_manifest, testset_file
 
     if quiet:
         _silence()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch.common import echo
 from oodcorr.launch.executors import EXECUTORS
 

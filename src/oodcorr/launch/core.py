@@ -15,8 +15,8 @@ import datetime as _dt
 import time
 from pathlib import Path
 
-from oodcorr.errors import UserError
-from oodcorr.io import write_json, write_text
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_json, write_text
 from oodcorr.launch.common import echo
 from oodcorr.launch.dvc_plumbing import changed_deps, dvc, dvc_status, stage_gitignores, stage_specs, stale_runs
 from oodcorr.launch.executors import EXECUTORS, executor
@@ -80,7 +80,7 @@ def plan(params: dict, cfg: dict, only: list[str] | None, prepare: bool = True) 
     if only:
         unknown = [k for k in only if k not in runs]
         if unknown:
-            from oodcorr.errors import closest
+            from oodcorr.core.errors import closest
 
             raise UserError(f"unknown run {unknown[0]!r}{closest(unknown[0], runs)}")
     if not (root / "dvc.yaml").exists():

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch.common import echo
 
 

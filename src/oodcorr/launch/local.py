@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from oodcorr.errors import UserError
-from oodcorr.io import write_json
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_json
 from oodcorr.launch.common import Executor, echo, job_fields
 
 

@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from oodcorr.errors import UserError
-from oodcorr.io import write_json
+from oodcorr.core.errors import UserError
+from oodcorr.core.io import write_json
 from oodcorr.launch.executors import executor
 from oodcorr.settings.config import LAUNCH_DEFAULTS
 from oodcorr.settings.names import check_run_key

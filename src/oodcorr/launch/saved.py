@@ -27,7 +27,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.compare import compare
@@ -125,7 +125,7 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> l
     study's other runs (`study`: their .dvc files; what an interrupted push left out goes too)."""
     import yaml
 
-    from oodcorr.io import write_text
+    from oodcorr.core.io import write_text
     from oodcorr.settings.yaml_dialect import read_yaml
 
     ensure_remote(root)

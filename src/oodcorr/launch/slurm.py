@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch.common import Executor, echo, job_fields
 
 
@@ -29,7 +29,7 @@ def check_slurm(partition: str | None) -> None:
         raise UserError(f"no SLURM cluster reachable: sinfo: {last[-1] if last else f'exit {res.returncode}'} {hint}")
     partitions = sorted({p.rstrip("*") for p in res.stdout.split()})
     if partition and partition not in partitions:
-        from oodcorr.errors import closest
+        from oodcorr.core.errors import closest
 
         raise UserError(
             f"SLURM partition {partition!r} not found{closest(partition, partitions)}; "

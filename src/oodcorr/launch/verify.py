@@ -22,7 +22,7 @@ import re
 import stat
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 POINTER = re.compile(r"[0-9a-f]{32}\.dir")
 

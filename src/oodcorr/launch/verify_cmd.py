@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.launch import verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.saved import REMOTE, RUN_FILES, STUDIES, repo_root, saved_runs, study_dir

@@ -8,7 +8,7 @@ one code path; only the name changes.
 
 from __future__ import annotations
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.modeling.models import check_available, local_revision, model_config, model_path
 from oodcorr.modeling.precision import resolve_dtype
 from oodcorr.settings.run_settings import LoraSettings

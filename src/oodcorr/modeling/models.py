@@ -8,9 +8,9 @@ import functools
 import os
 from pathlib import Path
 
-from oodcorr.choices import BUILTIN_MODELS, GEMMA3, GGUF_MODELS, HUB_ALIASES, HUB_CONFIGS, SMOLLM2, TINY  # noqa: F401
-from oodcorr.errors import UserError
-from oodcorr.hub import offline
+from oodcorr.core.choices import BUILTIN_MODELS, GEMMA3, GGUF_MODELS, HUB_ALIASES, HUB_CONFIGS, SMOLLM2, TINY  # noqa: F401
+from oodcorr.core.errors import UserError
+from oodcorr.core.hub import offline
 
 
 def cache_dir() -> Path:
@@ -58,7 +58,7 @@ def _materialise_gguf(name: str, target: Path) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from oodcorr.io import atomic_dir
+    from oodcorr.core.io import atomic_dir
 
     for m in GGUF_MODELS[name]["modules"]:  # fail fast, before any work
         _package_dir(name, m)
@@ -90,7 +90,7 @@ def _materialise_tiny(name: str, target: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from oodcorr.io import atomic_dir
+    from oodcorr.core.io import atomic_dir
 
     tok = AutoTokenizer.from_pretrained(model_path(SMOLLM2))
     spec = dict(TINY[name])
@@ -115,7 +115,7 @@ def model_path(name: str) -> str:
     if name in GGUF_MODELS or name in TINY:
         target = cache_dir() / name
         if not (target / "config.json").exists():
-            from oodcorr.io import LEGACY_TMP_AGE_S, clean_stale_temps
+            from oodcorr.core.io import LEGACY_TMP_AGE_S, clean_stale_temps
 
             clean_stale_temps(cache_dir(), legacy_age=LEGACY_TMP_AGE_S)  # a killed conversion's temp folder
             (_materialise_gguf if name in GGUF_MODELS else _materialise_tiny)(name, target)
@@ -212,7 +212,7 @@ def local_revision(path: str) -> str | None:
     """Content hash of a local model folder's weights (once per process: train/evaluate ask twice)."""
     p = Path(path)
     if (p / "model.safetensors").exists():
-        from oodcorr.io import sha256_file
+        from oodcorr.core.io import sha256_file
 
         return "sha256:" + sha256_file(p / "model.safetensors")[:16]
     return None

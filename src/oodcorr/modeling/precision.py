@@ -70,7 +70,7 @@ def resolve_dtype(dtype: str = "auto"):
     supports it, else float32. bfloat16 on a CPU without native bf16: one warning."""
     import torch
 
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     if dtype not in DTYPES:
         raise UserError(f"params: dtype: expected auto, float32, bfloat16 or float16, got {dtype!r}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, LABELS, check_pattern  # noqa: F401
-from oodcorr.errors import UserError
+from oodcorr.core.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, LABELS, check_pattern  # noqa: F401
+from oodcorr.core.errors import UserError
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import time
 
-from oodcorr.choices import MAX_THREADS  # noqa: F401
-from oodcorr.choices import THREADS_ENV as ENV
-from oodcorr.choices import parse_threads as parse
+from oodcorr.core.choices import MAX_THREADS  # noqa: F401
+from oodcorr.core.choices import THREADS_ENV as ENV
+from oodcorr.core.choices import parse_threads as parse
 from oodcorr.settings.project import Project
 
 

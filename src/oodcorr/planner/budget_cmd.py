@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.planner.budget import (
     CHECKPOINTS,
     MAX_SEEDS,
@@ -75,8 +75,8 @@ def _sizes(sizes) -> dict:
 def _inputs(o: dict, pilot, study) -> tuple[dict, list, str, str, dict | None]:
     """(model for search, families for the fragment, model name, a line saying where the numbers come from, the
     pilot's model or None)."""
-    from oodcorr.metrics import DEFAULT_METRIC
     from oodcorr.planner.pilot import pilot_model
+    from oodcorr.stats.metrics import DEFAULT_METRIC
 
     sizes = _sizes(o["sizes"])
     sq = lambda v: None if v is None else v * v  # noqa: E731
@@ -286,7 +286,7 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
             o["train_steps"] or study.train_steps,
             model["recipes"],
         )
-        from oodcorr.io import write_text
+        from oodcorr.core.io import write_text
 
         write_text(Path(o["write_params"]), text)
         if not as_json:

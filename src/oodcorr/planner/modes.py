@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 ITEM_COUNTS = (64, 128, 256, 350, 500, 1000, 2000)
 MAX_CHECKPOINTS = 200  # larger designs are reported as not reachable by checkpoints

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 PILOT_MIN_CHECKPOINTS = 10  # fewer cannot separate a residual trajectory's signal, noise and length-scale
 PILOT_FEW_ITEMS = 64  # fewer items per testset: the item-noise estimate is rough; the plan says so
@@ -44,8 +44,8 @@ def pilot_files(paths) -> list[str]:
 
 def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
     """{run: {"t", "id", "series", "V", "meta"}}: each run's analysed series and item-noise covariances."""
-    from oodcorr.metrics import METRICS
-    from oodcorr.predictions import GOLD
+    from oodcorr.records.predictions import GOLD
+    from oodcorr.stats.metrics import METRICS
     from oodcorr.stats.noise import item_noise
 
     rng = np.random.default_rng(0)
@@ -77,8 +77,8 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     """The planner's inputs measured on a pilot (module notes): {"ood": {testset: {signal_var, item_var,
     items, families: [{signal_var, item_var} per family]}}, "id": {name, item_var, items}, "ell", "beta",
     "families": [(model, train_set, id_testset, shots)], "n_runs", "n_pairs"}."""
-    from oodcorr.predictions import load_items
-    from oodcorr.run_tables import build_runs, load_metrics
+    from oodcorr.records.predictions import load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics
     from oodcorr.stats.gp_interval import gp_interval
     from oodcorr.stats.pair_ci2 import seed_dict
 

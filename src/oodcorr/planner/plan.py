@@ -16,7 +16,7 @@ import math
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.planner.options import HELP_SECTIONS, plan_options
 
 DEFAULT_ELL = 0.4  # without a pilot: smooth fine-tuning trajectories (budget_cmd.DEFAULTS["ell"])
@@ -32,8 +32,8 @@ def _pair_inputs(pilot, o: dict) -> tuple[dict, str]:
     if pilot:
         import numpy as np
 
-        from oodcorr.metrics import DEFAULT_METRIC
         from oodcorr.planner.pilot import pilot_model
+        from oodcorr.stats.metrics import DEFAULT_METRIC
 
         if not 0 < o["quantile"] < 1:
             raise UserError(f"plan: --quantile must be in (0, 1), got {o['quantile']}")

@@ -22,7 +22,7 @@ import math
 import os
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 PROJECT_RATES = Path(".oodcorr") / "rates.json"
 PACKAGED_RATES = Path(__file__).with_name("rates.json")
@@ -126,7 +126,7 @@ def lookup(root: Path, kind: str, model: str, dtype: str) -> tuple[float | None,
 
 def record(root: Path, kind: str, model: str, dtype: str, value: float, source: str) -> Path:
     """Keep a measured rate in the project's rates file (replacing the same model, dtype and machine's)."""
-    from oodcorr.io import write_json
+    from oodcorr.core.io import write_json
 
     device, machine = device_and_machine()
     path = root / PROJECT_RATES

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from oodcorr.choices import check_seed
-from oodcorr.errors import UserError, closest
-from oodcorr.metrics import DEFAULT_METRIC, check_metric
+from oodcorr.core.choices import check_seed
+from oodcorr.core.errors import UserError, closest
 from oodcorr.stats.defaults import ALPHA, EQUIVALENCE, MAX_RESAMPLES, RELIABILITY_MIN, RELIABILITY_SPLITS
+from oodcorr.stats.metrics import DEFAULT_METRIC, check_metric
 from oodcorr.stats.partial import METHODS
 
 NOISE_CHOICES = (True, False, "auto", "true", "false", "on", "off")
@@ -25,7 +25,7 @@ class AnalyzeSettings:
     scatter_pair: tuple[str, str] | None = None  # the residual scatter grid's pair (None: the strongest)
     mlflow: bool = True  # log the analysis as one MLflow run (when tracking is on)
     noise: bool | str = "auto"  # auto | true | false: reliability / noise-corrected CIs from predictions
-    metric: str = DEFAULT_METRIC  # see oodcorr.metrics.METRICS
+    metric: str = DEFAULT_METRIC  # see oodcorr.stats.metrics.METRICS
     reliability_min: float = RELIABILITY_MIN  # below: disattenuated r is NaN and the pair is `unreliable`
     reliability_splits: int = RELIABILITY_SPLITS  # random item halves per reliability
     equivalence: float = EQUIVALENCE  # consistent_null: every reliable model's noise-corrected CI inside +/- this

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from oodcorr.errors import UserError, closest
+from oodcorr.core.errors import UserError, closest
 from oodcorr.settings import environment
 from oodcorr.settings.names import HUB_ID_RE, check_name, check_run_key
 from oodcorr.settings.yaml_dialect import read_yaml
@@ -259,7 +259,7 @@ MAX_TEXT = 10_000  # characters of a pattern / verbaliser word: a prompt templat
 def check_values(tree: dict) -> None:
     """Value checks of what every stage reads (types are checked by `validate`; a run's values by
     run_settings.RunSettings, each stage's section by its settings object): one line naming the key."""
-    from oodcorr.choices import parse_threads
+    from oodcorr.core.choices import parse_threads
     from oodcorr.settings.names import check_inside_project
     from oodcorr.settings.project import Project
     from oodcorr.settings.tracking_uri import check_tracking_uri
@@ -278,7 +278,7 @@ def check_values(tree: dict) -> None:
 
 def check_references(params: dict) -> None:
     """Every run names a known model and known testsets; evaluate.testsets are known (one line each)."""
-    from oodcorr.choices import BUILTIN_MODELS
+    from oodcorr.core.choices import BUILTIN_MODELS
     from oodcorr.settings.registry import known_names
 
     testsets = known_names(params)

@@ -11,8 +11,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from oodcorr.choices import THREADS_ENV, parse_threads
-from oodcorr.errors import UserError
+from oodcorr.core.choices import THREADS_ENV, parse_threads
+from oodcorr.core.errors import UserError
 
 BUSY_TIMEOUT_ENV = "OODCORR_STORE_BUSY_TIMEOUT_S"  # how long a store locked by another process is waited for
 BUSY_TIMEOUT_DEFAULT_S = 30.0

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 NAME_MAX = 128  # characters: well under a file system's 255 bytes per name, with room for suffixes

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.settings.yaml_dialect import read_yaml
 
 
@@ -105,7 +105,7 @@ def restore(target: Path) -> tuple[Path, bool]:
     kept = target.exists() and target.read_bytes() != back.read_bytes()
     if kept:
         shutil.copyfile(target, back)
-    from oodcorr.io import write_text
+    from oodcorr.core.io import write_text
 
     write_text(target, text)
     return back, kept

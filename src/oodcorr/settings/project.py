@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from oodcorr.credentials import MLFLOW_CREDENTIAL_VARS, has_credentials, mask_secrets
-from oodcorr.errors import UserError
+from oodcorr.core.credentials import MLFLOW_CREDENTIAL_VARS, has_credentials, mask_secrets
+from oodcorr.core.errors import UserError
 
 TRACKING = ("mlflow", "none")  # study.tracking: none = local outputs only, MLflow never imported
 
@@ -24,7 +24,7 @@ class Project:
     tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else <root>/mlruns/mlflow.db (tracking.py)
     experiment: str | None = None
     threads: int | str | None = None  # study.threads (OODCORR_THREADS wins; threads.resolve); None = auto
-    data_out: str = "data/prepared"  # data.out: the prepared testsets (oodcorr.prepared)
+    data_out: str = "data/prepared"  # data.out: the prepared testsets (oodcorr.records.prepared)
 
     def __post_init__(self):
         if self.tracking not in TRACKING:

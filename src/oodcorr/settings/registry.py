@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 
-from oodcorr.errors import UserError, closest
+from oodcorr.core.errors import UserError, closest
 
 ENT, NON = "entailment", "non_entailment"
 TARGETS = (ENT, NON, "drop", "neutral")

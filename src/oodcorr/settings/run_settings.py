@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from oodcorr.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern, check_seed
-from oodcorr.errors import UserError, closest
+from oodcorr.core.choices import DEFAULT_PATTERN, DEFAULT_VERBALIZER, check_pattern, check_seed
+from oodcorr.core.errors import UserError, closest
 from oodcorr.settings.config import MAX_TEXT, MIN_MAX_LENGTH, RUN_SCHEMA, deep_merge, typename
 from oodcorr.settings.names import check_run_key
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 # study.tracking_uri: a URI MLflow can open (a scheme it knows, no spaces); the driver of `postgresql+psycopg2` aside
 URI_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")

@@ -2,7 +2,7 @@
 
 Every accuracy is a mean over a finite testset, so each checkpoint's residual (after regressing out ID)
 carries item sampling noise. This module reads the per-example predictions the evaluate stage stores
-(oodcorr.predictions reads them) as checkpoints x items score matrices and adds:
+(oodcorr.records.predictions reads them) as checkpoints x items score matrices and adds:
 
   reliability     per run x testset x method x metric: split the items into random halves (many seeded
                   splits), residualise each half's trajectory on the ID series, correlate the two halves,
@@ -23,8 +23,8 @@ carries item sampling noise. This module reads the per-example predictions the e
   equivalent      ci2 inside +/- analyze.equivalence (two one-sided tests on the same interval).
   distinguishable ci2 excludes 0 (both reliabilities >= reliability_min, else ci2 is NaN).
 
-Metrics (analyze.metric): the table oodcorr.metrics.METRICS. Each metric's testset value comes from its
-per-item scores (a mean, a class-balanced mean or an AUC, oodcorr.aggregate), so the same machinery applies;
+Metrics (analyze.metric): the table oodcorr.stats.metrics.METRICS. Each metric's testset value comes from its
+per-item scores (a mean, a class-balanced mean or an AUC, oodcorr.stats.aggregate), so the same machinery applies;
 its reliability residualises its own ID series, with halves stratified by gold label and the metric computed
 within each half.
 """
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from oodcorr.aggregate import stratified_halves
+from oodcorr.stats.aggregate import stratified_halves
 from oodcorr.stats.defaults import ALPHA, RELIABILITY_SPLITS
 from oodcorr.stats.partial import METHODS, ranks
 
@@ -143,10 +143,10 @@ def reliabilities(
     """{method: (reliability, flag)} for several methods from the same split halves (one matmul each).
 
     gold: (items,) bool gold-entailment labels: halves are then drawn within each gold class (both keep the
-    label shares, oodcorr.aggregate.stratified_halves) and `aggregate` (mean | balanced | auc) is computed
+    label shares, oodcorr.stats.aggregate.stratified_halves) and `aggregate` (mean | balanced | auc) is computed
     within each half; without gold: random halves and plain means. masks: a precomputed pair of (splits,
     items) halves (bool or weights; non-zero = in the half)."""
-    from oodcorr.aggregate import values
+    from oodcorr.stats.aggregate import values
 
     n, n_items = items.shape
     if n_items < MIN_ITEMS:
@@ -255,7 +255,7 @@ def item_noise(mats: dict, gold: dict, kind: str, rng, splits: int) -> tuple[dic
     within each gold class for AUC (item_cov.noise_cov_from_halves)."""
     import numpy as np
 
-    from oodcorr.aggregate import stratified_halves, values
+    from oodcorr.stats.aggregate import stratified_halves, values
     from oodcorr.stats.item_cov import noise_cov, noise_cov_from_halves
 
     series, V = {}, {}

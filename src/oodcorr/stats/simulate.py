@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 
-from oodcorr.metrics import ANALYSABLE
+from oodcorr.stats.metrics import ANALYSABLE
 
 SHAPES = {
     "linear": lambda u: 0.5 + 0.3 * u,
@@ -61,7 +61,7 @@ def metrics_rows(
     run: str | None = None,
 ) -> list[dict]:
     """metrics.jsonl rows (the evaluate stage's contract) for one simulated run; the simulated trajectory
-    stands for every analysable metric (oodcorr.metrics.ANALYSABLE), like it does for the F1 columns."""
+    stands for every analysable metric (oodcorr.stats.metrics.ANALYSABLE), like it does for the F1 columns."""
     rng = rng if rng is not None else np.random.default_rng(zlib.crc32(f"{model}|{seed}".encode()))
     shapes = shapes or [list(SHAPES)[i % len(SHAPES)] for i in range(len(ood_names))]
     steps, x, Y = trajectories(n_steps, rho, shapes, noise, rng)

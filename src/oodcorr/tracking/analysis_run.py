@@ -123,8 +123,8 @@ def sync_analysis(params: dict) -> str | None:
     analysis run of the same inputs already in the store is kept (no duplicate)."""
     from mlflow.tracking import MlflowClient
 
-    from oodcorr import io
-    from oodcorr.rundir import metrics_file, run_dir, runs_root
+    from oodcorr.core import io
+    from oodcorr.records.rundir import metrics_file, run_dir, runs_root
     from oodcorr.tracking import mirror, store
 
     project = Project.from_params(params)

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.settings.config import load_params
 
 
@@ -57,7 +57,7 @@ def saved_study(params_file) -> str | None:
 def ui_cmd(port, params_file, study_name):
     """Serve the project's MLflow store in the MLflow UI on 127.0.0.1 only, and print direct links to the
     study's runs table and chart view once the server answers."""
-    from oodcorr.credentials import mask_secrets
+    from oodcorr.core.credentials import mask_secrets
     from oodcorr.tracking import store as tracking
     from oodcorr.tracking.ui_server import serve, server_env
 
@@ -151,7 +151,7 @@ def sync_cmd(runs, params_file):
     """Replay the local tracking records (runs/<run>/tracking) into MLflow: no duplicate runs or steps. A run
     without records (a clone after `dvc pull`) gets them rebuilt from its outputs first, and the analysis run
     from the results folder. A local store gets sqlite's full integrity check first."""
-    from oodcorr.credentials import mask_secrets
+    from oodcorr.core.credentials import mask_secrets
     from oodcorr.tracking.mirror import TRACK_DIR, record_dir, sync
     from oodcorr.tracking.store import check_store, enabled, tracking_uri
 

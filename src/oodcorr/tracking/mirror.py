@@ -25,8 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from oodcorr import io, rundir
-from oodcorr.credentials import mask_secrets
+from oodcorr.core import io
+from oodcorr.core.credentials import mask_secrets
+from oodcorr.records import rundir
 from oodcorr.settings.project import Project
 from oodcorr.tracking import store as tracking
 from oodcorr.tracking.experiments import COLOR_TAG, EXP_TAG
@@ -151,7 +152,7 @@ class Mirror:
         if self.uri in _DOWN:
             _mark_pending(self.project, self.run)
             return None
-        from oodcorr.errors import UserError
+        from oodcorr.core.errors import UserError
 
         try:
             self._push()

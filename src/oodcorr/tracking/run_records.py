@@ -13,23 +13,23 @@ import json
 import re
 import time
 
-from oodcorr import io
-from oodcorr.rundir import METRICS_FILE
+from oodcorr.core import io
+from oodcorr.records.rundir import METRICS_FILE
 
 EVAL_NAMES = ("accuracy", "macro_f1", "f1_non_entailment")  # per testset; slices: accuracy and the table's metrics
-F1_SHORT = {"macro_f1": "f1", "f1_non_entailment": "f1_non"}  # the other metrics' short names: oodcorr.metrics
+F1_SHORT = {"macro_f1": "f1", "f1_non_entailment": "f1_non"}  # the other metrics' short names: oodcorr.stats.metrics
 LOCAL_SUFFIX = "_real"  # the built-in local copies (registry.REAL) drop it in metric keys when unambiguous
 
 
 def _extra() -> tuple[str, ...]:
-    from oodcorr.metrics import METRICS
+    from oodcorr.stats.metrics import METRICS
 
     return tuple(m for m in METRICS if m != "accuracy")
 
 
 def short_metric(name: str) -> str:
-    """A metric's name in MLflow keys: `short` of oodcorr.metrics.METRICS (acc, bm, ...), or of the F1s."""
-    from oodcorr.metrics import METRICS
+    """A metric's name in MLflow keys: `short` of oodcorr.stats.metrics.METRICS (acc, bm, ...), or of the F1s."""
+    from oodcorr.stats.metrics import METRICS
 
     return METRICS[name].short if name in METRICS else F1_SHORT.get(name, name)
 
@@ -78,8 +78,8 @@ def checkpoint_times(train_records: list[dict], steps: list[int]) -> dict[int, i
 
 
 def eval_records(rows: list[dict], stamps: dict[int, int]) -> list[dict]:
-    """The eval metric records of metrics.jsonl rows: accuracy, the F1s and every metric of oodcorr.metrics.METRICS
-    the rows hold (NaN values, e.g. an empty slice or one gold class, skipped)."""
+    """The eval metric records of metrics.jsonl rows: accuracy, the F1s and every metric of
+    oodcorr.stats.metrics.METRICS the rows hold (NaN values, e.g. an empty slice or one gold class, skipped)."""
     records, extra = [], _extra()
     short = short_testsets(r["testset"] for r in rows)
     for r in rows:
@@ -112,7 +112,7 @@ def predictions_artifact(folder) -> dict:
 def rebuild(params: dict, run: str) -> bool:
     """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
     Needs run.json with its tracking identity (written by training); returns False otherwise."""
-    from oodcorr.rundir import (
+    from oodcorr.records.rundir import (
         META_FILE,
         checkpoint_dirs,
         checkpoints_dir,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 STUDIES = "studies"
 VIEWS = Path("mlruns") / "studies"  # under the project's mlruns/: ignored by git, tracked by nothing

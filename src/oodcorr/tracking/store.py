@@ -38,8 +38,8 @@ HTTP_DEFAULTS = {
 
 def bound_http_waits() -> None:
     """Before any call to a tracking server: bounded waits, and log records (urllib3's retries name the request
-    with its query) masked (oodcorr.credentials)."""
-    from oodcorr.credentials import mask_logging
+    with its query) masked (oodcorr.core.credentials)."""
+    from oodcorr.core.credentials import mask_logging
 
     mask_logging()
     for key, value in HTTP_DEFAULTS.items():
@@ -85,7 +85,7 @@ def ensure_store(uri: str) -> None:
         return
     import fcntl
 
-    from oodcorr import io
+    from oodcorr.core import io
 
     db.parent.mkdir(parents=True, exist_ok=True)
     with open(db.parent / f".{db.name}.lock", "a") as lock:
@@ -138,7 +138,7 @@ def store_state(db: Path, full: bool | None = None) -> str:
     integrity check, not only the page check (default: for a store up to FULL_CHECK_MAX_BYTES)."""
     import sqlite3
 
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     what = (
         "restore it from a backup, or move it away (mv {db} {db}.old) and run `oodcorr sync` to rebuild its "

@@ -19,8 +19,8 @@ import time
 
 import click
 
-from oodcorr.credentials import mask_secrets
-from oodcorr.errors import UserError
+from oodcorr.core.credentials import mask_secrets
+from oodcorr.core.errors import UserError
 
 START_TIMEOUT_S = 300  # a shared CPU can take minutes; a server that never answers is stopped then
 POLL_S = 0.25

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 
 def read_only_reason(db: Path) -> str | None:

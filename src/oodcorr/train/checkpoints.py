@@ -12,8 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from oodcorr.io import sha256_file
-from oodcorr.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
+from oodcorr.core.io import sha256_file
+from oodcorr.records.rundir import ADAPTER_FILE, META_FILE, checkpoint_dirs
 
 STATE_FILE = "training_state.json"  # written last: its presence marks a resumable checkpoint
 STATE_TENSORS = "training_state.safetensors"
@@ -44,7 +44,7 @@ def weights_sha256(d: Path) -> str:
 
 def stash_state(ckpt_dir: Path, step: int) -> None:
     """Move checkpoint-<step>'s training state into resume/checkpoint-<step> (with its weights' hash)."""
-    from oodcorr.io import atomic_dir, write_json
+    from oodcorr.core.io import atomic_dir, write_json
 
     src = ckpt_dir / f"checkpoint-{step}"
     if not (src / STATE_FILE).exists():
@@ -62,7 +62,7 @@ def restore_state(ckpt_dir: Path, step: int) -> bool:
     there (same hash), so training resumes from that checkpoint; False when there is none that fits."""
     import shutil
 
-    from oodcorr.io import atomic_path
+    from oodcorr.core.io import atomic_path
 
     kept, d = resume_dir(ckpt_dir) / f"checkpoint-{step}", ckpt_dir / f"checkpoint-{step}"
     try:
@@ -204,7 +204,7 @@ def missing_checkpoints(ckpt_dir: Path, steps, upto: int) -> list[int]:
 def save_checkpoint(model, ckpt_dir: Path, step: int, meta: dict, state: dict | None, run=None) -> Path:
     """Atomically write checkpoint-<step>; the training state lives in the newest checkpoint, older ones' are
     put away (put_away_state)."""
-    from oodcorr.io import atomic_dir, honour_umask_tree, write_json
+    from oodcorr.core.io import atomic_dir, honour_umask_tree, write_json
 
     target = ckpt_dir / f"checkpoint-{step}"
     with atomic_dir(target) as tmp:

@@ -7,7 +7,7 @@ import contextlib
 import math
 import os
 
-from oodcorr.rundir import checkpoint_dirs
+from oodcorr.records.rundir import checkpoint_dirs
 from oodcorr.settings import environment
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
@@ -45,7 +45,7 @@ def make_optimizer(params, run: RunSettings, device: str | None):
     import torch
 
     if run.optimizer == "paged_adamw_8bit":
-        from oodcorr.errors import UserError
+        from oodcorr.core.errors import UserError
 
         if not str(device or "").startswith("cuda"):
             raise UserError(f"params: runs.{run.run}.optim: paged_adamw_8bit needs a CUDA GPU; use adamw")
@@ -91,7 +91,7 @@ def train_loop(
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
-    from oodcorr import distributed
+    from oodcorr.modeling import distributed
 
     total = len(plan)
     seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
@@ -183,7 +183,7 @@ def train_loop(
 
 
 def _diverged(run: RunSettings, step: int, lr: float, what: str) -> None:
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     raise UserError(
         f"run {run.run}: training diverged at step {step} (lr {lr:.3g}): {what}; lower the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 
 def sample_shots(pool: list[dict], shots: int, sampling: str, data_seed: int) -> list[dict]:

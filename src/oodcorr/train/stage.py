@@ -2,7 +2,7 @@
 with checkpoints on a schedule (step 0 = the untouched base), resumable after a kill (bit-identical on
 CPU), tracked in one MLflow run.
 
-Layout: runs/<run>/run.json and runs/<run>/checkpoints/checkpoint-<step>/ (see oodcorr.rundir).
+Layout: runs/<run>/run.json and runs/<run>/checkpoints/checkpoint-<step>/ (see oodcorr.records.rundir).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import shutil
 
 import click
 
-from oodcorr import rundir
-from oodcorr.rundir import checkpoint_dirs, read_run_json
+from oodcorr.records import rundir
+from oodcorr.records.rundir import checkpoint_dirs, read_run_json
 from oodcorr.settings.project import Project
 from oodcorr.settings.run_settings import RunSettings
 from oodcorr.train.checkpoints import has_state, missing_checkpoints, put_away_state, resume_dir, resume_point
@@ -33,7 +33,7 @@ def identity(config: dict | None) -> dict | None:
 
 
 def load_pool(project: Project, name: str) -> list[dict]:
-    from oodcorr.prepared import load_prepared, prepared_dir
+    from oodcorr.records.prepared import load_prepared, prepared_dir
 
     return load_prepared(prepared_dir(project), name)
 
@@ -47,7 +47,7 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
     """Train (or resume, or skip when finished) one run; returns its run.json content (plus the MLflow run id,
     which is kept out of run.json: it differs per machine and run.json is DVC-tracked). One process per run:
     a second one is refused with one line, before it touches anything."""
-    from oodcorr import locks
+    from oodcorr.core import locks
     from oodcorr.train.mlflow_log import run_label
 
     run = RunSettings.from_params(params, run_key)  # every value check (e.g. lr NaN) before anything is touched
@@ -61,8 +61,9 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
 
 def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None, label: tuple) -> dict:
     """train_run's work, from the settings it resolved once (no params: every value is in `run` or `project`)."""
-    from oodcorr import distributed, io
-    from oodcorr.io import write_json
+    from oodcorr.core import io
+    from oodcorr.core.io import write_json
+    from oodcorr.modeling import distributed
     from oodcorr.modeling.prompts import check_pattern
     from oodcorr.tracking import mirror
 

@@ -4,7 +4,7 @@ METRICS maps a name to a Metric: its per-item score function over a predictions 
 columns or a DataFrame with `label`, `prediction`, `logp_entailment`, `logp_non_entailment`), the
 prediction columns it needs, whether a constant shift of the log-odds (an answer bias) leaves it
 unchanged, whether higher is better, and how a testset's value comes from its items' scores
-(oodcorr.aggregate: mean, class-balanced mean, or AUC). Diagnostic metrics (yes_rate) are written and
+(oodcorr.stats.aggregate: mean, class-balanced mean, or AUC). Diagnostic metrics (yes_rate) are written and
 plotted but not offered as `analyze.metric`.
 The click choice of `oodcorr analyze --metric`, the params check of `analyze.metric`, the reliability
 table and the MLflow metric names (`short`) all come from this table: adding a metric is one entry plus
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oodcorr.aggregate import gold_entailment as _gold_entailment
-from oodcorr.aggregate import log_odds, values
-from oodcorr.errors import UserError, closest
+from oodcorr.core.errors import UserError, closest
+from oodcorr.stats.aggregate import gold_entailment as _gold_entailment
+from oodcorr.stats.aggregate import log_odds, values
 
 LOGP = ("logp_entailment", "logp_non_entailment")
 
@@ -31,7 +31,7 @@ class Metric:
     bias_invariant: bool  # unchanged by a constant shift of log p(entailment) - log p(non_entailment)
     short: str  # its name in MLflow metric keys (`<short>/<testset>`): short enough for a chart title
     higher_is_better: bool = True
-    aggregate: str = "mean"  # oodcorr.aggregate.AGGREGATES: mean | balanced | auc
+    aggregate: str = "mean"  # oodcorr.stats.aggregate.AGGREGATES: mean | balanced | auc
     diagnostic: bool = False  # written, logged and plotted; not a choice of analyze.metric
 
 

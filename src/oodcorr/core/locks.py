@@ -10,7 +10,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 LOCKS = Path(".oodcorr") / "locks"
 

@@ -191,7 +191,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
 def iter_json_objects(path, shown: str | None = None, prefix: str = ""):
     """(line number, object) for each non-blank line of a JSONL file; a line that is not a JSON object is a
     UserError naming `shown:line` (shown defaults to the path)."""
-    from oodcorr.errors import UserError
+    from oodcorr.core.errors import UserError
 
     shown = shown or str(path)
     with open(path, "rb") as f:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from oodcorr.aggregate import gold_entailment
-from oodcorr.errors import UserError
-from oodcorr.metrics import METRICS, item_scores
-from oodcorr.rundir import PREDICTIONS
+from oodcorr.core.errors import UserError
+from oodcorr.records.rundir import PREDICTIONS
+from oodcorr.stats.aggregate import gold_entailment
+from oodcorr.stats.metrics import METRICS, item_scores
 
 
 def _base(name: str) -> tuple[str, str | None]:

@@ -54,8 +54,8 @@ def write_bias_study(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from oodcorr.io import write_jsonl
-    from oodcorr.metrics import table_metrics
+    from oodcorr.core.io import write_jsonl
+    from oodcorr.stats.metrics import table_metrics
 
     eval_dir, rows = Path(eval_dir), []
     for i, step in enumerate(steps):

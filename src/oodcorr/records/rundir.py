@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 from oodcorr.settings.project import Project
 
 RUNS = "runs"

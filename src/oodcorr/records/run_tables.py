@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oodcorr.errors import UserError, closest
-from oodcorr.metrics import METRICS
-from oodcorr.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
+from oodcorr.core.errors import UserError, closest
+from oodcorr.records.rundir import RUN_JSON, metrics_file, run_dir, runs_root, tracking_dir
 from oodcorr.settings.project import Project
+from oodcorr.stats.metrics import METRICS
 
 REQUIRED = ("run", "model", "train_set", "shots", "seed", "step", "testset", "accuracy")
 META = ("model", "train_set", "shots", "seed", "id_testset")
@@ -66,7 +66,7 @@ def load_metrics(files, slices: bool = False):
     pseudo-testset named "<testset>[<slice>]" (an extra OOD series in the same analysis)."""
     import pandas as pd
 
-    from oodcorr.io import iter_json_objects
+    from oodcorr.core.io import iter_json_objects
 
     rows, empty = [], []
     for path in map(Path, files):

@@ -3,7 +3,7 @@ for them: the built-in model names, the default prompt pattern and verbaliser, t
 
 from __future__ import annotations
 
-from oodcorr.errors import UserError
+from oodcorr.core.errors import UserError
 
 SMOLLM2 = "smollm2-135m"
 GEMMA3 = "gemma3-270m"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oodcorr import io
-from oodcorr.errors import UserError
+from oodcorr.core import io
+from oodcorr.core.errors import UserError
 from oodcorr.settings.names import check_name, inside
 from oodcorr.settings.project import Project, scored_testsets  # noqa: F401
 
