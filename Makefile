@@ -53,6 +53,10 @@ lint: $(STAMP)
 test-fast: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/pytest -q -m "not slow"
 
+# one group of benchmarks (bench/<group>/README.md says what each measures): make bench-stats, bench-speed, ...
+bench-%: $(STAMP)
+	$(VENV)/bin/python bench/run.py $*
+
 quickstart: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 $(VENV)/bin/dvc repro
 
@@ -66,7 +70,7 @@ slurm-down:
 clean-venv:
 	rm -rf $(VENV)
 
-# lm-evaluation-harness in its own environment, for bench/lmeval_side_by_side.py only (not a runtime dependency).
+# lm-evaluation-harness in its own environment, for bench/gpu/lmeval_side_by_side.py only (not a runtime dependency).
 # Same torch; transformers and peft pinned to the versions installed in $(VENV), so both load the model alike.
 LMEVAL_VENV ?= ../lmeval-venv
 lmeval-venv: $(LMEVAL_VENV)/.installed

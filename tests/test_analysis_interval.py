@@ -27,7 +27,7 @@ from oodcorr.stats.simulate import design_runs, irt_metrics_rows, irt_study
 from oodcorr.stats.verdicts import equivalent, noise_verdict, verdict
 from study_helpers import REPO, load_script
 
-_superseded = load_script(REPO / "bench" / "superseded.py")  # the earlier engines, kept for comparison
+_superseded = load_script(REPO / "bench" / "stats" / "superseded.py")  # the earlier engines, kept for comparison
 effective_dof, power = _superseded.effective_dof, _superseded.power
 
 

@@ -30,8 +30,8 @@ from oodcorr.stats.verdicts import noise_verdict
 from study_helpers import REPO, load_script
 
 # the earlier noise-corrected interval, kept in bench/ for comparison
-disattenuate = load_script(REPO / "bench" / "superseded.py").disattenuate
-disattenuated_ci = load_script(REPO / "bench" / "superseded.py").disattenuated_ci
+disattenuate = load_script(REPO / "bench" / "stats" / "superseded.py").disattenuate
+disattenuated_ci = load_script(REPO / "bench" / "stats" / "superseded.py").disattenuated_ci
 
 OOD = ["hans", "anli", "wnli"]
 SIGMA = np.array([[1, 0.6, 0.0], [0.6, 1, 0.0], [0.0, 0.0, 1]])

@@ -1,6 +1,6 @@
-"""bench/bad_inputs.py's cases as tests: the cases marked `fast` (one per finding of the fault campaign) run
+"""bench/bad_inputs/bad_inputs.py's cases as tests: the cases marked `fast` (one per finding of the fault campaign) run
 against one finished tiny project; each must end in one clean error line (or the correct behaviour) with
-nothing else changed. The whole bench (~300 cases): `python bench/bad_inputs.py`."""
+nothing else changed. The whole bench (~300 cases): `python bench/bad_inputs/bad_inputs.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from study_helpers import REPO, load_script
 
 pytestmark = pytest.mark.slow
-bench = load_script(REPO / "bench" / "bad_inputs.py")
+bench = load_script(REPO / "bench" / "bad_inputs" / "bad_inputs.py")
 FAST = [c for c in bench.CASES if c.fast]
 
 

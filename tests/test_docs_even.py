@@ -1,5 +1,5 @@
-"""docs/statistics-reference.md's tables of the even-weight estimate are the ones bench/even_resample.py makes from the
-committed results, its all-items reference is the committed study's own row, and the pages' r_even numbers for
+"""docs/statistics-reference.md's tables of the even-weight estimate are the ones bench/stats/even_resample.py makes
+from the committed results, its all-items reference is the committed study's own row, and the pages' r_even numbers for
 studies/twofamily are those in its tables."""
 
 import importlib.util
@@ -15,7 +15,7 @@ MODELS = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("even_resample", REPO / "bench" / "even_resample.py")
+    spec = importlib.util.spec_from_file_location("even_resample", REPO / "bench" / "stats" / "even_resample.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -38,7 +38,7 @@ def _cell(r) -> str:
 
 
 def test_the_reference_and_the_pages_are_the_committed_study():
-    res = json.loads((REPO / "bench" / "results" / "even_resample.json").read_text())
+    res = json.loads((REPO / "bench" / "stats" / "results" / "even_resample.json").read_text())
     pooled = pd.read_csv(RESULTS / "pooled_seeds.csv").query(
         "method == 'linear' and testset_a == 'scitail_real' and testset_b == 'snli_real'"
     )
@@ -62,7 +62,7 @@ def test_the_reference_and_the_pages_are_the_committed_study():
 def test_on_real_items_the_even_estimate_holds_where_the_likelihood_drifts():
     """The statements beside the table: with half the OOD items, r_even's median stays within 0.05 of its
     all-items value in both families and its interval holds it in every draw."""
-    res = json.loads((REPO / "bench" / "results" / "even_resample.json").read_text())
+    res = json.loads((REPO / "bench" / "stats" / "results" / "even_resample.json").read_text())
     for name, fam in res["families"].items():
         d = fam["designs"]["SciTail, SNLI halved"]["summary"]
         assert abs(d["even"]["median_r"] - fam["all_items"]["even"][0]) < 0.05, name

@@ -1,5 +1,5 @@
-"""docs/statistics-reference.md's ID-control table is the one bench/id_control.py prints from its committed results, and
-that results file says what the docs claim: the smoothed control removes the observed control's bias on the
+"""docs/statistics-reference.md's ID-control table is the one bench/stats/id_control.py prints from its committed
+results, and that results file says what the docs claim: the smoothed control removes the observed control's bias on the
 `curve` simulator."""
 
 import json
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "stats"))
 
 import id_control  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""docs/statistics-reference.md's ID-smoother table is the one bench/id_smoother.py prints from its committed
+"""docs/statistics-reference.md's ID-smoother table is the one bench/stats/id_smoother.py prints from its committed
 results, and those results say what the docs claim of them."""
 
 import json
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "stats"))
 
 import id_smoother  # noqa: E402
 

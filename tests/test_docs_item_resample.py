@@ -1,4 +1,4 @@
-"""docs/statistics-reference.md's table of the interval on the study's own items is the one bench/item_resample.py
+"""docs/statistics-reference.md's table of the interval on the study's own items is the one bench/stats/item_resample.py
 makes from its committed results, and the statements beside it follow from those results."""
 
 import importlib.util
@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("item_resample", REPO / "bench" / "item_resample.py")
+    spec = importlib.util.spec_from_file_location("item_resample", REPO / "bench" / "stats" / "item_resample.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -61,7 +61,7 @@ def test_readme_and_the_study_page_quote_the_half_item_draws():
 
 
 def test_the_why_bullets_are_the_noise_check_results():
-    res = json.loads((REPO / "bench" / "results" / "real_noise_check.json").read_text())
+    res = json.loads((REPO / "bench" / "stats" / "results" / "real_noise_check.json").read_text())
     text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     lo, hi = res["split_half_range"]
     assert f"difference is {lo:.2f}–{hi:.2f} of what the analysis estimates" in text
@@ -84,7 +84,7 @@ def test_the_why_bullets_are_the_noise_check_results():
 
 
 def test_the_drift_is_there_seed_by_seed():
-    res = json.loads((REPO / "bench" / "results" / "item_resample_id512.json").read_text())
+    res = json.loads((REPO / "bench" / "stats" / "results" / "item_resample_id512.json").read_text())
     rise = [res["per_seed_median_r"][k] - v[0] for k, v in res["reference_per_seed"].items()]
     text = " ".join((REPO / "docs" / "statistics-reference.md").read_text().split())
     assert (
@@ -98,7 +98,7 @@ def test_the_drift_is_there_seed_by_seed():
 def test_the_misses_at_the_first_pass_sizes_come_with_a_shorter_length_scale():
     import numpy as np
 
-    res = json.loads((REPO / "bench" / "results" / "item_resample.json").read_text())
+    res = json.loads((REPO / "bench" / "stats" / "results" / "item_resample.json").read_text())
     ref = res["summary"]["gemma3-270m"]["reference"]["r"]
     rows = np.array([d["gemma3-270m"] for d in res["per_draw"]], float)
     held = (rows[:, 1] <= ref) & (ref <= rows[:, 2])

@@ -1,16 +1,18 @@
-"""docs/statistics-reference.md's coverage summary is the one in bench/results/noise_simulation.json (interval_grid)."""
+"""docs/statistics-reference.md's coverage summary is the one in bench/stats/results/noise_simulation.json
+(interval_grid)."""
 
 import json
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+STATS = REPO / "bench" / "stats" / "results"
 DOC = REPO / "docs" / "statistics-reference.md"
 SCENARIOS = ["independent", "smooth", "independent_small_id", "smooth_small_id", "smooth_small_id_answer_bias"]
 
 
 def test_coverage_summary_matches_the_results_file():
-    grid = json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]
+    grid = json.loads((STATS / "noise_simulation.json").read_text())["interval_grid"]
     text = DOC.read_text().split("### Measured: coverage over the design grid")[1]
     rows = re.findall(r"^\| [^|]+ \| ([\d.–/ ]+) \| (\d+) / (\d+) \| (0\.\d+) \|$", text, re.M)[:5]
     assert len(rows) == 5 and f"--reps {grid['replicates']}" in text
@@ -28,7 +30,7 @@ def test_coverage_summary_matches_the_results_file():
 
 
 def test_interval_variants_table_matches_its_results_file():
-    res = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
+    res = json.loads((STATS / "interval_variants.json").read_text())
     text = DOC.read_text().split("Counts over the same 240 cells:")[1]
     rows = re.findall(
         r"^\| [^|]+ \| (\d+) of (\d+) \| (\d+) / (\d+) \| "
@@ -52,7 +54,7 @@ def test_interval_variants_table_matches_its_results_file():
             )
         ) + (f"{j['lowest']:.3f}",)
     # the current interval's row is the committed grid's
-    grid = json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"]
+    grid = json.loads((STATS / "noise_simulation.json").read_text())["interval_grid"]
     assert res["current"]["in_band"] == sum(bool(c["in_target"]) for c in grid["cells"])
     checks = res["small_sample_check"]
     indep = [c for c in checks if c["phi"] == 0]
@@ -64,7 +66,7 @@ def test_interval_variants_table_matches_its_results_file():
 
 
 def test_interval_cell_diagnosis_table_matches_its_results_file():
-    results = json.loads((REPO / "bench" / "results" / "interval_variants.json").read_text())
+    results = json.loads((STATS / "interval_variants.json").read_text())
     res = results["cell_diagnosis"]
     doc = (REPO / "docs" / "statistics-reference.md").read_text()
     text = doc.split("| misses below / above |")[1].split("\n\n")[0]
@@ -96,9 +98,7 @@ def test_interval_cell_diagnosis_table_matches_its_results_file():
     # the diagnosis draws are the grid's: its misses are the committed grid cell's coverage
     grid = {
         (c["scenario"], c["checkpoints"], c["items"], c["rho"]): c
-        for c in json.loads((REPO / "bench" / "results" / "noise_simulation.json").read_text())["interval_grid"][
-            "cells"
-        ]
+        for c in json.loads((STATS / "noise_simulation.json").read_text())["interval_grid"]["cells"]
     }
     for c in res:
         g = grid[(c["scenario"], c["checkpoints"], c["items"], c["rho"])]

@@ -1,4 +1,4 @@
-"""The held-out fault campaign's findings, one test per finding (bench/bad_inputs.py runs ~190 such cases as
+"""The held-out fault campaign's findings, one test per finding (bench/bad_inputs/bad_inputs.py runs ~190 such cases as
 real commands): nothing a user wrote is deleted, nothing injected through a run key, one line per bad input."""
 
 from __future__ import annotations

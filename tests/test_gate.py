@@ -84,7 +84,7 @@ def test_the_report_says_how_far_a_silenced_family_fell_and_what_would_lift_it(t
 def test_docs_gate_table_is_the_results_file():
     from study_helpers import REPO, load_script
 
-    bench = load_script(REPO / "bench" / "gate_rule.py")
+    bench = load_script(REPO / "bench" / "stats" / "gate_rule.py")
     text = (REPO / "docs" / "statistics-reference.md").read_text()
     inside = text.split("<!-- gate_rule:start -->\n", 1)[1].split("<!-- gate_rule:end -->", 1)[0]
     assert inside == bench.table()

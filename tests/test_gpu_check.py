@@ -1,4 +1,4 @@
-"""bench/gpu_check.py on the CPU (`--cpu-smoke`: the same code with tiny shapes): every field of the JSON is
+"""bench/gpu/gpu_check.py on the CPU (`--cpu-smoke`: the same code with tiny shapes): every field of the JSON is
 there, the OOM back-off runs, nothing absent on a bare GPU machine (mlflow, dvc, pandas, ...) is loaded,
 and the random-weight builder gives the architecture it claims (tied heads, same weights nf4 / 16-bit)."""
 
@@ -15,7 +15,7 @@ import pytest
 from study_helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "bench" / "gpu_check.py"
+SCRIPT = ROOT / "bench" / "gpu" / "gpu_check.py"
 bnb = pytest.importorskip("bitsandbytes")
 
 TRAIN_FIELDS = {

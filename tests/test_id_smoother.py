@@ -16,7 +16,7 @@ from oodcorr.stats import gp_smooth as G
 from oodcorr.stats.gp_model import KERNELS
 from study_helpers import REPO, load_script
 
-VARIANTS = load_script(REPO / "bench" / "id_smoother_variants.py")  # smoothers measured, not adopted
+VARIANTS = load_script(REPO / "bench" / "stats" / "id_smoother_variants.py")  # smoothers measured, not adopted
 
 
 def _reml(x, Vx, t, kernel, s2, ell):

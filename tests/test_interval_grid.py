@@ -1,5 +1,5 @@
-"""bench/interval_grid.py: its generator's rho is the noise-free partial correlation, --quick runs, and the tables in
-docs/statistics-reference.md are what --markdown prints from the committed results file."""
+"""bench/stats/interval_grid.py: its generator's rho is the noise-free partial correlation, --quick runs, and the tables
+in docs/statistics-reference.md are what --markdown prints from the committed results file."""
 
 import importlib.util
 import json
@@ -15,7 +15,7 @@ START, END = "<!-- interval_grid:start -->", "<!-- interval_grid:end -->"
 
 @pytest.fixture(scope="module")
 def grid():
-    spec = importlib.util.spec_from_file_location("interval_grid", REPO / "bench" / "interval_grid.py")
+    spec = importlib.util.spec_from_file_location("interval_grid", REPO / "bench" / "stats" / "interval_grid.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["interval_grid"] = mod
     spec.loader.exec_module(mod)

@@ -188,8 +188,8 @@ def test_residual_noise_is_the_item_noise_left_after_the_intercept_and_the_id_sl
 def test_docs_planned_reliability_table_matches_its_results_file():
     from study_helpers import REPO, load_script
 
-    bench = load_script(REPO / "bench" / "plan_reliability_check.py")
-    result = json.loads((REPO / "bench" / "results" / "plan_reliability_check.json").read_text())
+    bench = load_script(REPO / "bench" / "planner" / "plan_reliability_check.py")
+    result = json.loads((REPO / "bench" / "planner" / "results" / "plan_reliability_check.json").read_text())
     assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
     for c in result["cases"]:  # each planned value is the planner's formula at the recorded design
         for r in c["rows"]:
@@ -328,8 +328,8 @@ def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypat
 def test_docs_power_check_table_matches_its_results_file():
     from study_helpers import REPO, load_script
 
-    bench = load_script(REPO / "bench" / "plan_power_check.py")
-    result = json.loads((REPO / "bench" / "results" / "plan_power_check.json").read_text())
+    bench = load_script(REPO / "bench" / "planner" / "plan_power_check.py")
+    result = json.loads((REPO / "bench" / "planner" / "results" / "plan_power_check.json").read_text())
     assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
     for c in result["cells"]:  # the planner's prediction is the one the bench recorded
         noise = kernel_share(c["checkpoints"], c["ell"]) * (1 - c["reliability"]) / c["reliability"]
@@ -377,7 +377,7 @@ def test_the_expected_likelihood_ratio_is_the_divergence_to_the_nearest_null_mod
 
 def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(tmp_path, monkeypatch):
     """The prediction was checked within 0.04 of the simulated power where each of >= 3 seeds carries >= 5
-    effectively independent checkpoints (bench/results/plan_power_check.json); on smoother curves (length-scale
+    effectively independent checkpoints (bench/planner/results/plan_power_check.json); on smoother curves (length-scale
     0.4: about 4.5 per seed) and with one seed it ran up to 0.07 high, and the plan says so, in the params fragment
     too."""
     from oodcorr.planner.budget import CHECKED_NEFF, prediction_caveat
@@ -393,7 +393,7 @@ def test_a_design_outside_the_checked_regime_says_so_and_asks_for_a_simulation(t
     assert d["caveat"] in res.output and f"# {d['caveat']}" in out.read_text()
     from study_helpers import REPO
 
-    result = json.loads((REPO / "bench" / "results" / "plan_power_check.json").read_text())
+    result = json.loads((REPO / "bench" / "planner" / "results" / "plan_power_check.json").read_text())
     for c in result["cells"]:  # the regime's bounds are the check's
         inside = not prediction_caveat({"checkpoints": c["checkpoints"], "seeds": c["seeds"]}, c["ell"])
         if c["rho"] and inside:
@@ -413,10 +413,11 @@ def test_docs_plan_vs_grid_table_matches_its_results_file():
     is the planner's for what the interval reported in that cell."""
     from study_helpers import REPO, load_script
 
-    bench = load_script(REPO / "bench" / "plan_vs_grid.py")
-    result = json.loads((REPO / "bench" / "results" / "plan_vs_grid.json").read_text())
+    bench = load_script(REPO / "bench" / "planner" / "plan_vs_grid.py")
+    result = json.loads((REPO / "bench" / "planner" / "results" / "plan_vs_grid.json").read_text())
     assert bench.markdown(result) in (REPO / "docs" / "statistics-reference.md").read_text()
-    grid = {c["key"]: c for c in json.loads((REPO / "bench" / "results" / "interval_grid.json").read_text())["cells"]}
+    grid_file = REPO / "bench" / "stats" / "results" / "interval_grid.json"
+    grid = {c["key"]: c for c in json.loads(grid_file.read_text())["cells"]}
     for row in result["rows"][::17]:
         assert bench.predict(grid[row["key"]])["predicted"] == pytest.approx(row["predicted"], abs=1e-6)
     smooth = [s for s in result["summary"] if s["dependence"].startswith("gp") and s["seeds"] != "1"]

@@ -1,6 +1,6 @@
 """docs/studies.md's and the README's account of the SICK study are its committed tables and plan outputs: the
-first pass's table is what bench/study_table.py prints from its tables, its reliabilities fall short as the page
-says, the re-plan's numbers are those in bench/results, and the study's findings are what its tables say."""
+first pass's table is what bench/studies/study_table.py prints from its tables, its reliabilities fall short as the page
+says, the re-plan's numbers are those in bench/planner/results, and the study's findings are what its tables say."""
 
 from pathlib import Path
 
@@ -15,7 +15,7 @@ STUDY = REPO / "studies" / "sick"
 
 
 def _mod():
-    return load_script(REPO / "bench" / "study_table.py")
+    return load_script(REPO / "bench" / "studies" / "study_table.py")
 
 
 def _table(name: str) -> str:
@@ -41,8 +41,8 @@ def test_the_first_pass_table_and_its_shortfall_are_its_tables():
 
 def test_the_replan_is_the_committed_plan_output():
     flat = " ".join(_page("docs/studies.md").split())
-    plan = (REPO / "bench" / "results" / "sick_replan.txt").read_text()
-    r05 = (REPO / "bench" / "results" / "sick_replan_r05.txt").read_text()
+    plan = (REPO / "bench" / "planner" / "results" / "sick_replan.txt").read_text()
+    r05 = (REPO / "bench" / "planner" / "results" / "sick_replan_r05.txt").read_text()
     assert "--pilot studies/sick-first-pass" in plan and "--trained-seeds 2" in plan
     assert (
         "design: 4 seeds x 17 checkpoints, 1024 ID items, 512 items per OOD testset, 2 run(s) per seed: 11.0 h"
@@ -55,7 +55,7 @@ def test_the_replan_is_the_committed_plan_output():
         "1,024 MNLI dev items and 512 per OOD testset: 11.0 h, predicted power 0.92 at |r| = 0.8 (median pair "
         "reliability 0.56) and 0.48 at |r| = 0.5"
     ) in flat
-    now = (REPO / "bench" / "results" / "sick_replan_now.txt").read_text()
+    now = (REPO / "bench" / "planner" / "results" / "sick_replan_now.txt").read_text()
     assert "--pilot studies/sick-first-pass" in now and "--trained-seeds 2" in now
     assert (
         "design: 3 seeds x 17 checkpoints, 2000 ID items, 512 items per OOD testset, 2 run(s) per seed: 10.9 h"
@@ -66,7 +66,7 @@ def test_the_replan_is_the_committed_plan_output():
         "chooses 3 seeds × 17 checkpoints, 2,000 MNLI dev items and 512 per OOD testset: 10.9 h, 0.99 at |r| = "
         "0.8, SNLI the least reliable testset at 0.51 in one family"
     ) in page
-    frag = yaml.safe_load((REPO / "bench" / "results" / "sick_replan.yaml").read_text())
+    frag = yaml.safe_load((REPO / "bench" / "planner" / "results" / "sick_replan.yaml").read_text())
     assert frag["data"]["max_examples"] == 512 and frag["data"]["testsets"]["mnli_real"]["max_examples"] == 1024
 
 
@@ -83,8 +83,8 @@ def test_the_readme_names_the_probes_that_chose_sick():
 
 
 def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
-    """All 8 runs are in: the README's and docs/studies.md's tables are what bench/study_table.py prints from the
-    committed tables, the reliabilities, the rank version and how often the interval was defined are stated as
+    """All 8 runs are in: the README's and docs/studies.md's tables are what bench/studies/study_table.py prints from
+    the committed tables, the reliabilities, the rank version and how often the interval was defined are stated as
     they are, and nothing says the study is still running."""
     mod = _mod()
     readme, studies = _page("README.md"), _page("docs/studies.md")

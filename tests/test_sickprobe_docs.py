@@ -23,7 +23,7 @@ def test_the_page_states_the_probe_as_its_tables_and_plan_say():
     fitted = pd.concat([pairs["rel_a"], pairs["rel_b"]])
     assert f"fitted reliabilities are {fitted.min():.2f}–{fitted.max():.2f}" in page
     assert ((pairs["ci2_low"] < 0) & (pairs["ci2_high"] > 0)).all() and (pairs["ci2_high"] - pairs["ci2_low"] > 1).all()
-    plan = (REPO / "bench" / "results" / "sickprobe_plan.txt").read_text()
+    plan = (REPO / "bench" / "planner" / "results" / "sickprobe_plan.txt").read_text()
     assert "reliability at full size: scitail_real 0.90, sick 0.97, snli_real 0.97 (kept >= 0.5: 3)" in plan
     assert "6 seeds x 17 checkpoints, 256 ID items, 256 items per OOD testset, 2 run(s) per seed: 11.5 h" in plan
     assert "expected power 0.96 at |r| = 0.8" in plan and "needs a budget of 7.5 h" in plan

@@ -7,7 +7,7 @@ from study_helpers import REPO, load_script
 
 RESULTS = REPO / "studies" / "twofamily" / "results"
 MODELS = {"gemma3-270m": "Gemma", "smollm2-135m": "SmolLM2"}
-_cell = load_script(REPO / "bench" / "study_table.py")._cell  # a row's r and interval, as the pages quote them
+_cell = load_script(REPO / "bench" / "studies" / "study_table.py")._cell  # a row's r and interval, as pages quote them
 
 
 def test_the_pages_state_the_committed_intervals_and_verdicts():
@@ -27,7 +27,7 @@ def test_the_pages_state_the_committed_intervals_and_verdicts():
         assert line.rstrip().endswith(f"| {verdicts[v]} |"), line
     assert cons.loc[("scitail_real", "snli_real"), "verdict"] == "consistent_positive"
     assert "**same sign, positive**" in readme
-    table = load_script(REPO / "bench" / "study_table.py")
+    table = load_script(REPO / "bench" / "studies" / "study_table.py")
     findings = table.findings(["twofamily", "sick"])  # the README's one table of the saved studies' findings
     assert findings in readme
     assert all(f"| twofamily {row}" in findings for row in table.across("twofamily").splitlines()[2:])

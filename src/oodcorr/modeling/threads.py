@@ -1,6 +1,6 @@
 """CPU thread policy for the stages. torch's default (one intra-op thread per core) collapses when another
 process keeps a core busy: every parallel region waits for the thread that shares the busy core (measured by
-bench/threads.py: evaluation ~15x slower on a 2-core machine). The policy counts the cores that are free
+bench/speed/threads.py: evaluation ~15x slower on a 2-core machine). The policy counts the cores that are free
 right now and uses that many threads.
 
   OODCORR_THREADS=<n>|auto   (environment; wins)

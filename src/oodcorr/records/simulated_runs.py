@@ -93,7 +93,7 @@ def write_bias_study(
 
 
 # ----------------------------------------------------------------------------- design grid (vectorised)
-# The interval's coverage grid (bench/noise_simulation.py): many runs of one design at once.
+# The interval's coverage grid (bench/stats/noise_simulation.py): many runs of one design at once.
 #   deviations D_jt (j = A, B): AR(1) over checkpoints with lag-1 autocorrelation phi (0: independent
 #   checkpoints; 0.8: the smooth trajectories fine-tuning produces), unit variance, innovations correlated rho
 #   between A and B, so the population partial correlation of the noise-free scores given noise-free ID is rho.

@@ -127,7 +127,7 @@ def design_curve(
     the power is the chance that the statistic, noncentral chi-square on 1 df with noncentrality the expected
     statistic (lr_noncentrality, which scales with the copies), passes that cut. (A noncentral t on df, the
     t-test's own power, ran 0.05-0.11 high on one seed of smooth curves, where df is about 1 and the statistic's
-    tail is not the t's: bench/plan_vs_grid.py.) Also arrays se0 and se1 (expected-information
+    tail is not the t's: bench/planner/plan_vs_grid.py.) Also arrays se0 and se1 (expected-information
     standard errors of atanh(rho_hat) at 0 and at rho) and half (the interval's half-width on atanh rho at rho = 0:
     the square root of the likelihood-ratio cut times se0), for the consistent null. With `floor`, also gate:
     the chance that both fitted reliabilities reach it (gate_pass), so that the interval gives a verdict."""

@@ -5,7 +5,7 @@ the likelihood's fitted model (gp_interval).
 Why a second estimate. The likelihood weights each time scale of the residual trajectories by its signal-to-noise
 ratio. Where two testsets correlate more at one time scale than at another (or the fitted kernel misses the
 trajectories' shape), that weighting, and with it the estimate, moves with the number of items: on a real study
-(bench/item_resample.py) half the OOD items raised the likelihood's estimate by about 0.1 while this one stayed
+(bench/stats/item_resample.py) half the OOD items raised the likelihood's estimate by about 0.1 while this one stayed
 put. Its expectation does not depend on the items: per seed, with z = Q'y the residuals of the OLS on the smoothed
 ID series and Na, Nb, C their item-noise and ID-leak covariances,
 

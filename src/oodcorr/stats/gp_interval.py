@@ -16,7 +16,7 @@ upwards (+0.11 at a true 0, 5 seeds x 40 checkpoints, 128 ID items). So the kern
 3/2 or exponential), s2 and ell are chosen by the restricted likelihood summed over the seeds (id_kernel
 "shared", gp_smooth.smooth_ids): per seed the likelihood cannot tell rough from smooth, over seeds it can.
 A fixed kernel, "auto" (chosen per seed) and leak_grid (the leak's size by likelihood) are there to be measured
-(bench/id_smoother.py, with the smoothers of bench/id_smoother_variants.py; docs/statistics-reference.md).
+(bench/stats/id_smoother.py, with the smoothers of bench/stats/id_smoother_variants.py; docs/statistics-reference.md).
 
 Model, per seed (Q: an orthonormal basis of the residual space of OLS on [1, smoothed x], m = n - 2 columns):
 

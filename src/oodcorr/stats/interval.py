@@ -41,7 +41,7 @@ each end divided by A (Fisher's transform stabilises the variance of the attenua
 end passes +/-1 the interval becomes one-sided at that boundary (disattenuated_bounds): never zero width. Undefined
 (NaN, with a reason) where the effective sample is too small for any inference (n_eff - 3 - k < NEFF_MIN), a
 corrected residual variance is <= 0 (the trajectory is noise), or the ID series carries no signal beyond its noise.
-Coverage over a grid of simulated designs: bench/noise_simulation.py (docs/statistics-reference.md).
+Coverage over a grid of simulated designs: bench/stats/noise_simulation.py (docs/statistics-reference.md).
 """
 
 from __future__ import annotations

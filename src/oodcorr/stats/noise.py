@@ -17,7 +17,7 @@ carries item sampling noise. This module reads the per-example predictions the e
                   own noise, effective number of checkpoints for autocorrelated trajectories); r_disattenuated
                   is its point estimate. NaN + `unreliable:<testset>` where a split-half reliability is below
                   `reliability_min`, NaN + `ci2_undefined:<why>` where the interval is undefined. Coverage:
-                  bench/noise_simulation.py, docs/statistics-reference.md. the earlier ci2
+                  bench/stats/noise_simulation.py, docs/statistics-reference.md. the earlier ci2
                   (Fisher CI / sqrt(rel_a rel_b): independent checkpoints, exact ID), kept for that comparison,
                   as is the two-level bootstrap (ci2boot; two_level_boot/basic_ci).
   equivalent      ci2 inside +/- analyze.equivalence (two one-sided tests on the same interval).
@@ -185,7 +185,7 @@ def reliabilities(
 # ----------------------------------------------------------------------------- two-level bootstrap (comparison)
 # The analysis reports this interval as ci2boot (linear, rank) beside ci2 but decides nothing on it: the basic
 # interval below targets rho only to first order and under-covers under strong attenuation
-# (bench/noise_simulation.py measures both).
+# (bench/stats/noise_simulation.py measures both).
 
 
 def item_weights(n_items: int, n_boot: int, rng) -> np.ndarray:

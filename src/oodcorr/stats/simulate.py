@@ -1,4 +1,4 @@
-"""Simulated metrics.jsonl rows with a KNOWN residual correlation, for tests and bench/analysis_scale.py.
+"""Simulated metrics.jsonl rows with a KNOWN residual correlation, for tests and bench/speed/analysis_scale.py.
 
 Why: real evaluations cannot tell us the right answer. Here ID accuracy rises along a saturating curve,
 and each OOD testset is a (non-linear) function of ID plus noise; the noise of testsets A and B has a

@@ -122,7 +122,7 @@ def model_estimate(
     optim: str = OPTIMIZERS[0],
 ) -> tuple[dict, dict]:
     """(parameter counts, memory estimate) of a (meta-device) model: what `--dry-run` prints, and what
-    bench/gpu_check.py compares with the measured peak."""
+    bench/gpu/gpu_check.py compares with the measured peak."""
     counts = param_counts(model, targets, lora_r)
     mem = estimate_memory(
         model.config,

@@ -116,7 +116,7 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
 
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
-    # one busy core elsewhere must not stall every step (bench/threads.py); a resumed run keeps its count
+    # one busy core elsewhere must not stall every step (bench/speed/threads.py); a resumed run keeps its count
     n_threads = threads.apply(project, previous.get("threads") if same and previous else None)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
