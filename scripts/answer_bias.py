@@ -2,7 +2,7 @@
 """How much of each testset's accuracy trajectory is the model's answer bias, per run and testset, from the
 stored per-example predictions: the analysis' own diagnosis (oodcorr.analysis.answer_bias, which `oodcorr
 analyze` writes to results/answer_bias.csv) plus the plain correlation of accuracy with the share of "Yes"
-answers across checkpoints (the columns of docs/cpu-study/answer_bias.csv).
+answers across checkpoints (the columns of studies/cpu/answer_bias.csv).
 
     python scripts/answer_bias.py PROJECT [--out FILE.csv]
 

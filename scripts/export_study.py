@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Copy a finished study's outputs (what `dvc repro` wrote) into a folder that git can hold, e.g. docs/cpu-study:
+"""Copy a finished study's outputs (what `dvc repro` wrote) into a folder that git can hold, e.g. studies/cpu:
 
-    python scripts/export_study.py /path/to/project docs/cpu-study
+    python scripts/export_study.py /path/to/project studies/cpu
 
 Copied: params.yaml, dvc.lock, results/ (metrics, CSVs, report, figures, plots), and per run
 runs/<run>/eval/{summary.json,accuracy.csv} and runs/<run>/tracking/train.jsonl (the loss curve). Not copied:

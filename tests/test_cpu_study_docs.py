@@ -1,4 +1,4 @@
-"""The committed cpu study (docs/cpu-study): its tables regenerate from its CSVs, its params are the `cpu`
+"""The committed cpu study (studies/cpu): its tables regenerate from its CSVs, its params are the `cpu`
 preset's, and the numbers docs/cpu-study.md states are the ones in those CSVs."""
 
 import json
@@ -10,7 +10,7 @@ import yaml
 from study_helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "cpu-study"
+DOC = REPO / "studies" / "cpu"
 
 
 def test_tables_regenerate_from_the_committed_csvs():
@@ -92,10 +92,10 @@ def test_findings_recompute_from_the_per_run_correlations():
 
 def test_sizing_table_is_the_plans_power_mode():
     """The 'what it would take' table: checkpoints per run for 80 % power and this study's power, from
-    bench/superseded.py (the AR(1) approximation kept for comparison), and the preset's 9 checkpoints."""
+    bench/stats/superseded.py (the AR(1) approximation kept for comparison), and the preset's 9 checkpoints."""
     import re
 
-    superseded = load_script(REPO / "bench" / "superseded.py")
+    superseded = load_script(REPO / "bench" / "stats" / "superseded.py")
     checkpoints_for_power, power = superseded.checkpoints_for_power, superseded.power
     from oodcorr.study import load_preset
 

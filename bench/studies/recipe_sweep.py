@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The recipe sweep behind the `real` preset's training defaults (results: docs/recipe-sweep.md).
 
-    OMP_NUM_THREADS=1 python scripts/recipe_sweep.py --config B [--config A ...] [--scratch /tmp/oodcorr-sweep]
-    python scripts/recipe_sweep.py --report docs/recipe-sweep.md     # table from the recorded results
+    OMP_NUM_THREADS=1 python bench/studies/recipe_sweep.py --config B [--config A ...] [--scratch /tmp/oodcorr-sweep]
+    python bench/studies/recipe_sweep.py --report docs/recipe-sweep.md     # table from the recorded results
 
 Each config trains one run with oodcorr's own training code (`oodcorr.train.train_run`, the function behind
 `oodcorr train`) in a scratch project whose params are the `real` preset plus the config's overrides, keeping
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 BASE = {"batch_size": 8, "max_length": 128, "warmup_ratio": 0.1, "lora": {"r": 8, "alpha": 32, "dropout": 0.1}}
 # name -> (model, overrides). A = the issue's failed attempt (lr 1e-3, 40 steps, 64 shots, full vocab, attention).
