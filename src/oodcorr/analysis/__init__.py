@@ -11,9 +11,11 @@ and predictions; the statistics it computes with are in oodcorr.stats.
   outputs.py      the results folder: checked first, replaced atomically as a whole
   headline.py     results/metrics.json, the numbers `dvc metrics show` prints
   overview.py     the terminal summary and the report's first table
-  report.py       self-contained report.html
+  report.py       self-contained report.html: the values templates/report.html shows
   bottom_line.py  its opening "In short" list; report_noise.py its "Signal or noise?" section
-  html_parts.py   its CSS, number formats, tables and inline figures
+  html_parts.py   its number formats, table cells and inline figures, as values
+  templating.py   the Jinja2 environment (autoescaped) and its filters
+  templates/      the page: report.html and one template per section, report.css, _parts.html (tables, figures)
   plots.py        heatmaps, residual scatter grid, accuracy curves
   figure_parts.py the figures' shared pieces: names, labels, stars, titles, matplotlib (Agg)
   mlflow_log.py   the analysis' one MLflow run (log_to_mlflow)

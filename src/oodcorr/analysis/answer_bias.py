@@ -182,49 +182,33 @@ def yes_rate_figures(fig_dir, series: dict, steps: dict) -> dict[str, str]:
 
 
 def report_section(diag: pd.DataFrame, partials: pd.DataFrame, figures: dict, img, table) -> list[str]:
-    """The report's "Answer bias" section (img/table: the report's figure and table helpers)."""
+    """The report's "Answer bias" section (templates/answer_bias.html; img/table: the report's figure and table
+    helpers)."""
+    from oodcorr.analysis.templating import render
+
     if diag is None or not len(diag):
-        return [
-            "<h2>Answer bias</h2><p>Not assessed: the metrics files hold no yes_rate (written by an older "
-            "version; re-run <code>oodcorr evaluate</code>).</p>"
-        ]
+        return [render("answer_bias.html", assessed=False)]
     bf = str(diag["bias_free_metric"].iloc[0])
     flagged = (
         partials[partials.get("answer_bias", pd.Series(False, index=partials.index)).fillna(False).astype(bool)]
         if len(partials)
         else partials
     )
-    parts = [
-        "<h2>Answer bias</h2>",
-        "<p>A checkpoint that answers \"Yes\" more often loses accuracy on testsets with fewer gold \"Yes\" "
-        "than \"No\" and gains on the others, so accuracy residuals of two such testsets can correlate through "
-        f"the answer bias alone. <code>{bf}</code> is unchanged by such a bias. <b>r2_accuracy</b> is the share "
-        "of a testset's accuracy residual (after ID) that the share of \"Yes\" answers explains; "
-        f"<b>r2_bias_free</b> the same for {bf}. Pairs are flagged <code>answer_bias</code> where accuracy's "
-        f"partial r and {bf}'s disagree beyond their intervals, or the \"Yes\" share explains more than "
-        f"{R2_MOST:.0%} of both testsets' accuracy residuals: {len(flagged)} of {len(partials)} rows.</p>",
-    ]
-    parts.append(table(diag[diag["role"] == "ood"], [c for c in COLUMNS if c not in ("role", "bias_free_metric")]))
-    if len(flagged):
-        parts.append(
-            table(
-                flagged,
-                [
-                    "run",
-                    "method",
-                    "testset_a",
-                    "testset_b",
-                    "r",
-                    "ci_low",
-                    "ci_high",
-                    "r_accuracy",
-                    "ci_low_accuracy",
-                    "ci_high_accuracy",
-                ],
-            )
+    pair_cols = ["run", "method", "testset_a", "testset_b", "r", "ci_low", "ci_high"]
+    pair_cols += ["r_accuracy", "ci_low_accuracy", "ci_high_accuracy"]
+    return [
+        render(
+            "answer_bias.html",
+            assessed=True,
+            bf=bf,
+            r2_most=f"{R2_MOST:.0%}",
+            n_flagged=len(flagged),
+            n_rows=len(partials),
+            testsets=table(diag[diag["role"] == "ood"], [c for c in COLUMNS if c not in ("role", "bias_free_metric")]),
+            pairs=table(flagged, pair_cols) if len(flagged) else None,
+            figures=[img(name, cap) for name, cap in sorted(figures.items()) if name.startswith("yes_rate_")],
         )
-    parts += [img(name, cap) for name, cap in sorted(figures.items()) if name.startswith("yes_rate_")]
-    return parts
+    ]
 
 
 def assess(runs: dict, tables: dict, bf_partials, bf: str, summary: dict) -> pd.DataFrame:

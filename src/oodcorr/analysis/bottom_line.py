@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import math
 
 from oodcorr.analysis.figure_parts import reliability_label
 from oodcorr.analysis.html_parts import _fmt
+from oodcorr.analysis.templating import render
 from oodcorr.stats import partial as _partial
 from oodcorr.stats.metrics import BASELINE_METRIC
 
@@ -27,6 +27,54 @@ def _id_accuracy(d: dict):
     return series.get(BASELINE_METRIC, {}).get(d["meta"]["id_testset"], [])
 
 
+def _training(runs: dict, n_items) -> dict | None:
+    """Did training move ID accuracy: per run first -> last (and the gain in binomial SEs), as words."""
+    gains = []  # (run, first, last, ID items, gain in SE or None)
+    for run, d in runs.items():
+        x = [v for v in _id_accuracy(d) if math.isfinite(v)]
+        n_id = d.get("n_id") or n_items  # the ID testset's own size; else the OOD testsets' (older metrics files)
+        if len(x) >= 2:
+            se = math.sqrt(2 * max(x[0] * (1 - x[0]), 1e-9) / n_id) if n_id else None
+            gains.append((run, x[0], x[-1], n_id, (x[-1] - x[0]) / se if se else None))
+    if not gains:
+        return None
+    words = "; ".join(
+        f"{run}: {a:.3f} → {b:.3f} ({100 * (b - a):+.1f} points" + (f", {z:+.1f} SE)" if z is not None else ")")
+        for run, a, b, _, z in gains
+    )
+    sized = [g for g in gains if g[4] is not None]
+    moved = sum(1 for *_, z in sized if abs(z) >= 2)
+    ns = sorted({round(g[3]) for g in sized})
+    return {
+        "se_note": f"; SE of a gain ≈ √(2p(1−p)/N), N = {'/'.join(map(str, ns))} ID items" if ns else "",
+        "words": words,
+        "moved": f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "",
+    }
+
+
+def _noise(summary: dict, first, n_items) -> dict | None:
+    """How much of the residual movement is signal, what size it needs and how to read the r's below."""
+    noise = summary.get("noise") or {}
+    methods = noise.get("methods") or {}
+    if not (noise.get("enabled") and methods):
+        return None
+    m = first if first in methods else next(iter(methods))
+    s = methods[m]
+    rel, share = s.get("median_reliability"), s.get("share_distinguishable")
+    n_pairs = summary.get("n_pairs")
+    need = items_for(rel, n_items) if n_items else None
+    return {
+        "method": m,
+        "reliability": reliability_label(rel),
+        "share": _fmt(share) if share is not None else "–",
+        "of_pairs": f" of {n_pairs} OOD pairs per run" if n_pairs else "",
+        "need": f"{need:,.0f}" if need is not None else None,
+        "now": f"{n_items:.0f}" if n_items else None,
+        "rel": f"{rel:.2f}" if need is not None else None,
+        "reading": None if share is None else ("none" if share == 0 else "some"),
+    }
+
+
 def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
     """What this study can and cannot show, in plain words: did training move ID accuracy (vs its binomial
     SE), how much of the OOD residual movement is signal, how many pairs are distinguishable from noise,
@@ -35,78 +83,12 @@ def bottom_line(summary: dict, runs: dict, reliability) -> list[str]:
     if reliability is not None and len(reliability) and "n_items" in reliability:
         vals = reliability["n_items"].dropna()
         n_items = float(vals.median()) if len(vals) else None
-    gains = []  # (run, first, last, ID items, gain in SE or None)
-    for run, d in runs.items():
-        x = [v for v in _id_accuracy(d) if math.isfinite(v)]
-        n_id = d.get("n_id") or n_items  # the ID testset's own size; else the OOD testsets' (older metrics files)
-        if len(x) >= 2:
-            se = math.sqrt(2 * max(x[0] * (1 - x[0]), 1e-9) / n_id) if n_id else None
-            gains.append((run, x[0], x[-1], n_id, (x[-1] - x[0]) / se if se else None))
-    parts = ["<h2>In short: what this study can and cannot show</h2><ul>"]
-    if gains:
-        words = "; ".join(
-            f"{html.escape(str(run))}: {a:.3f} → {b:.3f} ({100 * (b - a):+.1f} points"
-            + (f", {z:+.1f} SE)" if z is not None else ")")
-            for run, a, b, _, z in gains
-        )
-        sized = [g for g in gains if g[4] is not None]
-        moved = sum(1 for *_, z in sized if abs(z) >= 2)
-        ns = sorted({round(g[3]) for g in sized})
-        se_note = f"; SE of a gain ≈ √(2p(1−p)/N), N = {'/'.join(map(str, ns))} ID items" if ns else ""
-        parts.append(
-            f"<li><b>Training</b> (ID accuracy, first → last checkpoint{se_note}): {words}."
-            + (f" {moved} of {len(sized)} runs moved by ≥ 2 SE." if sized else "")
-            + "</li>"
-        )
-    noise = summary.get("noise") or {}
-    methods = noise.get("methods") or {}
     first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
-    if noise.get("enabled") and methods:
-        m = first if first in methods else next(iter(methods))
-        s = methods[m]
-        rel, share = s.get("median_reliability"), s.get("share_distinguishable")
-        n_pairs = summary.get("n_pairs")
-        parts.append(
-            f"<li><b>Testset noise</b> ({m}): median reliability of the residual trajectories "
-            f"<b>{reliability_label(rel)}</b> (0–1: 1 = all signal; none = no signal above testset noise); "
-            f"share of pairs "
-            f"distinguishable from noise {_fmt(share) if share is not None else '–'}"
-            f"{f' of {n_pairs} OOD pairs per run' if n_pairs else ''}.</li>"
-        )
-        need = items_for(rel, n_items) if n_items else None
-        if need is not None:
-            parts.append(
-                f"<li><b>Size</b>: at this signal level a reliability of 0.8 needs ≈ {need:,.0f} items per "
-                f"testset (now ≈ {n_items:.0f}); <code>oodcorr plan --pilot-reliability {rel:.2f} "
-                f"--pilot-items {n_items:.0f}</code> (or <code>--pilot "
-                f"runs/&lt;run&gt;/eval/metrics.jsonl</code>) also "
-                f"sizes the checkpoints.</li>"
-            )
-        elif n_items:
-            parts.append(
-                f"<li><b>Size</b>: no residual signal above testset noise at ≈ {n_items:.0f} items per "
-                f"testset, so no testset size can be derived from this study; "
-                f"<code>oodcorr plan</code> sizes one from stated assumptions.</li>"
-            )
-        if share is not None and share == 0:
-            parts.append(
-                "<li><b>Reading</b>: no pair is distinguishable from testset noise, so this study cannot say "
-                "whether any OOD improvement goes with another once ID progress is removed, nor whether "
-                "such a relation holds across models. Its correlations below demonstrate the pipeline; "
-                "they are not a finding.</li>"
-            )
-        elif share is not None:
-            parts.append(
-                "<li><b>Reading</b>: only pairs marked <i>distinguishable from noise</i> below (noise-"
-                "corrected CI excludes 0, both testsets reliable) carry a sign; every other r is compatible "
-                "with testset noise.</li>"
-            )
     verdicts = ((summary.get("methods") or {}).get(first) or {}).get("verdicts")
-    if verdicts:
-        parts.append(
-            f"<li><b>Across models</b> ({first}): "
-            + ", ".join(f"{v.replace('_', ' ')} {n}" for v, n in verdicts.items() if n)
-            + ".</li>"
-        )
-    parts.append("</ul>")
-    return parts
+    across = ", ".join(f"{v.replace('_', ' ')} {n}" for v, n in verdicts.items() if n) if verdicts else None
+    values = {
+        "training": _training(runs, n_items),
+        "noise": _noise(summary, first, n_items),
+        "across": {"method": first, "words": across} if verdicts else None,
+    }
+    return [render("in_short.html", **values)]

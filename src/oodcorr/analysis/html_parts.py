@@ -1,30 +1,16 @@
-"""The report's HTML pieces: the page's CSS, number formatting, tables (long ones collapsed, combined interval
-columns) and inline figures (data URIs), so report.html needs no external assets."""
+"""The report's values for its tables and figures: number formats, table cells (long tables collapsed, combined
+interval columns) and inline figures (data URIs), so report.html needs no external assets. The tags are in
+templates/_parts.html; these functions return plain values, or a part rendered from it."""
 
 from __future__ import annotations
 
 import base64
-import html
 import math
 from pathlib import Path
 
 from oodcorr.analysis.figure_parts import reliability_label
+from oodcorr.analysis.templating import render
 from oodcorr.stats.flags import first as first_flag
-
-CSS = (
-    "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}\n"
-    "table{border-collapse:collapse;font-size:12px;margin:1em 0;max-width:100%}"
-    "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\n"
-    "th{background:#f0f0f0}td.l{text-align:left}.consistent_positive{background:#d8f0d8}"
-    ".consistent_negative{background:#dde6f8}\n"
-    ".model_dependent{background:#f8dada}.consistent_null{background:#eef4ee}.unreliable{background:#f3ecd0}"
-    ".insufficient_evidence{color:#777}img{max-width:100%;border:1px solid #eee}\n"
-    "figure{margin:1em 0}figcaption{font-size:12px;color:#555}"
-    "pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap}\n"
-    "details{margin:.6em 0}summary{cursor:pointer;color:#245;font-size:14px}table.verdicts{font-size:13px}"
-    "table.verdicts td{white-space:nowrap}table.verdicts td.l{white-space:normal}\n"
-    "p.legend{font-size:12px;color:#444}figure.first img{max-height:46vh;width:auto}"
-)
 
 MAX_ROWS = 400  # long tables are truncated in the page; the CSVs next to it hold everything
 OPEN_ROWS = 12  # a table with more rows is collapsed (<details>) with its row count, so the page stays scannable
@@ -35,7 +21,12 @@ def _fmt(v) -> str:
         if math.isnan(v):
             return "–"
         return f"{v:.3g}" if abs(v) < 1e-3 and v != 0 else f"{v:.3f}"
-    return html.escape(str(v))
+    return str(v)
+
+
+def number(v) -> str:
+    """A summary number as the tables show it: 3 decimals, '–' where there is none."""
+    return _fmt(float(v)) if v is not None else "–"
 
 
 # Columns the page combines to stay within ~1,300 px (the CSVs keep every column): name -> source columns.
@@ -49,61 +40,57 @@ COMBINED = {
 }
 
 
-def _breakable(text: str) -> str:
-    """Escaped text that a narrow column may wrap after '_' (a name such as insufficient_evidence), never mid-word."""
-    return text.replace("_", "_<wbr>")
-
-
-def _details(label: str, inner: str, rows: int) -> str:
-    """`inner` as is when short, else collapsed under `label (N rows)`."""
-    if rows <= OPEN_ROWS:
-        return inner
-    return f"<details><summary>{html.escape(label)} ({rows} rows)</summary>{inner}</details>"
-
-
 def _reason(row, column: str = "flag") -> str:
     """Why a value is empty, from the row's flag (its first entry) in words, for a '—' cell."""
     words = first_flag(row.get(column, ""), "the analysed metric")
-    return f" ({html.escape(words)})" if words else ""
+    return f" ({words})" if words else ""
 
 
-def _cell(row, col: str) -> str:
+def _c(text: str, left: bool = False, wrap: bool = False) -> dict:
+    return {"text": text, "left": left, "wrap": wrap}
+
+
+def cell(row, col: str) -> dict:
+    """One table cell as values: {"text", "left" (aligned left), "wrap" (may wrap after '_')}."""
     if col == "pair":
-        return f'<td class="l">{html.escape(str(row["testset_a"]))} ~ {html.escape(str(row["testset_b"]))}</td>'
+        return _c(f"{row['testset_a']} ~ {row['testset_b']}", left=True)
     if col in ("CI", "ci2", "ci2 even", "CI acc"):
         lo, hi = (row.get(c) for c in COMBINED[col])
         if lo is None or hi is None or lo != lo or hi != hi:
             why = "" if col == "ci2 even" else _reason(row, "flag_accuracy" if col == "CI acc" else "flag")
-            return f'<td class="l">—{why}</td>'
-        return f"<td>[{lo:+.2f}, {hi:+.2f}]</td>"
+            return _c(f"—{why}", left=True)
+        return _c(f"[{lo:+.2f}, {hi:+.2f}]")
     if col == "rel a / b":
-        return f"<td>{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}</td>"
+        return _c(f"{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}")
     if col == "reliability":
-        return f"<td>{reliability_label(row.get(col))}</td>"
+        return _c(reliability_label(row.get(col)))
     value = row[col]
     if col == "r" and isinstance(value, float) and value != value:
-        return f'<td class="l">—{_reason(row)}</td>'
-    return f'<td class="l">{_breakable(_fmt(value))}</td>' if isinstance(value, str) else f"<td>{_fmt(value)}</td>"
+        return _c(f"—{_reason(row)}", left=True)
+    return _c(_fmt(value), left=True, wrap=True) if isinstance(value, str) else _c(_fmt(value))
+
+
+def table_values(df, columns, css_col: str | None = None, label: str = "the table") -> dict:
+    """A table of selected columns (first MAX_ROWS rows) as values; `css_col` values become row classes.
+    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`."""
+    columns = [c for c in columns if c in df.columns or all(s in df.columns for s in COMBINED.get(c, ("-",)))]
+    rows = [
+        {"cls": str(row[css_col]) if css_col else None, "cells": [cell(row, c) for c in columns]}
+        for _, row in df.head(MAX_ROWS).iterrows()
+    ]
+    return {"head": columns, "rows": rows, "more": max(len(df) - MAX_ROWS, 0), "label": label, "n": len(df)}
 
 
 def table(df, columns, css_col: str | None = None, label: str = "the table") -> str:
-    """An HTML table of selected columns (first MAX_ROWS rows); `css_col` values become row classes.
-    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`.
-    Longer than OPEN_ROWS rows, it is collapsed under `label`."""
-    columns = [c for c in columns if c in df.columns or all(s in df.columns for s in COMBINED.get(c, ("-",)))]
-    head = "".join(f"<th>{_breakable(html.escape(c))}</th>" for c in columns)
-    body = []
-    for _, row in df.head(MAX_ROWS).iterrows():
-        cls = f' class="{html.escape(str(row[css_col]))}"' if css_col else ""
-        cells = "".join(_cell(row, c) for c in columns)
-        body.append(f"<tr{cls}>{cells}</tr>")
-    more = f"<p>… {len(df) - MAX_ROWS} more rows in the CSV.</p>" if len(df) > MAX_ROWS else ""
-    return _details(label, f"<table><tr>{head}</tr>{''.join(body)}</table>{more}", len(df))
+    """The table of table_values as HTML; longer than OPEN_ROWS rows, it is collapsed under `label`."""
+    return render("_table.html", t=table_values(df, columns, css_col, label), open_rows=OPEN_ROWS)
+
+
+def figure(path: Path, caption: str) -> dict:
+    """An inline figure's values: its name, data URI and caption."""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return {"name": path.name, "src": f"data:image/png;base64,{data}", "caption": caption}
 
 
 def _img(path: Path, caption: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (
-        f'<figure><img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{html.escape(path.name)}: {html.escape(caption)}</figcaption></figure>"
-    )
+    return render("_figure.html", f=figure(path, caption))

@@ -49,7 +49,7 @@ def compute_noise(runs: dict, partials, settings: AnalyzeSettings, items: dict, 
     reliability residualises its own ID series, over halves stratified by gold label (analyse_run_noise).
     ci2boot is the two-level bootstrap view of the analysed metric (checkpoints and, within each testset,
     items resampled; linear and rank; metrics that are plain means only): reported beside ci2, not used for
-    verdicts, since it under-covers under strong attenuation (bench/results/noise_simulation.json); its
+    verdicts, since it under-covers under strong attenuation (bench/stats/results/noise_simulation.json); its
     resamples: analyze.bootstrap, else BOOT_DEFAULT. inputs: seed_inputs (built here when not given)."""
     import numpy as np
     import pandas as pd

@@ -9,9 +9,9 @@ reference for the partial correlations, not an answer to the question, so it nev
 
 from __future__ import annotations
 
-import html
 import math
 
+from oodcorr.analysis.templating import render
 from oodcorr.stats.gate import gate_words
 from oodcorr.stats.methods import METHODS, primary
 from oodcorr.stats.metrics import BASELINE_METRIC
@@ -71,52 +71,30 @@ def _num(v) -> float:
     return v
 
 
-def _family_cell(row, suffix: str, noise: bool, alpha: float) -> str:
+def _family_cell(row, suffix: str, noise: bool, alpha: float) -> dict:
     """'+0.92 [+0.75, +1.00] d': one estimate and its own interval, the pair the verdict reads: with the noise
     analysis the seed-pooled noise-free r (r_disattenuated) and its noise-corrected interval (ci2), else the
-    seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such."""
+    seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such.
+    Values: {"r", "ci", "mark", "observed", "unreadable"} (r None: undefined; the whole cell None: no such family
+    row)."""
     if row is None:
-        return "<td>·</td>"
+        return None
     point, low, high = ("r_disattenuated", "ci2_low", "ci2_high") if noise else ("r", "ci_low", "ci_high")
     r, lo, hi = (_num(row.get(f"{c}{suffix}")) for c in (point, low, high))
     if not math.isfinite(r):
         observed = _num(row.get(f"r{suffix}"))
-        return (
-            f"<td>– <small>(observed r {observed:+.2f})</small></td>"
-            if noise and math.isfinite(observed)
-            else "<td>–</td>"
-        )
+        observed = f"{observed:+.2f}" if noise and math.isfinite(observed) else None
+        return {"r": None, "observed": observed, "unreadable": None}
     mark = ""
     if math.isfinite(lo) and math.isfinite(hi):
-        ci = f" [{lo:+.2f}, {hi:+.2f}]"
+        ci = f"[{lo:+.2f}, {hi:+.2f}]"
         if noise and (lo > 0 or hi < 0):
-            mark = " <b>d</b>"
+            mark = "d"
     else:
-        ci = " [–, –]"
+        ci = "[–, –]"
     if not noise and _num(row.get(f"p_bh{suffix}")) < alpha:
-        mark = " <b>*</b>"
-    return f"<td>{r:+.2f}<br>{ci.strip()}{mark}</td>"  # two short lines: the table fits a narrow window
-
-
-def _name(text) -> str:
-    """A testset / model name that may wrap only after '_' (never mid-word)."""
-    return html.escape(str(text)).replace("_", "_<wbr>")
-
-
-def _code(text: str) -> str:
-    """Plain text for HTML, its `quoted` commands and names set as code (no raw backticks in the page)."""
-    import re
-
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
-
-
-def _nowrap(label: str) -> str:
-    """A header label that breaks only between its words, never at a word's hyphen ("gemma3-/270m:")."""
-    return " ".join(f"<span style='white-space:nowrap'>{w}</span>" if "-" in w else w for w in label.split(" "))
-
-
-# a narrow window (MLflow's artifact view shows the report in a pane about 780 px wide): smaller margins and type
-NARROW = "<style>@media (max-width:1000px){body{margin:1em auto;padding:0 .4em}table.verdicts{font-size:11px}}</style>"
+        mark = "*"
+    return {"r": f"{r:+.2f}", "ci": ci, "mark": mark, "unreadable": None}
 
 
 def _why(keyed: dict, row, models, rmin: float | None = None) -> str:
@@ -132,12 +110,38 @@ def _why(keyed: dict, row, models, rmin: float | None = None) -> str:
             gate = gate_words({row["testset_a"]: _num(p.get("rel_a")), row["testset_b"]: _num(p.get("rel_b"))}, rmin)
             words += [gate] if gate else []
         if words:
-            parts.append(f"{_name(m)}: {_code('; '.join(words))}")
-    return (
-        "<details><summary><small>why</small></summary><small>" + "<br>".join(parts) + "</small></details>"
-        if parts
-        else ""
-    )
+            parts.append((m, "; ".join(words)))
+    return render("_why.html", parts=parts) if parts else ""
+
+
+def _keyed(pooled, method: str) -> dict:
+    """The method's seed-pooled rows by (train_set, shots, model, testset_a, testset_b)."""
+    keyed = {}
+    if pooled is not None and len(pooled):
+        for _, p in pooled[pooled["method"] == method].iterrows():
+            keyed[(p.get("train_set"), p.get("shots"), p["model"], p["testset_a"], p["testset_b"])] = p
+    return keyed
+
+
+def _verdict_rows(rows, keyed: dict, models, metrics, setups: bool, noise: dict) -> list[dict]:
+    """One row per pair: its setup, pair, the family cells (per model and metric) and the outcomes."""
+    out = []
+    for _, row in rows.iterrows():
+        cells = []
+        for m in models:
+            p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
+            cells += [_family_cell(p, suffix, noise["on"], noise["alpha"]) for _, suffix, _ in metrics]
+        outcomes = []
+        for _, suffix, column in metrics:
+            o, words = outcome(row.get(column))
+            why = "" if o != "unsettled" or suffix else _why(keyed, row, models, noise["rmin"])
+            outcomes.append(
+                {"cls": str(row.get(column)), "outcome": o, "words": words.format(delta=noise["delta"]), "why": why}
+            )
+        setup = (str(row["train_set"]), str(row["shots"])) if setups else None
+        pair = f"{row['testset_a']} ~ {row['testset_b']}"
+        out.append({"setup": setup, "pair": pair, "cells": cells, "outcomes": outcomes})
+    return out
 
 
 def verdict_table(summary: dict, consistency, pooled) -> list[str]:
@@ -145,13 +149,16 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
     beside it) and the outcome; settled pairs first, then nulls, then the unsettled."""
     method = primary_method(summary)
     if method is None or consistency is None or not len(consistency):
-        return ["<p>No cross-model verdicts: the study needs at least two model families with a partial r.</p>"]
+        return [render("verdicts.html", method=None)]
     metric = str(summary.get("metric") or BASELINE_METRIC)
-    noise = bool((summary.get("noise") or {}).get("enabled"))
-    alpha = float(summary.get("alpha") or 0.05)
-    delta = summary.get("equivalence", 0.3)
-    rmin = _num((summary.get("noise") or {}).get("reliability_min")) if noise else math.nan
-    rmin = rmin if math.isfinite(rmin) else None
+    on = bool((summary.get("noise") or {}).get("enabled"))
+    rmin = _num((summary.get("noise") or {}).get("reliability_min")) if on else math.nan
+    noise = {
+        "on": on,
+        "alpha": float(summary.get("alpha") or 0.05),
+        "delta": summary.get("equivalence", 0.3),
+        "rmin": rmin if math.isfinite(rmin) else None,
+    }
     metrics = [(metric, "", "verdict")]
     if metric != BASELINE_METRIC and "verdict_accuracy" in consistency:
         metrics.append((BASELINE_METRIC, "_accuracy", "verdict_accuracy"))
@@ -159,61 +166,21 @@ def verdict_table(summary: dict, consistency, pooled) -> list[str]:
     models = (
         sorted(pooled.loc[pooled["method"] == method, "model"].unique()) if pooled is not None and len(pooled) else []
     )
-    setups = rows[["train_set", "shots"]].drop_duplicates() if {"train_set", "shots"} <= set(rows) else []
-    keyed = {}
-    if pooled is not None and len(pooled):
-        for _, p in pooled[pooled["method"] == method].iterrows():
-            keyed[(p.get("train_set"), p.get("shots"), p["model"], p["testset_a"], p["testset_b"])] = p
+    setups = len(rows[["train_set", "shots"]].drop_duplicates()) > 1 if {"train_set", "shots"} <= set(rows) else False
     rank = {o: i for i, o in enumerate(ORDER)}
     rows = rows.assign(_o=rows["verdict"].map(lambda v: rank[outcome(v)[0]])).sort_values(
         ["_o", "verdict", "testset_a", "testset_b"]
     )
-    head = (["setup"] if len(setups) > 1 else []) + ["pair"]
-    head += [f"{_name(m)}: {html.escape(name)}" for m in models for name, _, _ in metrics]
-    head += [f"verdict: {html.escape(name)}" for name, _, _ in metrics]
-    body = []
-    for _, row in rows.iterrows():
-        cells = [f"<td class='l'>{_name(row['train_set'])} {row['shots']}</td>"] if len(setups) > 1 else []
-        cells.append(
-            f"<td class='l' style='white-space:nowrap'>{html.escape(str(row['testset_a']))} ~ "
-            f"{html.escape(str(row['testset_b']))}</td>"
-        )
-        for m in models:
-            p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
-            cells += [_family_cell(p, suffix, noise, alpha) for _, suffix, _ in metrics]
-        for _, suffix, column in metrics:
-            o, words = outcome(row.get(column))
-            why = "" if o != "unsettled" or suffix else _why(keyed, row, models, rmin)
-            cells.append(
-                f"<td class='l {html.escape(str(row.get(column)))}'><b>{o}</b>: "
-                f"{html.escape(words.format(delta=delta))}{why}</td>"
-            )
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    cell = (
-        "the seed-pooled noise-free partial r (r_disattenuated: testset noise taken out) and its noise-corrected "
-        "95 % interval (ci2), the two the verdict reads"
-        if noise
-        else f"the seed-pooled partial r and its 95 % CI (BH p &lt; {alpha}: <b>*</b>)"
-    )
-    legend = (
-        f"<p class='legend'>Per family: {cell} ({html.escape(method)}, ID progress regressed out)"
-        + (
-            "; <b>d</b> = distinguishable from noise (that interval excludes 0); observed r = the partial r "
-            "before the noise correction, shown only where the noise-free r is undefined"
-            if noise
-            else ""
-        )
-        + "; – = undefined. <b>settled</b>: at least two families decide the sign (the same in every family, or "
-        f"flipping); <b>null</b>: every reliable family's interval lies inside ±{delta}; <b>unsettled</b>: "
-        "neither. Every pair, method and column: consistency.csv, pooled_seeds.csv.</p>"
-    )
-    head_row = "".join(f"<th>{_nowrap(h)}</th>" for h in head)  # a table wider than its window scrolls
     return [
-        NARROW
-        + f"<div style='overflow-x:auto'><table class='verdicts'><tr>{head_row}</tr>"
-        + "".join(body)
-        + "</table></div>",
-        legend,
+        render(
+            "verdicts.html",
+            method=method,
+            setups=setups,
+            models=models,
+            metrics=[name for name, _, _ in metrics],
+            rows=_verdict_rows(rows, _keyed(pooled, method), models, metrics, setups, noise),
+            noise=noise,
+        )
     ]
 
 
