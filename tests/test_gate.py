@@ -38,6 +38,13 @@ def test_no_signal_cannot_be_lifted_and_the_gaps_name_what_fell_short():
     words = gate_words({"a": 0.62, "b": 0.4}, 0.5, n_items={"b": 100})
     assert "b 0.40, 0.10 below; about 1.5 times its items (100 -> 150)" in words and "a 0.62" not in words
     assert gate_words({"a": 0.62, "b": 0.5}, 0.5) == ""
+    # a factor past any practical item count is said in words, not as "about 46624078.9 times"
+    tiny = gate_words({"a": 1e-8, "b": 0.4}, 0.5, n_items={"a": 128, "b": 100})
+    assert "a 0.00, 0.50 below; no practical number of items would lift it (it would take over 100 times" in tiny
+    assert "b 0.40, 0.10 below; about 1.5 times its items (100 -> 150)" in tiny
+    assert "times its items (128 ->" not in tiny and "e+" not in tiny
+    edge = gate_words({"a": 0.5 / 100.5}, 0.5)  # 200 times its items: past the practical bound
+    assert "no practical number of items" in edge
 
 
 def test_the_report_says_how_far_a_silenced_family_fell_and_what_would_lift_it(tmp_path):
@@ -58,7 +65,7 @@ def test_the_report_says_how_far_a_silenced_family_fell_and_what_would_lift_it(t
     assert len(low), "the 10-item testset should fall below the gate"
     cons = pd.read_csv(out / "consistency.csv")
     text = html.unescape((out / "report.html").read_text())
-    assert "held back by the reliability gate (0.5)" in text
+    assert "held back by the reliability gate (0.5, on the fitted reliability)" in text
     checked = 0
     for _, row in low.iterrows():
         verdict = cons[
@@ -75,7 +82,10 @@ def test_the_report_says_how_far_a_silenced_family_fell_and_what_would_lift_it(t
                 assert f"{name} {rel:.2f}: no signal above testset noise" in text
             else:
                 k = 0.5 * (1 - rel) / (rel * 0.5)
-                assert f"{name} {rel:.2f}, {0.5 - rel:.2f} below; about {k:.1f} times its items" in text
+                if k > 100:
+                    assert f"{name} {rel:.2f}, {0.5 - rel:.2f} below; no practical number of items" in text
+                else:
+                    assert f"{name} {rel:.2f}, {0.5 - rel:.2f} below; about {k:.1f} times its items" in text
             checked += 1
     assert checked
     assert np.isfinite(low["r"]).all()

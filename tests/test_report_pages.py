@@ -45,3 +45,46 @@ def test_names_are_escaped_by_the_templates():
     assert evil not in page
     cells = visible(page)["tables"][0]
     assert cells[0][1] == f"{evil}: accuracy" and cells[1][0] == f"{evil} ~ b"
+
+
+def test_a_study_that_can_show_nothing_says_so_above_its_verdicts(tmp_path):
+    """Issue 63 item 9: the quickstart (no pair distinguishable from noise) puts "what this study can and cannot
+    show" above the verdict table; a study with a finding (sick) keeps the verdicts first."""
+    quick = visible(render("quickstart", tmp_path))["text"]
+    short = quick.index("In short: what this study can and cannot show")
+    assert short < quick.index("Does a relation between OOD testsets hold across model families?")
+    assert any("they are not a finding" in line for line in quick[short:])
+    (tmp_path / "sick").mkdir()
+    sick = visible(render("sick", tmp_path / "sick"))["text"]
+    verdicts = sick.index("Does a relation between OOD testsets hold across model families?")
+    assert verdicts < sick.index("In short: what this study can and cannot show")
+
+
+@pytest.mark.parametrize("study", ["quickstart", "sick-first-pass"])
+def test_a_family_below_the_gate_is_unreadable_not_a_number(study, tmp_path):
+    """Issue 63 item 9: a verdict-table cell whose family has a testset below the reliability gate (its fitted
+    reliability, pooled_seeds.csv rel_a / rel_b) reads "unreadable (why)" with those reliabilities, never an
+    estimate; every other cell of the analysed metric is the estimate itself."""
+    import pandas as pd
+
+    from report_pages import REPO
+
+    res = REPO / "studies" / study / "results"
+    rmin = json.loads((res / "summary.json").read_text())["noise"]["reliability_min"]
+    pooled = pd.read_csv(res / "pooled_seeds.csv").query("method == 'linear'")
+    table = visible(render(study, tmp_path))["tables"][0]
+    head, rows = table[0], table[1:]
+    checked = 0
+    for row in rows:
+        a, b = row[0].split(" ~ ")
+        for model, p in pooled[(pooled["testset_a"] == a) & (pooled["testset_b"] == b)].groupby("model"):
+            p = p.iloc[0]
+            cell = row[head.index(f"{model}: {json.loads((res / 'summary.json').read_text())['metric']}")]
+            low = [(t, v) for t, v in ((a, p["rel_a"]), (b, p["rel_b"])) if not v >= rmin]
+            if low and (p["r"] == p["r"] or p["r_disattenuated"] == p["r_disattenuated"]):
+                words = ", ".join(f"{t} {v:.2f}" if v == v else f"{t} –" for t, v in low)
+                assert cell == f"unreadable (fitted reliability below {rmin:g}: {words})", cell
+                checked += 1
+            elif p["r_disattenuated"] == p["r_disattenuated"]:
+                assert cell.startswith(f"{p['r_disattenuated']:+.2f} "), cell
+    assert checked

@@ -27,6 +27,17 @@ def _id_accuracy(d: dict):
     return series.get(BASELINE_METRIC, {}).get(d["meta"]["id_testset"], [])
 
 
+def shows_nothing(summary: dict) -> bool:
+    """True where no pair is distinguishable from testset noise under the verdicts' method: the study can show
+    no relation, and the report says so above its verdict table, not under it."""
+    methods = (summary.get("noise") or {}).get("methods") or {}
+    first = _partial.primary(summary.get("methods_requested") or summary.get("methods") or [])
+    share = (
+        (methods.get(first) or {}).get("share_distinguishable") if (summary.get("noise") or {}).get("enabled") else None
+    )
+    return share is not None and share == 0
+
+
 def _training(runs: dict, n_items) -> dict | None:
     """Did training move ID accuracy: per run first -> last (and the gain in binomial SEs), as words."""
     gains = []  # (run, first, last, ID items, gain in SE or None)

@@ -36,7 +36,7 @@ COMBINED = {
     "ci2": ("ci2_low", "ci2_high"),
     "ci2 even": ("ci2even_low", "ci2even_high"),
     "CI acc": ("ci_low_accuracy", "ci_high_accuracy"),
-    "rel a / b": ("rel_a", "rel_b"),
+    "fitted rel a / b": ("rel_a", "rel_b"),
 }
 
 
@@ -60,9 +60,9 @@ def cell(row, col: str) -> dict:
             why = "" if col == "ci2 even" else _reason(row, "flag_accuracy" if col == "CI acc" else "flag")
             return _c(f"—{why}", left=True)
         return _c(f"[{lo:+.2f}, {hi:+.2f}]")
-    if col == "rel a / b":
+    if col == "fitted rel a / b":
         return _c(f"{reliability_label(row.get('rel_a'))} / {reliability_label(row.get('rel_b'))}")
-    if col == "reliability":
+    if col in ("reliability", "split-half reliability"):
         return _c(reliability_label(row.get(col)))
     value = row[col]
     if col == "r" and isinstance(value, float) and value != value:
@@ -72,7 +72,7 @@ def cell(row, col: str) -> dict:
 
 def table_values(df, columns, css_col: str | None = None, label: str = "the table") -> dict:
     """A table of selected columns (first MAX_ROWS rows) as values; `css_col` values become row classes.
-    Combined columns (COMBINED: pair, CI, ci2, rel a / b) are shown when their sources are in `df`."""
+    Combined columns (COMBINED: pair, CI, ci2, fitted rel a / b) are shown when their sources are in `df`."""
     columns = [c for c in columns if c in df.columns or all(s in df.columns for s in COMBINED.get(c, ("-",)))]
     rows = [
         {"cls": str(row[css_col]) if css_col else None, "cells": [cell(row, c) for c in columns]}

@@ -71,14 +71,30 @@ def _num(v) -> float:
     return v
 
 
-def _family_cell(row, suffix: str, noise: bool, alpha: float) -> dict:
+def _unreadable(row, rmin: float | None) -> str | None:
+    """Why a family's estimate cannot be read: its testsets whose fitted reliability (rel_a / rel_b, the one the
+    gate reads) is below the gate, e.g. "fitted reliability below 0.5: hans_real 0.00"; None where both clear it."""
+    if rmin is None:
+        return None
+    low = []
+    for name, rel in ((row.get("testset_a"), _num(row.get("rel_a"))), (row.get("testset_b"), _num(row.get("rel_b")))):
+        if not rel >= rmin:
+            low.append(f"{name} {rel:.2f}" if math.isfinite(rel) else f"{name} –")
+    return f"fitted reliability below {rmin:g}: {', '.join(low)}" if low else None
+
+
+def _family_cell(row, suffix: str, noise: bool, alpha: float, rmin: float | None = None) -> dict:
     """'+0.92 [+0.75, +1.00] d': one estimate and its own interval, the pair the verdict reads: with the noise
     analysis the seed-pooled noise-free r (r_disattenuated) and its noise-corrected interval (ci2), else the
-    seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such.
-    Values: {"r", "ci", "mark", "observed", "unreadable"} (r None: undefined; the whole cell None: no such family
-    row)."""
+    seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such; where
+    a testset's fitted reliability is below the gate (rmin), the cell says it is unreadable and why, not a number.
+    Values: {"r", "ci", "mark", "observed", "unreadable"} (r None: undefined or unreadable; the whole cell None:
+    no such family row)."""
     if row is None:
         return None
+    why = _unreadable(row, rmin) if noise else None
+    if why is not None and any(math.isfinite(_num(row.get(f"{c}{suffix}"))) for c in ("r", "r_disattenuated")):
+        return {"r": None, "unreadable": why}
     point, low, high = ("r_disattenuated", "ci2_low", "ci2_high") if noise else ("r", "ci_low", "ci_high")
     r, lo, hi = (_num(row.get(f"{c}{suffix}")) for c in (point, low, high))
     if not math.isfinite(r):
@@ -130,7 +146,10 @@ def _verdict_rows(rows, keyed: dict, models, metrics, setups: bool, noise: dict)
         cells = []
         for m in models:
             p = keyed.get((row.get("train_set"), row.get("shots"), m, row["testset_a"], row["testset_b"]))
-            cells += [_family_cell(p, suffix, noise["on"], noise["alpha"]) for _, suffix, _ in metrics]
+            cells += [
+                _family_cell(p, suffix, noise["on"], noise["alpha"], None if suffix else noise["rmin"])
+                for _, suffix, _ in metrics
+            ]
         outcomes = []
         for _, suffix, column in metrics:
             o, words = outcome(row.get(column))
@@ -203,8 +222,8 @@ def terminal_summary(summary: dict, consistency, report, partials=None) -> list[
         from oodcorr.analysis.figure_parts import reliability_label
 
         lines.append(
-            f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median reliability "
-            f"{reliability_label(noise.get('median_reliability'))}"
+            f"  distinguishable from testset noise: {100 * share:.0f} % of pairs per run; median split-half "
+            f"reliability {reliability_label(noise.get('median_reliability'))}"
         )
     lines.append(f"report: {report}")
     return lines

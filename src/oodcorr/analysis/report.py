@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oodcorr.analysis.bottom_line import bottom_line
+from oodcorr.analysis.bottom_line import bottom_line, shows_nothing
 from oodcorr.analysis.html_parts import OPEN_ROWS, figure, number, table
 from oodcorr.analysis.report_noise import _noise_section
 from oodcorr.analysis.templating import joined, render
@@ -42,7 +42,7 @@ POOLED_COLUMNS = [
     "r_even",
     "ci2 even",
     "equivalent",
-    "rel a / b",
+    "fitted rel a / b",
     "r_accuracy",
     "CI acc",
     "answer_bias",
@@ -59,7 +59,7 @@ PER_RUN_COLUMNS = [
     "r_disattenuated",
     "ci2",
     "n_eff",
-    "rel a / b",
+    "fitted rel a / b",
     "distinguishable",
     "equivalent",
     "r_accuracy",
@@ -185,6 +185,7 @@ def write_report(
         curves=figure(out / "figures" / "curves_testsets.png", figures["curves_testsets.png"]) if curves else None,
         verdicts=joined(overview.verdict_table(summary, consistency, pooled)),
         in_short=joined(bottom_line(summary, runs, reliability)),
+        in_short_first=shows_nothing(summary),
         methods=_methods(summary),
         delta=summary.get("equivalence", AnalyzeSettings.equivalence),
         consistency=_consistency_table(consistency),

@@ -30,7 +30,7 @@ def _in_words(partials) -> list[dict]:
                 "method": str(row["method"]),
                 "pair": f"{row['testset_a']} ~ {row['testset_b']}",
                 "r": number(row["r"]),
-                "cells": [cell(row, c) for c in ("r_disattenuated", "ci2", "rel a / b")],
+                "cells": [cell(row, c) for c in ("r_disattenuated", "ci2", "fitted rel a / b")],
                 "verdict": verdict,
             }
         )
@@ -52,7 +52,7 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
         for m, s in (info.get("methods") or {}).items()
     ]
     has_rel = reliability is not None and len(reliability)
-    cols = ["run", "metric", "method", "testset", "n_items", "n", "reliability", "flag"]
+    cols = ["run", "metric", "method", "testset", "n_items", "n", "split-half reliability", "flag"]
     return [
         render(
             "noise.html",
@@ -61,7 +61,13 @@ def _noise_section(summary: dict, partials, reliability, figures: dict, out: Pat
             metric=str(info.get("metric")),
             methods=methods,
             words=_in_words(partials),
-            reliability=table(reliability, cols, label="every run x testset x metric x method") if has_rel else None,
+            reliability=table(
+                reliability.rename(columns={"reliability": "split-half reliability"}),
+                cols,
+                label="every run x testset x metric x method",
+            )
+            if has_rel
+            else None,
             figures=[figure(out / "figures" / f, figures[f]) for f in sorted(figures) if f.startswith("reliability_")],
             not_drawn=[n for n in summary.get("figures_not_drawn") or [] if n.startswith("reliability")],
             open_rows=OPEN_ROWS,

@@ -8,7 +8,12 @@ says for k times the items: rel' = k rel / (1 + (k - 1) rel). Solving rel' = gat
 
 the factor on the items that lifts rel to the gate at the same signal level. The fitted reliability's noise part
 also holds the ID smoother's leftover error, which more OOD items do not shrink, so k is the least that could
-lift it. A reliability at or below 0 (no signal above testset noise) cannot be lifted by items alone: no k.
+lift it. A reliability at or below 0 (no signal above testset noise) cannot be lifted by items alone: no k. Nor,
+in practice, can one that needs more than PRACTICAL_FACTOR times its items: the words say so instead of a factor
+of millions.
+
+The reliability here is the interval's fitted reliability of the residual after ID (partial_correlations.csv
+rel_a / rel_b), the one the gate reads; reliability.csv's split-half reliability is a separate estimate.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import math
 
 from oodcorr.stats.defaults import RELIABILITY_MIN
+
+PRACTICAL_FACTOR = 100.0  # more than this many times a testset's items is no practical way to lift it
 
 
 def spearman_brown(rel: float, k: float) -> float:
@@ -59,7 +66,8 @@ def gate_gaps(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: dic
 
 def gate_words(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: dict | None = None) -> str:
     """The gate's words for one family ("" where every testset clears it), e.g. "held back by the reliability gate
-    (0.5): sick 0.42, 0.08 below; about 1.4 times its items (512 -> 704) would lift it"."""
+    (0.5, on the fitted reliability): sick 0.42, 0.08 below; about 1.4 times its items (512 -> 704) would lift
+    it"."""
     gaps = gate_gaps(rels, reliability_min, n_items)
     if not gaps:
         return ""
@@ -72,6 +80,11 @@ def gate_words(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: di
                 f"{g['testset']} {g['reliability']:.2f}: no signal above testset noise, so more items "
                 "alone will not lift it"
             )
+        elif g["factor"] > PRACTICAL_FACTOR:
+            parts.append(
+                f"{g['testset']} {g['reliability']:.2f}, {g['below_by']:.2f} below; no practical number of items "
+                f"would lift it (it would take over {PRACTICAL_FACTOR:.0f} times its items)"
+            )
         else:
             items = f" ({(n_items or {})[g['testset']]} -> {g['items']})" if g["items"] is not None else ""
             parts.append(
@@ -79,7 +92,7 @@ def gate_words(rels: dict, reliability_min: float = RELIABILITY_MIN, n_items: di
                 f"{g['factor']:.1f} times its items{items} would lift it"
             )
     return (
-        f"held back by the reliability gate ({reliability_min:g}): "
+        f"held back by the reliability gate ({reliability_min:g}, on the fitted reliability): "
         + "; ".join(parts)
         + " (Spearman-Brown at the same signal level; a lower bound, since the ID control's share of the noise "
         "does not shrink with OOD items)"
