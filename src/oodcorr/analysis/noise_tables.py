@@ -224,6 +224,44 @@ def pair_intervals(
 NOISE_COLUMNS = ["rel_a", "rel_b", "r_disattenuated", "ci2_low", "ci2_high", "ci2_se", "attenuation", "n_eff"]
 
 
+def _noise_row(out, i: int, row, rels: tuple, iv: dict | None, boots: dict, flag: str, settings) -> str:
+    """Row i of `out` given its noise columns, from its interval `iv` (None: none) and its split-half reliabilities
+    `rels`; returns its flag with the unreliable / ci2_undefined entries added."""
+    import math
+
+    import numpy as np
+
+    from oodcorr.stats.noise import basic_ci
+    from oodcorr.stats.pair_ci2 import CI2_EXTRA
+    from oodcorr.stats.verdicts import equivalent, unreliable_flags
+
+    ra, rb = rels
+    if not (np.isfinite(ra) and np.isfinite(rb)):  # too few items to estimate a testset's noise at all
+        iv = None
+    if iv is not None:  # the row reports the reliabilities its interval used (one story per row)
+        ra, rb = (float(np.clip(iv[k], 0, 1)) if np.isfinite(iv[k]) else math.nan for k in ("rel_a", "rel_b"))
+    if iv is not None and "why" in iv:
+        out.iloc[i, out.columns.get_indexer(list(CI2_EXTRA))] = [iv[k] for k in CI2_EXTRA.values()]
+    new = unreliable_flags(row.testset_a, row.testset_b, ra, rb, settings.reliability_min)
+    if iv is not None and iv["reason"]:
+        new.append(f"ci2_undefined:{iv['reason']}")
+    vals = [ra, rb] + [math.nan] * 6
+    if iv is not None and not iv["reason"]:
+        keys = ("ci_low", "ci_high", "se_z", "A", "n_eff")
+        vals[2:] = [float(np.clip(iv["r_hat"], -1, 1)), *(iv[k] for k in keys)]
+    out.iloc[i, out.columns.get_indexer(NOISE_COLUMNS)] = vals
+    if (row.run, row.method) in boots:
+        B, nm = boots[(row.run, row.method)]
+        boot = B[:, nm.index(row.testset_a), nm.index(row.testset_b)]
+        ci = basic_ci(row.r, boot, settings.alpha, n=int(row.n), k=float(row.k))
+        out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(ci)
+    lo, hi = vals[3], vals[4]
+    reliable = not any(f.startswith("unreliable:") for f in new)
+    out.iat[i, out.columns.get_loc("distinguishable")] = bool(reliable and np.isfinite(lo) and (lo > 0 or hi < 0))
+    out.iat[i, out.columns.get_loc("equivalent")] = bool(reliable and equivalent(lo, hi, settings.equivalence))
+    return ";".join(filter(None, [flag, *new]))
+
+
 def noise_columns(
     partials,
     rel,
@@ -241,13 +279,8 @@ def noise_columns(
     analyze.equivalence); `unreliable:<testset>` and `ci2_undefined:<why>` flags."""
     import math
 
-    import numpy as np
-
-    from oodcorr.stats.noise import basic_ci
     from oodcorr.stats.pair_ci2 import CI2_EXTRA
-    from oodcorr.stats.verdicts import equivalent, unreliable_flags
 
-    reliability_min, alpha = settings.reliability_min, settings.alpha
     boots = boots or {}
     sub = rel[rel["metric"] == metric]
     rel_of = {(r.run, r.method, r.testset): r.reliability for r in sub.itertuples(index=False)}
@@ -262,38 +295,6 @@ def noise_columns(
         if not METHODS[row.method].noise or (row.run, row.method, row.testset_a) not in rel_of:
             continue
         ra, rb = (float(rel_of.get((row.run, row.method, t), math.nan)) for t in (row.testset_a, row.testset_b))
-        iv = intervals.get(i)
-        if not (np.isfinite(ra) and np.isfinite(rb)):  # too few items to estimate a testset's noise at all
-            iv = None
-        if iv is not None:  # the row reports the reliabilities its interval used (one story per row)
-            ra, rb = (float(np.clip(iv[k], 0, 1)) if np.isfinite(iv[k]) else math.nan for k in ("rel_a", "rel_b"))
-        if iv is not None and "why" in iv:
-            out.iloc[i, out.columns.get_indexer(list(CI2_EXTRA))] = [iv[k] for k in CI2_EXTRA.values()]
-        new = unreliable_flags(row.testset_a, row.testset_b, ra, rb, reliability_min)
-        if iv is not None and iv["reason"]:
-            new.append(f"ci2_undefined:{iv['reason']}")
-        flags[i] = ";".join(filter(None, [flags[i], *new]))
-        vals = [ra, rb] + [math.nan] * 6
-        if iv is not None and not iv["reason"]:
-            vals[2:] = [
-                float(np.clip(iv["r_hat"], -1, 1)),
-                iv["ci_low"],
-                iv["ci_high"],
-                iv["se_z"],
-                iv["A"],
-                iv["n_eff"],
-            ]
-        out.iloc[i, out.columns.get_indexer(NOISE_COLUMNS)] = vals
-        if (row.run, row.method) in boots:
-            B, nm = boots[(row.run, row.method)]
-            out.iloc[i, out.columns.get_indexer(["ci2boot_low", "ci2boot_high"])] = list(
-                basic_ci(
-                    row.r, B[:, nm.index(row.testset_a), nm.index(row.testset_b)], alpha, n=int(row.n), k=float(row.k)
-                )
-            )
-        lo, hi = vals[3], vals[4]
-        reliable = not any(f.startswith("unreliable:") for f in new)
-        out.iat[i, out.columns.get_loc("distinguishable")] = bool(reliable and np.isfinite(lo) and (lo > 0 or hi < 0))
-        out.iat[i, out.columns.get_loc("equivalent")] = bool(reliable and equivalent(lo, hi, settings.equivalence))
+        flags[i] = _noise_row(out, i, row, (ra, rb), intervals.get(i), boots, flags[i], settings)
     out["flag"] = flags
     return out

@@ -179,6 +179,45 @@ def curves_table(runs: dict):
     return pd.DataFrame(rows).dropna(subset=["accuracy"]) if rows else pd.DataFrame(rows)
 
 
+def _figures(tmp: Path, settings, runs: dict, tables: dict, bias, all_methods: list, pair, summary: dict) -> dict:
+    """Every figure into tmp/figures ({file: caption}); summary["figures_not_drawn"]: those with nothing to draw."""
+    from oodcorr.analysis.plots import make_figures
+
+    partials, pooled, reliability = (tables[k] for k in ("partials", "pooled", "reliability"))
+    (tmp / "figures").mkdir()
+    notes: list[str] = []  # figures with nothing to draw: one line each, in the report
+    figures = make_figures(
+        tmp / "figures",
+        runs,
+        pooled,
+        all_methods,
+        pair,
+        settings.alpha,
+        settings.metric,
+        notes=notes,
+        partials=partials,
+    )
+    if bias is not None and len(bias):
+        from oodcorr.analysis.answer_bias import yes_rate_figures
+
+        rates = {
+            run: {
+                "yes_rate": {t: d["series"]["yes_rate"][t] for t in bias[bias["run"] == run]["testset"]},
+                "yes_share_gold": d["gold_share"],
+            }
+            for run, d in runs.items()
+        }
+        figures.update(yes_rate_figures(tmp / "figures", rates, {run: d["steps"] for run, d in runs.items()}))
+    if reliability is not None and len(reliability):
+        from oodcorr.analysis.plots import reliability_heatmaps
+
+        figures.update(
+            reliability_heatmaps(tmp / "figures", reliability, settings.reliability_min, settings.metric, notes=notes)
+        )
+    summary["figures_not_drawn"] = notes
+    return figures
+
+
 def write_outputs(
     out_dir: Path, settings, summary: dict, runs: dict, tables: dict, curves, all_methods: list, pair, plots: bool
 ) -> None:
@@ -206,42 +245,7 @@ def write_outputs(
         (bias if bias is not None else pd.DataFrame(columns=BIAS_COLUMNS)).to_csv(tmp / "answer_bias.csv", index=False)
         (tmp / "plots").mkdir()
         curves.to_csv(tmp / "plots" / "accuracy_vs_step.csv", index=False)
-        figures = {}
-        if plots:
-            from oodcorr.analysis.plots import make_figures
-
-            (tmp / "figures").mkdir()
-            notes: list[str] = []  # figures with nothing to draw: one line each, in the report
-            figures = make_figures(
-                tmp / "figures", runs, pooled, all_methods, pair, alpha, settings.metric, notes=notes, partials=partials
-            )
-            if bias is not None and len(bias):
-                from oodcorr.analysis.answer_bias import yes_rate_figures
-
-                figures.update(
-                    yes_rate_figures(
-                        tmp / "figures",
-                        {
-                            run: {
-                                "yes_rate": {
-                                    t: d["series"]["yes_rate"][t] for t in bias[bias["run"] == run]["testset"]
-                                },
-                                "yes_share_gold": d["gold_share"],
-                            }
-                            for run, d in runs.items()
-                        },
-                        {run: d["steps"] for run, d in runs.items()},
-                    )
-                )
-            if reliability is not None and len(reliability):
-                from oodcorr.analysis.plots import reliability_heatmaps
-
-                figures.update(
-                    reliability_heatmaps(
-                        tmp / "figures", reliability, settings.reliability_min, settings.metric, notes=notes
-                    )
-                )
-            summary["figures_not_drawn"] = notes
+        figures = _figures(tmp, settings, runs, tables, bias, all_methods, pair, summary) if plots else {}
         summary["figures"] = sorted(figures)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         from oodcorr.analysis.headline import headline

@@ -18,6 +18,37 @@ from oodcorr.stats.methods import REFERENCES, primary
 from oodcorr.stats.metrics import BASELINE_METRIC
 
 
+def _answer_bias(runs: dict, tables: dict, settings, all_methods: list, summary: dict):
+    """answer_bias.csv, and the tables' answer_bias columns: accuracy against the bias-free metric's partials."""
+    metric = settings.metric
+    bf = series.bias_free_metric(metric)  # what accuracy is compared with for the answer_bias flag
+    bf_runs = series.as_metric(runs, bf) if bf != metric else None
+    bf_partials = (
+        tables["partials"]
+        if bf == metric
+        else compute_partials(bf_runs, all_methods, settings.but(bootstrap=0))
+        if bf_runs is not None
+        else None
+    )
+    return answer_bias.assess(runs, tables, bf_partials, bf, summary)
+
+
+def _load(metrics_files, settings: AnalyzeSettings):
+    """The runs with the analysed metric's series attached, their per-item scores where the noise pass (or an
+    older metrics file's missing metric) needs them, whether the noise pass runs, and the one-class flags."""
+    from oodcorr.analysis.noise_tables import noise_enabled
+    from oodcorr.records.predictions import load_items
+    from oodcorr.records.run_tables import build_runs, load_metrics
+
+    df = load_metrics(list(metrics_files), slices=settings.slices)
+    runs = build_runs(df)
+    need = series.missing_runs(df, runs, settings.metric)  # older metrics files: the metric from the predictions
+    use_noise = noise_enabled(runs, settings, need)
+    items = load_items(runs) if use_noise or need else {}
+    one_class = series.attach(runs, df, settings.metric, items)
+    return runs, items, use_noise, one_class
+
+
 def run_analysis(
     metrics_files,
     out_dir,
@@ -36,25 +67,17 @@ def run_analysis(
     "raw" (the unpartialled r); it is always computed for the report/summary even when not listed, because it
     shows how much shared ID progress drives each correlation."""
     from oodcorr.analysis.noise_summary import noise_summary
-    from oodcorr.analysis.noise_tables import compute_noise, noise_enabled, pooled_intervals, seed_inputs
+    from oodcorr.analysis.noise_tables import compute_noise, pooled_intervals, seed_inputs
     from oodcorr.analysis.outputs import check_out_dir, curves_table, write_outputs
-    from oodcorr.records.predictions import load_items
-    from oodcorr.records.run_tables import build_runs, load_metrics
     from oodcorr.stats.consistency import cross_model, pool_seeds, summarise, with_shared
 
     settings = (settings or AnalyzeSettings()).but(**overrides) if overrides else settings or AnalyzeSettings()
     check_out_dir(Path(out_dir))  # before any work, and long before the folder is replaced
     methods, alpha, metric = list(settings.methods), settings.alpha, settings.metric
-    df = load_metrics(list(metrics_files), slices=settings.slices)
-    runs = build_runs(df)
-    need = series.missing_runs(df, runs, metric)  # older metrics files: the metric from the predictions
-    use_noise = noise_enabled(runs, settings, need)
-    items = load_items(runs) if use_noise or need else {}
-    one_class = series.attach(runs, df, metric, items)
+    runs, items, use_noise, one_class = _load(metrics_files, settings)
     all_methods = methods + [m for m in REFERENCES if m not in methods]
     partials = with_one_class(compute_partials(runs, all_methods, settings), runs, all_methods)
-    reliability = None
-    ci2_pooled = None
+    reliability, ci2_pooled, inputs = None, None, None
     if use_noise:
         inputs = seed_inputs(runs, items, metric, settings)  # item noise: once per analysis
         partials, reliability = compute_noise(runs, partials, settings, items, inputs)
@@ -71,22 +94,12 @@ def run_analysis(
         metric=metric,
         equivalence=settings.equivalence,
         models=sorted(partials["model"].unique().tolist()) if len(partials) else [],
+        **({"flags": one_class} if one_class else {}),
     )
-    if one_class:
-        summary["flags"] = one_class
     summary["noise"] = noise_summary(use_noise, settings, partials, reliability)
     tables = {"partials": partials, "pooled": pooled, "consistency": consistency, "reliability": reliability}
     tables.update(beside_accuracy(runs, tables, settings, all_methods, summary, items))
-    bf = series.bias_free_metric(metric)  # what accuracy is compared with for the answer_bias flag
-    bf_runs = series.as_metric(runs, bf) if bf != metric else None
-    bf_partials = (
-        tables["partials"]
-        if bf == metric
-        else compute_partials(bf_runs, all_methods, settings.but(bootstrap=0))
-        if bf_runs is not None
-        else None
-    )
-    tables["answer_bias"] = answer_bias.assess(runs, tables, bf_partials, bf, summary)
+    tables["answer_bias"] = _answer_bias(runs, tables, settings, all_methods, summary)
     pair = scatter_pair(runs, partials, settings.scatter_pair, primary(methods) or methods[0])
     out_dir = Path(out_dir)
     write_outputs(out_dir, settings, summary, runs, tables, curves_table(runs), all_methods, pair, plots)

@@ -187,6 +187,29 @@ def _first_flag(flag: str) -> str:
     return first(flag) or "no r"
 
 
+def _models_words(g: pd.DataFrame, alpha: float) -> str:
+    """consistency.csv `models`: each model's observed r and CI (* where BH-significant), or why it has none."""
+    return "; ".join(
+        f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
+        if np.isfinite(r)
+        else f"{m}: — ({_first_flag(fl)})"
+        for m, r, lo, hi, p, fl in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"], _flags(g))
+    )
+
+
+def _two_level_words(g: pd.DataFrame) -> str:
+    """consistency.csv `models_two_level`: each model's noise-free r, ci2 and reliabilities, or why it has none."""
+    cols = ("model", "r", "ci2_low", "ci2_high", "rel_a", "rel_b", "r_disattenuated")
+    return "; ".join(
+        (
+            f"{m}: r_dis {d:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f}, observed r {r:+.3f}"
+            if np.isfinite(lo)
+            else f"{m}: — ({_first_flag(fl)})"
+        )
+        for (m, r, lo, hi, ra, rb, d), fl in zip(zip(*(g[c] for c in cols)), _flags(g))
+    )
+
+
 def cross_model(
     pooled: pd.DataFrame,
     alpha: float = ALPHA,
@@ -227,31 +250,10 @@ def cross_model(
             if "ci2_low" in g and g[["ci2_low", "rel_a", "rel_b"]].notna().any().any()  # noise analysed
             else verdict(g["r"], g["p_bh"], alpha, g["ci_low"], g["ci_high"], equivalence),
             n_models_equivalent=int(g["equivalent"].sum()) if "equivalent" in g else 0,
-            models="; ".join(
-                f"{m}: {r:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if p < alpha else ''}"
-                if np.isfinite(r)
-                else f"{m}: — ({_first_flag(fl)})"
-                for m, r, lo, hi, p, fl in zip(g["model"], g["r"], g["ci_low"], g["ci_high"], g["p_bh"], _flags(g))
-            ),
+            models=_models_words(g, alpha),
         )
         if "ci2_low" in g:
-            row["models_two_level"] = "; ".join(
-                (
-                    f"{m}: r_dis {d:+.3f} [{lo:+.3f}, {hi:+.3f}] rel {ra:.2f}/{rb:.2f}, observed r {r:+.3f}"
-                    if np.isfinite(lo)
-                    else f"{m}: — ({_first_flag(fl)})"
-                )
-                for m, r, lo, hi, ra, rb, d, fl in zip(
-                    g["model"],
-                    g["r"],
-                    g["ci2_low"],
-                    g["ci2_high"],
-                    g["rel_a"],
-                    g["rel_b"],
-                    g["r_disattenuated"],
-                    _flags(g),
-                )
-            )
+            row["models_two_level"] = _two_level_words(g)
         out.append(row)
     return pd.DataFrame(out)
 

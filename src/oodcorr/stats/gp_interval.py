@@ -183,6 +183,43 @@ def n_eff_of(s: dict, ell: float, kernel: str) -> float:
     return float(np.trace(K) ** 2 / np.sum(K * K)) + 2.0
 
 
+def _usable(seed: dict) -> bool:
+    """A seed the interval can use: at least 5 checkpoints, a moving ID series, every input finite."""
+    x = np.asarray(seed["x"], float)
+    if len(x) < 5 or not np.isfinite(x).all() or np.ptp(x) == 0:
+        return False
+    return all(np.isfinite(np.asarray(seed[k], float)).all() for k in ("ya", "yb", "Va", "Vb", "Vx"))
+
+
+def _kernel_fit(terms: list, va: float, vb: float, kernel: str) -> tuple:
+    """The search bounds, the kernel (the one that fits the residual trajectories best where kernel is "auto") and
+    its best (log sa2, log sb2, log ell) at rho = 0."""
+    spacing = min(s["spacing"] for s in terms)
+    lo = np.array([math.log(va * 1e-6), math.log(vb * 1e-6), math.log(ELL_MIN_SPACING * spacing)])
+    hi = np.array([math.log(va * 10), math.log(vb * 10), math.log(ELL_MAX)])
+    # start: half of each residual's variance as signal, ell = 2 spacings and 0.2 of the span
+    starts = [np.array([math.log(va / 2), math.log(vb / 2), math.log(l0)]) for l0 in (2 * spacing, 0.2)]
+    rho0 = np.zeros(len(starts))
+    bounds = (np.append(lo, -Z_MAX), np.append(hi, Z_MAX))
+    fits = {}
+    for k in KERNEL_CHOICE if kernel == "auto" else (kernel,):
+        th0, ll0, _ = _fit(terms, np.stack(starts), rho0, bounds, k)
+        fits[k] = (float(ll0.max()), th0[int(np.argmax(ll0))])
+    kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
+    return bounds, kernel, fits[kernel][1]
+
+
+def _fitted_reliabilities(terms: list, sa2: float, sb2: float, ell: float, kernel: str) -> tuple[float, float]:
+    """The fitted reliabilities: each residual's signal share, summed over the seeds (signal trace over signal plus
+    item-noise trace)."""
+    k_stats = [(_kernel_mats(s, np.array([ell]), kernel)[0][0], s) for s in terms]
+    sig_a = sum(sa2 * np.trace(K) for K, s in k_stats)
+    sig_b = sum(sb2 * np.trace(K) for K, s in k_stats)
+    noi_a = sum(np.trace(s["Na"]) for K, s in k_stats)
+    noi_b = sum(np.trace(s["Nb"]) for K, s in k_stats)
+    return float(sig_a / (sig_a + noi_a)), float(sig_b / (sig_b + noi_b))
+
+
 def gp_interval(
     seeds: list[dict],
     alpha: float = 0.05,
@@ -194,31 +231,10 @@ def gp_interval(
     """Profile-likelihood interval for rho shared by `seeds` (module notes). seeds: dicts with x, ya, yb (n,), Vx,
     Va, Vb (n, n) and optionally t (n,) in [0, 1]. Returns floats r_hat, ci_low, ci_high, rel_a, rel_b, rel_id,
     n_eff (summed over seeds), ell, n_seeds, and reason ("" where the interval is defined)."""
-    out = {
-        "r_hat": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "rel_a": math.nan,
-        "rel_b": math.nan,
-        "rel_id": math.nan,
-        "n_eff": math.nan,
-        "ell": math.nan,
-        "sa2": math.nan,
-        "sb2": math.nan,
-        "n_seeds": len(seeds),
-        "reason": "",
-        "kernel": "",
-        "id_kernel": "",
-        "terms": [],
-    }
-    usable = []
-    for seed in seeds:
-        x = np.asarray(seed["x"], float)
-        if len(x) < 5 or not np.isfinite(x).all() or np.ptp(x) == 0:
-            continue
-        if not all(np.isfinite(np.asarray(seed[k], float)).all() for k in ("ya", "yb", "Va", "Vb", "Vx")):
-            continue
-        usable.append(seed)
+    nan = ("r_hat", "ci_low", "ci_high", "rel_a", "rel_b", "rel_id", "n_eff", "ell", "sa2", "sb2")
+    out = {**dict.fromkeys(nan, math.nan), "n_seeds": len(seeds), "reason": "", "kernel": "", "id_kernel": ""}
+    out["terms"] = []
+    usable = [seed for seed in seeds if _usable(seed)]
     smoothed, id_fit = [None] * len(usable), {}
     if id_control == "latent" and id_kernel == "shared" and usable:  # one smoother for the seeds (smooth_ids)
         ts = [np.asarray(s.get("t", np.linspace(0.0, 1.0, len(s["x"]))), float) for s in usable]
@@ -236,20 +252,9 @@ def gp_interval(
     if not (va > 0 and vb > 0):
         out["reason"] = "constant"
         return out
-    spacing = min(s["spacing"] for s in terms)
-    lo = np.array([math.log(va * 1e-6), math.log(vb * 1e-6), math.log(ELL_MIN_SPACING * spacing)])
-    hi = np.array([math.log(va * 10), math.log(vb * 10), math.log(ELL_MAX)])
-    # start: half of each residual's variance as signal, ell = 2 spacings and 0.2 of the span
-    starts = [np.array([math.log(va / 2), math.log(vb / 2), math.log(l0)]) for l0 in (2 * spacing, 0.2)]
-    rho0 = np.zeros(len(starts))
-    bounds = (np.append(lo, -Z_MAX), np.append(hi, Z_MAX))
-    fits = {}
-    for k in KERNEL_CHOICE if kernel == "auto" else (kernel,):
-        th0, ll0, _ = _fit(terms, np.stack(starts), rho0, bounds, k)
-        fits[k] = (float(ll0.max()), th0[int(np.argmax(ll0))])
-    kernel = max(fits, key=lambda k: fits[k][0])  # the kernel that fits the residual trajectories best
+    bounds, kernel, theta0 = _kernel_fit(terms, va, vb, kernel)
     # the joint maximum, from rho = 0 and from either side (the profile can have a second, lower mode)
-    start = np.array([np.append(fits[kernel][1], z0) for z0 in (-1.0, 0.0, 1.0)])
+    start = np.array([np.append(theta0, z0) for z0 in (-1.0, 0.0, 1.0)])
     if len(leak_grid) > 1:  # the leak's size by likelihood: the scale on the smoother's P that fits best
         lls = [float(_fit(_scale_leak(terms, g), start, None, bounds, kernel)[1].max()) for g in leak_grid]
         terms = _scale_leak(terms, leak_grid[int(np.argmax(lls))])
@@ -260,25 +265,11 @@ def gp_interval(
     se = math.sqrt(max(np.linalg.inv(info_all[best] + 1e-9 * np.eye(4))[3, 3], 0.0))
     sa2, sb2, ell = np.exp(theta_hat[:3])
     neff = float(sum(n_eff_of(s, ell, kernel) for s in terms))
-    k_stats = [(_kernel_mats(s, np.array([ell]), kernel)[0][0], s) for s in terms]
-    sig_a = sum(sa2 * np.trace(K) for K, s in k_stats)
-    sig_b = sum(sb2 * np.trace(K) for K, s in k_stats)
-    noi_a = sum(np.trace(s["Na"]) for K, s in k_stats)
-    noi_b = sum(np.trace(s["Nb"]) for K, s in k_stats)
+    rel_a, rel_b = _fitted_reliabilities(terms, sa2, sb2, ell, kernel)
     cut = lr_cut(neff - 2 * len(terms) - 1, alpha)
     lo_z, hi_z = _ends(terms, theta_hat, ll_max, se, cut, bounds, kernel)
-    out.update(
-        r_hat=float(np.tanh(theta_hat[3])),
-        ci_low=float(np.tanh(lo_z)),
-        ci_high=float(np.tanh(hi_z)),
-        rel_a=float(sig_a / (sig_a + noi_a)),
-        rel_b=float(sig_b / (sig_b + noi_b)),
-        n_eff=neff,
-        ell=float(ell),
-        sa2=float(sa2),
-        sb2=float(sb2),
-        kernel=kernel,
-    )
+    out.update(r_hat=float(np.tanh(theta_hat[3])), ci_low=float(np.tanh(lo_z)), ci_high=float(np.tanh(hi_z)))
+    out.update(rel_a=rel_a, rel_b=rel_b, n_eff=neff, ell=float(ell), sa2=float(sa2), sb2=float(sb2), kernel=kernel)
     out["terms"] = terms  # for planning (seeds_for_power); not a table column
     if not np.isfinite(ll_max):
         out["reason"] = "no_fit"

@@ -172,6 +172,75 @@ def z_dof(M, Sa, Sb, Sab):
         return (1 - r**2) ** 2 / var_r - 2
 
 
+def _moments(x, ya, yb, Vx, Va, Vb, r_obs) -> dict:
+    """The moment estimator of partial_interval: the noise-corrected slopes on ID (ba, bb), residual signal
+    variances (caa, cbb), reliabilities (rel_id, rel_a, rel_b), attenuation A and the noise-free r (r_hat)."""
+    n = x.shape[-1]
+    J = np.eye(n) - 1.0 / n
+    xc, ac, bc = (v - v.mean(-1, keepdims=True) for v in (x, ya, yb))
+    Sxx, Sxa, Sxb = (xc * xc).sum(-1), (xc * ac).sum(-1), (xc * bc).sum(-1)
+    Saa, Sbb, Sab = (ac * ac).sum(-1), (bc * bc).sum(-1), (ac * bc).sum(-1)
+    Nx, Na, Nb = _tr(J, Vx), _tr(J, Va), _tr(J, Vb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        Sxx_t = Sxx - Nx
+        rel_id = Sxx_t / Sxx
+        ba, bb = Sxa / Sxx_t, Sxb / Sxx_t
+        caa = Saa - Na - Sxa**2 / Sxx_t
+        cbb = Sbb - Nb - Sxb**2 / Sxx_t
+        cab = Sab - Sxa * Sxb / Sxx_t
+        ea, eb = ac - ba[..., None] * xc, bc - bb[..., None] * xc  # residuals with the corrected slope
+        Ea, Eb = (ea * ea).sum(-1), (eb * eb).sum(-1)
+        rel_a, rel_b = caa / Ea, cbb / Eb
+        A = np.sqrt(rel_a * rel_b)
+        r_hat = cab / np.sqrt(caa * cbb)
+        if r_obs is not None:  # NaN entries keep the moment estimator
+            r_hat = np.where(np.isnan(r_obs), r_hat, np.asarray(r_obs, float) / A)
+    return {
+        "ba": ba,
+        "bb": bb,
+        "caa": caa,
+        "cbb": cbb,
+        "rel_id": rel_id,
+        "rel_a": rel_a,
+        "rel_b": rel_b,
+        "A": A,
+        "r_hat": r_hat,
+    }
+
+
+def _ar1_interval(x, ya, yb, V: tuple, m: dict, alpha: float, phi_z: float) -> tuple:
+    """The interval around the moment estimate m["r_hat"]: each residual series' AR(1) signal plus its measured
+    noise give the effective number of checkpoints (dof = n_eff - 3 - k) and the z standard error, disattenuated.
+    Returns phi_a, phi_b, dof, n_eff, se, lo, hi."""
+    Vx, Va, Vb = V
+    ba, bb, A, r_hat = m["ba"], m["bb"], m["A"], m["r_hat"]
+    n = x.shape[-1]
+    # autocorrelation: AR(1) signal + measured noise per residual series (OLS residuals on observed x)
+    M = residual_maker(x)
+    ra = np.einsum("...ij,...j->...i", M, ya)
+    rb = np.einsum("...ij,...j->...i", M, yb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # the residual's noise: its own items' plus the ID items' carried in by the slope
+        phi_a, s2a = fit_ar1(ra, M, Va + (ba**2)[..., None, None] * Vx, phi_z)
+        phi_b, s2b = fit_ar1(rb, M, Vb + (bb**2)[..., None, None] * Vx, phi_z)
+        Sa = np.clip(s2a, 0, None)[..., None, None] * ar1_corr(phi_a, n) + Va + (ba**2)[..., None, None] * Vx
+        Sb = np.clip(s2b, 0, None)[..., None, None] * ar1_corr(phi_b, n) + Vb + (bb**2)[..., None, None] * Vx
+        # the signal cross-correlation (plug-in), within what two AR(1) series with these phis can reach
+        cap = np.sqrt((1 - phi_a**2) * (1 - phi_b**2)) / (1 - phi_a * phi_b)
+        r_sig = np.clip(np.nan_to_num(r_hat), -0.95 * cap, 0.95 * cap)
+        leak = (ba * bb)[..., None, None] * Vx
+        signal = np.sqrt(np.clip(s2a, 0, None) * np.clip(s2b, 0, None))[..., None, None]
+        signal = signal * ar1_corr(np.sqrt(phi_a * phi_b), n)
+        # = n_eff - 3 - k; away from 0 the z variance shrinks with item noise, never grows (Fisher's transform
+        # is variance-stabilising): the larger of the null and the plug-in alternative
+        dof = np.fmax(z_dof(M, Sa, Sb, leak), z_dof(M, Sa, Sb, leak + r_sig[..., None, None] * signal))
+        k = 1.0
+        n_eff = dof + 3 + k
+        se = 1 / np.sqrt(dof)
+        lo, hi = disattenuated_bounds(r_hat * A, A, se, alpha)
+    return phi_a, phi_b, dof, n_eff, se, lo, hi
+
+
 def partial_interval(
     x,
     ya,
@@ -199,54 +268,13 @@ def partial_interval(
     Vx, Va, Vb = (np.asarray(v, float) for v in (Vx, Va, Vb))
     if not eiv:
         Vx = np.zeros_like(Vx)
-    n = x.shape[-1]
-    J = np.eye(n) - 1.0 / n
-    xc, ac, bc = (v - v.mean(-1, keepdims=True) for v in (x, ya, yb))
-    Sxx, Sxa, Sxb = (xc * xc).sum(-1), (xc * ac).sum(-1), (xc * bc).sum(-1)
-    Saa, Sbb, Sab = (ac * ac).sum(-1), (bc * bc).sum(-1), (ac * bc).sum(-1)
-    Nx, Na, Nb = _tr(J, Vx), _tr(J, Va), _tr(J, Vb)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        Sxx_t = Sxx - Nx
-        rel_id = Sxx_t / Sxx
-        ba, bb = Sxa / Sxx_t, Sxb / Sxx_t
-        caa = Saa - Na - Sxa**2 / Sxx_t
-        cbb = Sbb - Nb - Sxb**2 / Sxx_t
-        cab = Sab - Sxa * Sxb / Sxx_t
-        ea, eb = ac - ba[..., None] * xc, bc - bb[..., None] * xc  # residuals with the corrected slope
-        Ea, Eb = (ea * ea).sum(-1), (eb * eb).sum(-1)
-        rel_a, rel_b = caa / Ea, cbb / Eb
-        A = np.sqrt(rel_a * rel_b)
-        r_hat = cab / np.sqrt(caa * cbb)
-        if r_obs is not None:  # NaN entries keep the moment estimator
-            r_hat = np.where(np.isnan(r_obs), r_hat, np.asarray(r_obs, float) / A)
-    # autocorrelation: AR(1) signal + measured noise per residual series (OLS residuals on observed x)
-    M = residual_maker(x)
-    ra = np.einsum("...ij,...j->...i", M, ya)
-    rb = np.einsum("...ij,...j->...i", M, yb)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        # the residual's noise: its own items' plus the ID items' carried in by the slope
-        phi_a, s2a = fit_ar1(ra, M, Va + (ba**2)[..., None, None] * Vx, phi_z)
-        phi_b, s2b = fit_ar1(rb, M, Vb + (bb**2)[..., None, None] * Vx, phi_z)
-        Sa = np.clip(s2a, 0, None)[..., None, None] * ar1_corr(phi_a, n) + Va + (ba**2)[..., None, None] * Vx
-        Sb = np.clip(s2b, 0, None)[..., None, None] * ar1_corr(phi_b, n) + Vb + (bb**2)[..., None, None] * Vx
-        # the signal cross-correlation (plug-in), within what two AR(1) series with these phis can reach
-        cap = np.sqrt((1 - phi_a**2) * (1 - phi_b**2)) / (1 - phi_a * phi_b)
-        r_sig = np.clip(np.nan_to_num(r_hat), -0.95 * cap, 0.95 * cap)
-        leak = (ba * bb)[..., None, None] * Vx
-        signal = np.sqrt(np.clip(s2a, 0, None) * np.clip(s2b, 0, None))[..., None, None]
-        signal = signal * ar1_corr(np.sqrt(phi_a * phi_b), n)
-        # = n_eff - 3 - k; away from 0 the z variance shrinks with item noise, never grows (Fisher's transform
-        # is variance-stabilising): the larger of the null and the plug-in alternative
-        dof = np.fmax(z_dof(M, Sa, Sb, leak), z_dof(M, Sa, Sb, leak + r_sig[..., None, None] * signal))
-        k = 1.0
-        n_eff = dof + 3 + k
-        se = 1 / np.sqrt(dof)
-        lo, hi = disattenuated_bounds(r_hat * A, A, se, alpha)
-    reason = np.full(np.shape(r_hat), "", dtype=object)
+    m = _moments(x, ya, yb, Vx, Va, Vb, r_obs)
+    caa, cbb, rel_id, rel_a, rel_b, A, r_hat = (m[k] for k in ("caa", "cbb", "rel_id", "rel_a", "rel_b", "A", "r_hat"))
+    phi_a, phi_b, dof, n_eff, se, lo, hi = _ar1_interval(x, ya, yb, (Vx, Va, Vb), m, alpha, phi_z)
     bad_id = ~(rel_id > 0)
     bad_rel = ~((caa > 0) & (cbb > 0) & np.isfinite(r_hat))
-    bad_n = ~(dof >= NEFF_MIN)
-    reason = np.where(bad_n, "few_effective_checkpoints", reason)
+    reason = np.full(np.shape(r_hat), "", dtype=object)
+    reason = np.where(~(dof >= NEFF_MIN), "few_effective_checkpoints", reason)
     reason = np.where(~((rel_a >= reliability_min) & (rel_b >= reliability_min)), "unreliable", reason)
     reason = np.where(bad_rel, "noise_only", reason)
     reason = np.where(bad_id, "id_noise_only", reason)

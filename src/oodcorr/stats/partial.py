@@ -120,6 +120,16 @@ def _column_flags(x, Y, names, controls, R):
     return flags, bad
 
 
+def _boot_ci(boot, a: int, b: int, r: float, alpha: float) -> tuple[float, float]:
+    """The percentile interval of pair (a, b) over the bootstrap resamples (NaN with fewer than 10 or no r)."""
+    col = boot[:, a, b] if boot is not None else np.empty(0)
+    ok = np.isfinite(col)
+    if np.isfinite(r) and ok.sum() >= 10:
+        lo, hi = (float(v) for v in np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)]))
+        return lo, hi
+    return math.nan, math.nan
+
+
 def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list[dict]:
     """All pairs of the columns of Y (checkpoints x testsets, no NaN), control x = ID accuracy."""
     x, Y = np.asarray(x, float), np.asarray(Y, float)
@@ -163,14 +173,7 @@ def analyse_matrix(x, Y, names, method, alpha=ALPHA, n_boot=0, rng=None) -> list
                 "flag": ";".join(flags),
             }
             if n_boot:  # the same columns on every path: NaN where no resample could be drawn
-                col = boot[:, a, b] if boot is not None else np.empty(0)
-                ok = np.isfinite(col)
-                if np.isfinite(r) and ok.sum() >= 10:
-                    row["boot_ci_low"], row["boot_ci_high"] = (
-                        float(v) for v in np.percentile(col[ok], [100 * alpha / 2, 100 * (1 - alpha / 2)])
-                    )
-                else:
-                    row["boot_ci_low"] = row["boot_ci_high"] = math.nan
+                row["boot_ci_low"], row["boot_ci_high"] = _boot_ci(boot, a, b, r, alpha)
             rows.append(row)
     if rows:
         r = np.array([row["r"] for row in rows])
