@@ -26,6 +26,32 @@ def inputs_key(metrics_files, summary: dict) -> str:
     return h.hexdigest()[:16]
 
 
+def _log_summary(client, rid: str, summary: dict) -> None:
+    """The summary's numbers as metrics (batches of 500), its settings as params, the models as a tag."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    from oodcorr.tracking.store import metric_leaves
+
+    metrics = [
+        Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0) for key, value in metric_leaves(summary).items()
+    ]
+    params = [
+        Param("alpha", str(summary.get("alpha"))),
+        Param("bootstrap", str(summary.get("bootstrap"))),
+        Param("methods", ",".join(summary.get("methods_requested", []))),
+        Param("metric", str(summary.get("metric"))),
+    ]
+    for i in range(0, len(metrics), 500):
+        client.log_batch(
+            rid,
+            metrics=metrics[i : i + 500],
+            params=params if i == 0 else [],
+            tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [],
+        )
+    if not metrics:
+        client.log_batch(rid, params=params)
+
+
 def log_to_mlflow(
     out_dir,
     summary: dict,
@@ -39,11 +65,10 @@ def log_to_mlflow(
     artifact, and tags linking the training runs it analysed. Returns the new run id.
 
     Uses MlflowClient (not the fluent API) so no global active-run state leaks into the caller."""
-    from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     from oodcorr.tracking import experiments
-    from oodcorr.tracking.store import ANALYSIS_KIND, KIND_TAG, metric_leaves
+    from oodcorr.tracking.store import ANALYSIS_KIND, KIND_TAG
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
@@ -69,25 +94,7 @@ def log_to_mlflow(
     rid = run.info.run_id
     try:
         client.set_tag(rid, "mlflow.note.content", report_note(rid, exp_id))
-        metrics = [
-            Metric(key.replace("[", "(").replace("]", ")"), value, 0, 0)
-            for key, value in metric_leaves(summary).items()
-        ]
-        params = [
-            Param("alpha", str(summary.get("alpha"))),
-            Param("bootstrap", str(summary.get("bootstrap"))),
-            Param("methods", ",".join(summary.get("methods_requested", []))),
-            Param("metric", str(summary.get("metric"))),
-        ]
-        for i in range(0, len(metrics), 500):
-            client.log_batch(
-                rid,
-                metrics=metrics[i : i + 500],
-                params=params if i == 0 else [],
-                tags=[RunTag("oodcorr.models", ",".join(summary.get("models", [])))] if i == 0 else [],
-            )
-        if not metrics:
-            client.log_batch(rid, params=params)
+        _log_summary(client, rid, summary)
         client.log_artifacts(rid, str(out_dir))
         client.set_terminated(rid, "FINISHED")
     except BaseException:

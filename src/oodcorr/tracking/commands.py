@@ -37,6 +37,51 @@ def saved_study(params_file) -> str | None:
     return path.parent.name if saved and any((path.parent / "runs").glob("*.dvc")) else None
 
 
+def _ui_params(params_file, study_name) -> dict:
+    """The params whose store `oodcorr ui` serves: a saved study's own view, or the project's (tracking on, a
+    local store: a tracking server serves its own UI)."""
+    from oodcorr.core.credentials import mask_secrets
+    from oodcorr.tracking import store as tracking
+
+    if study_name and params_file:
+        raise UserError("--study and --params: give one (--study NAME shows studies/NAME)")
+    saved = saved_study(params_file)
+    if saved:  # a saved study's params: its runs are DVC-tracked outputs, shown from a store of their own
+        click.echo(f"{params_file}: a saved study; showing it as `oodcorr ui --study {saved}` does", err=True)
+        study_name = saved
+    if study_name:
+        from oodcorr.tracking.saved_view import build
+
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            raise UserError("--study: unset MLFLOW_TRACKING_URI; a saved study is shown from a store of its own")
+        params = build(study_name)
+    else:
+        params = load_params(params_file)
+        if not tracking.enabled(params):
+            raise tracking_off(params)
+    uri = tracking.tracking_uri(params)
+    if tracking.is_server(uri):
+        shown = mask_secrets(uri).replace("***@", "").split("?")[0]
+        raise UserError(
+            f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
+            "UI: open that address in a browser (`oodcorr ui` serves a local store)"
+        )
+    return params
+
+
+def _free_port(port: int) -> None:
+    """Fail with one line now, not after mlflow has started and died, where 127.0.0.1:port is taken."""
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise UserError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); pick another port"
+            ) from None
+
+
 @click.command("ui")
 @click.option("--port", default=5000, show_default=True, type=int, help="Port on 127.0.0.1.")
 @click.option(
@@ -63,54 +108,14 @@ def ui_cmd(port, params_file, study_name):
 
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port}: must be in 1..65535")
-    if study_name and params_file:
-        raise UserError("--study and --params: give one (--study NAME shows studies/NAME)")
-    saved = saved_study(params_file)
-    if saved:  # a saved study's params: its runs are DVC-tracked outputs, shown from a store of their own
-        click.echo(f"{params_file}: a saved study; showing it as `oodcorr ui --study {saved}` does", err=True)
-        study_name = saved
-    if study_name:
-        from oodcorr.tracking.saved_view import build
-
-        if os.environ.get("MLFLOW_TRACKING_URI"):
-            raise UserError("--study: unset MLFLOW_TRACKING_URI; a saved study is shown from a store of its own")
-        params = build(study_name)
-    else:
-        params = load_params(params_file)
-        if not tracking.enabled(params):
-            raise tracking_off(params)
+    params = _ui_params(params_file, study_name)
     uri = tracking.tracking_uri(params)
-    if tracking.is_server(uri):
-        shown = mask_secrets(uri).replace("***@", "").split("?")[0]
-        raise UserError(
-            f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
-            "UI: open that address in a browser (`oodcorr ui` serves a local store)"
-        )
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]  # one worker: a local viewer, starts faster
+    # one worker: a local viewer, starts faster
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
-    import socket
-
-    with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as e:
-            raise UserError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); pick another port"
-            ) from None
+    _free_port(port)
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI

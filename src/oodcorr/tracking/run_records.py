@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 from oodcorr.core import io
 from oodcorr.records.rundir import METRICS_FILE
@@ -109,29 +110,11 @@ def predictions_artifact(folder) -> dict:
     }
 
 
-def rebuild(params: dict, run: str) -> bool:
-    """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
-    Needs run.json with its tracking identity (written by training); returns False otherwise."""
-    from oodcorr.records.rundir import (
-        META_FILE,
-        checkpoint_dirs,
-        checkpoints_dir,
-        eval_dir,
-        metrics_file,
-        read_run_json,
-        runs_root,
-        tracking_dir,
-    )
+def _run_tags(params: dict, run: str, info: dict) -> dict:
+    """The rebuilt training run's tags (its colour where the family has one)."""
     from oodcorr.tracking import store as tracking
     from oodcorr.tracking.experiments import COLOR_TAG, run_color
-    from oodcorr.tracking.writable import refuse_dvc_tracked
 
-    rdir = runs_root(params) / run
-    refuse_dvc_tracked(rdir)  # a saved study's run folder: its records are built elsewhere (tracking.saved_view)
-    records = tracking_dir(rdir)
-    info = read_run_json(rdir)
-    if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
-        return False
     cfg = info["config"]
     tags = {
         "oodcorr.run_key": run,
@@ -143,15 +126,14 @@ def rebuild(params: dict, run: str) -> bool:
     color = run_color(cfg, params.get("runs"))
     if color:
         tags[COLOR_TAG] = color
-    lines = [
-        {
-            "type": "run",
-            "identity": info["tracking_identity"],
-            "run_name": tracking.run_name(run, cfg, params.get("runs")),
-            "tags": tags,
-            "params": tracking.param_values(cfg),
-        }
-    ]
+    return tags
+
+
+def _train_log(rdir: Path, info: dict) -> list[dict]:
+    """train/loss and train/lr records from the checkpoints' kept training log, 1 s per step, in order."""
+    from oodcorr.records.rundir import META_FILE, checkpoint_dirs, checkpoints_dir
+
+    lines = []
     base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
     for step, folder in sorted(checkpoint_dirs(checkpoints_dir(rdir)).items()):
         try:
@@ -164,6 +146,34 @@ def rebuild(params: dict, run: str) -> bool:
                 {"type": "metric", "key": "train/loss", "value": float(loss), "step": int(s), "timestamp": ts},
                 {"type": "metric", "key": "train/lr", "value": float(lr), "step": int(s), "timestamp": ts},
             ]
+    return lines
+
+
+def rebuild(params: dict, run: str) -> bool:
+    """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
+    Needs run.json with its tracking identity (written by training); returns False otherwise."""
+    from oodcorr.records.rundir import eval_dir, metrics_file, read_run_json, runs_root, tracking_dir
+    from oodcorr.tracking import store as tracking
+    from oodcorr.tracking.writable import refuse_dvc_tracked
+
+    rdir = runs_root(params) / run
+    refuse_dvc_tracked(rdir)  # a saved study's run folder: its records are built elsewhere (tracking.saved_view)
+    records = tracking_dir(rdir)
+    info = read_run_json(rdir)
+    if (records / "train.jsonl").exists() or not info.get("tracking_identity"):
+        return False
+    cfg = info["config"]
+    tags = _run_tags(params, run, info)
+    lines = [
+        {
+            "type": "run",
+            "identity": info["tracking_identity"],
+            "run_name": tracking.run_name(run, cfg, params.get("runs")),
+            "tags": tags,
+            "params": tracking.param_values(cfg),
+        }
+    ]
+    lines += _train_log(rdir, info)
     lines.append(
         {"type": "artifact", "path": "run.json", "artifact_path": None, "sha256": io.sha256_file(rdir / "run.json")}
     )
