@@ -68,6 +68,84 @@ def autocast_for(device: str | None):
     return contextlib.nullcontext()
 
 
+def _resume(model, ckpt_dir, opt, sched, run: RunSettings, meta: dict, rank: int) -> int:
+    """The step to go on from: the newest checkpoint with a training state (its weights, optimizer, scheduler and
+    RNG state restored), else 0 (process 0 saves checkpoint 0 first)."""
+    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
+    if resumable:
+        start, ckpt = max(resumable.items())
+        state = load_state(ckpt)
+        load_weights(model, ckpt, run.finetune)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+        return start
+    if rank == 0:
+        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0), run)
+    return 0
+
+
+def _gradients(model, prompter, pad_id, run: RunSettings, data: tuple, micro, autocast, rank: int, world: int) -> float:
+    """One step's gradients, accumulated over its micro-batches (this process's share of each: every world-th
+    example), each loss divided by the step's example count; returns the step's loss (this process's part)."""
+    seqs, labels = data
+    n = sum(len(mb) for mb in micro)
+    step_loss = 0.0
+    for mb in micro:
+        shard = mb[rank::world]
+        if not shard:
+            continue
+        with autocast:
+            loss = batch_loss(model, prompter, [seqs[i] for i in shard], [labels[i] for i in shard], pad_id, run.loss)
+            loss = loss / n
+        loss.backward()
+        step_loss += loss.item()
+    return step_loss
+
+
+def _sum_over_processes(trainable, step_loss: float) -> float:
+    """Gradients (zeros where a process had none) and the step's loss summed over the processes."""
+    import torch
+
+    from oodcorr.modeling import distributed
+
+    for p in trainable:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    summed = torch.tensor([step_loss], dtype=torch.float64)
+    distributed.all_reduce_sum([p.grad for p in trainable] + [summed])
+    return summed.item()
+
+
+def _record(metrics, since: list, entry: tuple, checkpoint: bool, kill: bool, save) -> list:
+    """Process 0's bookkeeping after a step: the metric log, the loss history since the last checkpoint (saved
+    with the next one, `save(step, history)`), the kill switch of the crash tests. Returns the new history."""
+    step, step_loss, lr = entry
+    metrics.log(step, loss=step_loss, lr=lr)
+    since.append([step, step_loss, lr])
+    if checkpoint:
+        metrics.flush()
+        save(step, since)
+        since = []
+    if kill:
+        metrics.flush()
+        os._exit(137)
+    return since
+
+
+def _clip_or_stop(trainable, run: RunSettings, step: int, lr: float, step_loss: float) -> None:
+    """Stop with one line where the loss or the gradient norm is not finite; clip the gradients to
+    run.max_grad_norm (where set)."""
+    import torch
+
+    if not math.isfinite(step_loss):
+        _diverged(run, step, lr, f"loss is {step_loss}")
+    if run.max_grad_norm:
+        norm = float(torch.nn.utils.clip_grad_norm_(trainable, run.max_grad_norm))
+        if not math.isfinite(norm):
+            _diverged(run, step, lr, f"gradient norm is {norm}")
+
+
 def train_loop(
     model,
     tok,
@@ -87,11 +165,8 @@ def train_loop(
     """The optimisation loop, from the newest checkpoint with a training state (else step 0) to `stop_at`
     (default: the last step). With `world` > 1 each process takes every world-th example of a micro-batch
     and gradients are summed over processes, so a step equals the single-process step."""
-    import torch
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
-
-    from oodcorr.modeling import distributed
 
     total = len(plan)
     seqs = prompter.encode([e["premise"] for e in examples], [e["hypothesis"] for e in examples])
@@ -99,84 +174,33 @@ def train_loop(
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(trainable, run, info["device"])
     sched = get_linear_schedule_with_warmup(opt, round(run.warmup_ratio * total), total)
-    meta = {
-        "run": run.run,
-        "model": run.model,
-        "model_path": run.model,
-        "revision": info["revision"],
-        "base_model_type": info["model_type"],
-        "finetune": run.finetune,
-        "quantization": info["quantization"],
-    }
-    resumable = {s: d for s, d in checkpoint_dirs(ckpt_dir).items() if has_state(d)}
-    start = 0
-    if resumable:
-        start, ckpt = max(resumable.items())
-        state = load_state(ckpt)
-        load_weights(model, ckpt, run.finetune)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-    elif rank == 0:
-        save_checkpoint(model, ckpt_dir, 0, meta, _state(opt, sched, 0), run)
+    meta = {"run": run.run, "model": run.model, "model_path": run.model, "revision": info["revision"]}
+    meta.update(base_model_type=info["model_type"], finetune=run.finetune, quantization=info["quantization"])
+    start = _resume(model, ckpt_dir, opt, sched, run, meta, rank)
     autocast = autocast_for(info["device"])
     metrics = MetricLog(project, run.run) if rank == 0 else None
     since: list[list] = []  # [step, loss, lr] since the last checkpoint: kept in the next checkpoint's metadata
     kill_at = environment.read(KILL_ENV, -1)
+    # the loss history travels with the checkpoint (DVC), so a clone can rebuild its MLflow run
+    save = lambda step, log: save_checkpoint(  # noqa: E731
+        model, ckpt_dir, step, {**meta, "train_log": log}, _state(opt, sched, step), run
+    )
     bar = tqdm(total=total, initial=start, disable=quiet, desc=f"train {run.run}", unit="step")
     model.train()
     for step in range(start + 1, (total if stop_at is None else stop_at) + 1):
         opt.zero_grad(set_to_none=True)
-        micro = plan[step - 1]
-        n = sum(len(mb) for mb in micro)
-        step_loss = 0.0
-        for mb in micro:
-            shard = mb[rank::world]
-            if not shard:
-                continue
-            with autocast:
-                loss = (
-                    batch_loss(
-                        model,
-                        prompter,
-                        [seqs[i] for i in shard],
-                        [labels[i] for i in shard],
-                        tok.pad_token_id,
-                        run.loss,
-                    )
-                    / n
-                )
-            loss.backward()
-            step_loss += loss.item()
+        data, micro = (seqs, labels), plan[step - 1]
+        step_loss = _gradients(model, prompter, tok.pad_token_id, run, data, micro, autocast, rank, world)
         if world > 1:
-            for p in trainable:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-            summed = torch.tensor([step_loss], dtype=torch.float64)
-            distributed.all_reduce_sum([p.grad for p in trainable] + [summed])
-            step_loss = summed.item()
+            step_loss = _sum_over_processes(trainable, step_loss)
         lr = sched.get_last_lr()[0]
-        if not math.isfinite(step_loss):  # before the step: no non-finite weights reach a checkpoint
-            _diverged(run, step, lr, f"loss is {step_loss}")
-        if run.max_grad_norm:
-            norm = float(torch.nn.utils.clip_grad_norm_(trainable, run.max_grad_norm))
-            if not math.isfinite(norm):
-                _diverged(run, step, lr, f"gradient norm is {norm}")
+        _clip_or_stop(trainable, run, step, lr, step_loss)  # before the step: no non-finite weights reach a checkpoint
         opt.step()
         sched.step()
         bar.update(1)
         bar.set_postfix(loss=f"{step_loss:.4f}")
         if rank == 0:
-            metrics.log(step, loss=step_loss, lr=lr)
-            since.append([step, step_loss, lr])
-            if step in schedule:
-                metrics.flush()
-                # the loss history travels with the checkpoint (DVC), so a clone can rebuild its MLflow run
-                save_checkpoint(model, ckpt_dir, step, {**meta, "train_log": since}, _state(opt, sched, step), run)
-                since = []
-            if step == kill_at:
-                metrics.flush()
-                os._exit(137)
+            since = _record(metrics, since, (step, step_loss, lr), step in schedule, step == kill_at, save)
     bar.close()
     if rank == 0:
         metrics.flush()

@@ -82,10 +82,8 @@ def estimate_memory(
     if gradient_checkpointing == "auto":
         gradient_checkpointing = True  # the default on CUDA (run_settings.resolve_gradient_checkpointing)
     lora_bytes = LORA_BYTES_8BIT if optim == "paged_adamw_8bit" else LORA_BYTES
-    if gradient_checkpointing:
-        act = tokens * hidden * (layers * CKPT_ACT_BYTES + ACT_BYTES)
-    else:
-        act = tokens * hidden * layers * ACT_BYTES
+    per_token = layers * CKPT_ACT_BYTES + ACT_BYTES if gradient_checkpointing else layers * ACT_BYTES
+    act = tokens * hidden * per_token
     act += batch_size * vocab * 4 * 3  # fp32 logits at the scored position, their softmax and grad
     # QLoRA transients: autocast's bf16 copy of the (fp32, see QLORA_OTHER_BYTES) output layer for its matmul,
     # and bitsandbytes' bf16 dequantisation of the largest 4-bit weight
@@ -100,15 +98,8 @@ def estimate_memory(
         "full": n_params * FULL_BYTES + act,
     }
     out = {name: round((v + OVERHEAD) / GB, 2) for name, v in parts.items()}
-    out.update(
-        {
-            "fits": {name: out[name] <= budget_gb for name in parts},
-            "budget_gb": budget_gb,
-            "activations_gb": round(act / GB, 2),
-            "n_params": int(n_params),
-            "lora_params": int(lora_params),
-        }
-    )
+    out.update(fits={name: out[name] <= budget_gb for name in parts}, budget_gb=budget_gb)
+    out.update(activations_gb=round(act / GB, 2), n_params=int(n_params), lora_params=int(lora_params))
     return out
 
 

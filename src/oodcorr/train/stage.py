@@ -59,10 +59,97 @@ def train_run(params: dict, run_key: str, quiet: bool | None = None) -> dict:
         return _train_run(run_key, run, project, quiet, label)
 
 
+def _missing(ckpt_dir, previous: dict) -> tuple[list, int | None, dict]:
+    """The same run again: every checkpoint run.json lists (up to where training got) must be there, else those
+    missing are rebuilt. Returns them, the step to stop at (a finished run keeps its later checkpoints: training
+    stops at the last missing one) and the previous record (not finished where one is missing)."""
+    have = checkpoint_dirs(ckpt_dir)
+    upto = (
+        previous["total_steps"]
+        if previous.get("finished")
+        else max((s for s, d in have.items() if has_state(d)), default=-1)
+    )
+    missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto) if upto >= 0 else []
+    if not missing:
+        return [], None, previous
+    return missing, missing[-1] if previous.get("finished") else None, dict(previous, finished=False)
+
+
+def _nothing_to_do(run_key: str, run: RunSettings, project: Project, previous: dict) -> dict:
+    """A finished run with every checkpoint: finish what the end of training does (a kill right after run.json
+    said finished; idempotent) and return its record."""
+    from oodcorr.core import io
+    from oodcorr.tracking import mirror
+
+    click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
+    run_dir = rundir.run_dir(project, run_key)
+    put_away_state(rundir.checkpoints_dir(run_dir), previous["total_steps"], run)
+    recs = io.read_jsonl_tolerant(mirror.record_dir(project, run_key) / "train.jsonl")
+    if recs and not any(r.get("type") == "status" for r in recs):
+        finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
+    return {**previous, "mlflow_run_id": mirror.mlflow_run_id(project, run_key)}
+
+
+def _say_rebuilding(run_key: str, run: RunSettings, ckpt_dir, previous: dict, missing: list, to: int) -> None:
+    start = resume_point(ckpt_dir, previous["checkpoint_steps"], missing, run)
+    click.echo(
+        f"train {run_key}: {', '.join(f'checkpoint-{m}' for m in missing)} missing or incomplete "
+        f"(run.json lists it); training again from "
+        f"{f'checkpoint-{start}' if start >= 0 else 'step 0 (no earlier training state kept)'} "
+        f"to step {to} to rebuild it",
+        err=True,
+    )
+
+
+def _start(run_key: str, run: RunSettings, project: Project, info: dict, examples, plan: tuple, label) -> dict:
+    """The run's MLflow record started and its run.json written (not finished yet); returns that record."""
+    from oodcorr.core.io import write_json
+
+    schedule, total, n_threads = plan
+    config = run.as_dict()  # as run.json records it
+    digest = examples_digest(examples)
+    tracking_identity = run_identity(identity(config), digest)
+    start_record(project, run, info, tracking_identity, *label)
+    record = {
+        "run": run_key,
+        "config": config,
+        "model_info": portable_info(info, run),
+        "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
+        "example_ids": [e["id"] for e in examples],
+        "examples_sha256": digest,
+        "checkpoint_steps": schedule,
+        "total_steps": total,
+        "finished": False,
+        "threads": n_threads,
+    }
+    write_json(rundir.run_dir(project, run_key) / "run.json", record)
+    return record
+
+
+def _finish(run_key: str, run: RunSettings, project: Project, record: dict, last: int) -> dict:
+    """run.json says finished, the training state is put away (no resume from the newest) and the MLflow run
+    finished; returns the record with its MLflow run id."""
+    from oodcorr.core import io
+    from oodcorr.core.io import write_json
+
+    run_dir = rundir.run_dir(project, run_key)
+    record["finished"] = True
+    write_json(run_dir / "run.json", record)
+    put_away_state(rundir.checkpoints_dir(run_dir), last, run)
+    run_id = finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
+    return {**record, "mlflow_run_id": run_id}
+
+
+def _same_run(previous: dict | None, config: dict, digest: str) -> bool:
+    """The run in run.json is this one: the same settings and the same examples (re-prepared data with other rows
+    -> a fresh run)."""
+    same_config = previous is not None and identity(previous.get("config")) == identity(config)
+    return same_config and previous.get("examples_sha256") == digest
+
+
 def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | None, label: tuple) -> dict:
     """train_run's work, from the settings it resolved once (no params: every value is in `run` or `project`)."""
     from oodcorr.core import io
-    from oodcorr.core.io import write_json
     from oodcorr.modeling import distributed
     from oodcorr.modeling.prompts import check_pattern
     from oodcorr.tracking import mirror
@@ -78,36 +165,15 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
     check_pattern(run.pattern)
     examples = sample_shots(load_pool(project, run.train_set), run.shots, run.sampling, run.data_seed)
     digest = examples_digest(examples)
-    same = (
-        previous is not None
-        and identity(previous.get("config")) == identity(config)
-        and previous.get("examples_sha256") == digest
-    )  # re-prepared data with other rows -> fresh run
+    same = _same_run(previous, config, digest)
     from oodcorr.tracking import store as tracking
 
     tracking.check_store(project)  # a locked or damaged MLflow store: one line now, nothing touched
     if os.environ.get("RANK", "0") == "0":
         mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
-    missing, stop_at = [], None
-    if same:  # every checkpoint run.json lists (up to where training got) must be there, else rebuild
-        have = checkpoint_dirs(ckpt_dir)
-        upto = (
-            previous["total_steps"]
-            if previous.get("finished")
-            else max((s for s, d in have.items() if has_state(d)), default=-1)
-        )
-        missing = missing_checkpoints(ckpt_dir, previous.get("checkpoint_steps"), upto) if upto >= 0 else []
-        if missing:  # a finished run keeps its later checkpoints: training stops at the last missing one
-            stop_at = missing[-1] if previous.get("finished") else None
-            previous = dict(previous, finished=False)
+    missing, stop_at, previous = _missing(ckpt_dir, previous) if same else ([], None, previous)
     if same and previous.get("finished") and previous["total_steps"] in checkpoint_dirs(ckpt_dir):
-        click.echo(f"train {run_key}: finished ({previous['total_steps']} steps); nothing to do", err=True)
-        # a kill right after run.json said finished: finish what the end of training does (idempotent)
-        put_away_state(ckpt_dir, previous["total_steps"], run)
-        recs = io.read_jsonl_tolerant(mirror.record_dir(project, run_key) / "train.jsonl")
-        if recs and not any(r.get("type") == "status" for r in recs):
-            finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
-        return {**previous, "mlflow_run_id": mirror.mlflow_run_id(project, run_key)}
+        return _nothing_to_do(run_key, run, project, previous)
 
     # Everything a user can get wrong is checked before anything is written.
     preflight(run)
@@ -130,55 +196,16 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
                 if old.exists():
                     shutil.rmtree(old)
         if missing:
-            start = resume_point(ckpt_dir, previous["checkpoint_steps"], missing, run)
-            click.echo(
-                f"train {run_key}: {', '.join(f'checkpoint-{m}' for m in missing)} missing or incomplete "
-                f"(run.json lists it); training again from "
-                f"{f'checkpoint-{start}' if start >= 0 else 'step 0 (no earlier training state kept)'} "
-                f"to step {stop_at if stop_at is not None else total} to rebuild it",
-                err=True,
-            )
+            _say_rebuilding(run_key, run, ckpt_dir, previous, missing, stop_at if stop_at is not None else total)
         io.clean_stale_temps(ckpt_dir, run_dir)  # a kill during a checkpoint / run.json write leaves these
-        tracking_identity = run_identity(identity(config), digest)
-        start_record(project, run, info, tracking_identity, *label)
-        record = {
-            "run": run_key,
-            "config": config,
-            "model_info": portable_info(info, run),
-            "tracking_identity": tracking_identity,  # lets a clone rebuild the MLflow run (oodcorr sync)
-            "example_ids": [e["id"] for e in examples],
-            "examples_sha256": digest,
-            "checkpoint_steps": schedule,
-            "total_steps": total,
-            "finished": False,
-            "threads": n_threads,
-        }
-        write_json(run_dir / "run.json", record)
+        record = _start(run_key, run, project, info, examples, (schedule, total, n_threads), label)
     distributed.barrier()
-    train_loop(
-        model,
-        tok,
-        prompter,
-        info,
-        run,
-        examples,
-        plan,
-        schedule,
-        ckpt_dir,
-        project,
-        quiet or rank > 0,
-        rank,
-        world,
-        stop_at,
-    )
+    args = (examples, plan, schedule, ckpt_dir, project, quiet or rank > 0, rank, world, stop_at)
+    train_loop(model, tok, prompter, info, run, *args)
     distributed.barrier()
     if rank > 0:
         return json.loads((run_dir / "run.json").read_text())
-    record["finished"] = True
-    write_json(run_dir / "run.json", record)
-    put_away_state(ckpt_dir, total if stop_at is None else stop_at, run)  # finished: no resume from the newest
-    run_id = finish_record(project, run_key, io.sha256_file(run_dir / "run.json"))
-    return {**record, "mlflow_run_id": run_id}
+    return _finish(run_key, run, project, record, total if stop_at is None else stop_at)
 
 
 @click.command("train")
