@@ -64,7 +64,8 @@ def test_a_study_that_can_show_nothing_says_so_above_its_verdicts(tmp_path):
 def test_a_family_below_the_gate_is_unreadable_not_a_number(study, tmp_path):
     """Issue 63 item 9: a verdict-table cell whose family has a testset below the reliability gate (its fitted
     reliability, pooled_seeds.csv rel_a / rel_b) reads "unreadable (why)" with those reliabilities, never an
-    estimate; every other cell of the analysed metric is the estimate itself."""
+    estimate, and so does one whose interval spans -1 to +1; every other cell of the analysed metric is the
+    estimate itself. No cell of the table, accuracy's included, shows -1.00 [-1.00, +1.00] or such."""
     import pandas as pd
 
     from report_pages import REPO
@@ -86,5 +87,8 @@ def test_a_family_below_the_gate_is_unreadable_not_a_number(study, tmp_path):
                 assert cell == f"unreadable (fitted reliability below {rmin:g}: {words})", cell
                 checked += 1
             elif p["r_disattenuated"] == p["r_disattenuated"]:
-                assert cell.startswith(f"{p['r_disattenuated']:+.2f} "), cell
+                full = f"{p['ci2_low']:+.2f}, {p['ci2_high']:+.2f}" == "-1.00, +1.00"
+                want = "unreadable (its interval spans -1 to +1)" if full else f"{p['r_disattenuated']:+.2f} "
+                assert cell.startswith(want), cell
     assert checked
+    assert not any("[-1.00, +1.00]" in cell for row in rows for cell in row)

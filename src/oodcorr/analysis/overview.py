@@ -87,7 +87,8 @@ def _family_cell(row, suffix: str, noise: bool, alpha: float, rmin: float | None
     """'+0.92 [+0.75, +1.00] d': one estimate and its own interval, the pair the verdict reads: with the noise
     analysis the seed-pooled noise-free r (r_disattenuated) and its noise-corrected interval (ci2), else the
     seed-pooled r and its CI. Where the noise-free r is undefined, the observed r is shown, labelled as such; where
-    a testset's fitted reliability is below the gate (rmin), the cell says it is unreadable and why, not a number.
+    a testset's fitted reliability is below the gate (rmin) or the interval spans -1 to +1, the cell says it is
+    unreadable and why, not a number.
     Values: {"r", "ci", "mark", "observed", "unreadable"} (r None: undefined or unreadable; the whole cell None:
     no such family row)."""
     if row is None:
@@ -104,6 +105,8 @@ def _family_cell(row, suffix: str, noise: bool, alpha: float, rmin: float | None
     mark = ""
     if math.isfinite(lo) and math.isfinite(hi):
         ci = f"[{lo:+.2f}, {hi:+.2f}]"
+        if ci == "[-1.00, +1.00]":  # an interval over every possible r says nothing about this one
+            return {"r": None, "unreadable": "its interval spans -1 to +1"}
         if noise and (lo > 0 or hi < 0):
             mark = "d"
     else:
