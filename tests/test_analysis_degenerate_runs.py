@@ -113,7 +113,7 @@ def test_a_testset_linear_in_id_written_with_accuracy_alone_says_what_is_wrong(t
     partial = lin[lin["method"] != "raw"]  # raw does not remove ID: nothing to be collinear with
     assert len(partial) and partial["flag_accuracy"].str.contains("collinear_with_id:lin").all()
     html = (tmp_path / "results" / "report.html").read_text()
-    assert "lin&#x27;s rows in the metrics file lack balanced_margin" in html
+    assert "lin&#39;s rows in the metrics file lack balanced_margin" in html  # the template's escaping of '
     assert "lin moves in step with ID" in html
 
 
