@@ -57,15 +57,15 @@ def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
     return metric_key(name, testset) if slice_ is None else metric_key("slices", testset, slice_, name)
 
 
-def checkpoint_times(train_records: list[dict], steps: list[int]) -> dict[int, int]:
+def checkpoint_times(train_records: list[dict], steps: list[int], end_ms: int | None = None) -> dict[int, int]:
     """A timestamp (ms) per checkpoint step for its eval metrics, so MLflow's time axis spreads a curve like its
-    step axis: when training reached that step (its train/loss record), else 1 s apart, ending now."""
+    step axis: when training reached that step (its train/loss record), else 1 s apart, ending now (or end_ms)."""
     trained = {
         int(r["step"]): int(r["timestamp"])
         for r in train_records
         if r.get("type") == "metric" and r.get("key") == "train/loss"
     }
-    now = int(time.time() * 1000)
+    now = int(end_ms or time.time() * 1000)
     out, last = {}, None
     for i, step in enumerate(sorted(steps)):
         ts = trained.get(step)
@@ -109,9 +109,11 @@ def predictions_artifact(folder) -> dict:
     }
 
 
-def rebuild(params: dict, run: str) -> bool:
+def rebuild(params: dict, run: str, end_ms: int | None = None) -> bool:
     """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
-    Needs run.json with its tracking identity (written by training); returns False otherwise."""
+    Needs run.json with its tracking identity (written by training); returns False otherwise. The outputs keep no
+    times: the records end now, or at end_ms (a saved run: when it was saved), which then also gives the MLflow
+    run its start (its first record) and end time."""
     from oodcorr.records.rundir import (
         META_FILE,
         checkpoint_dirs,
@@ -152,7 +154,7 @@ def rebuild(params: dict, run: str) -> bool:
             "params": tracking.param_values(cfg),
         }
     ]
-    base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
+    base = int(end_ms or time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
     for step, folder in sorted(checkpoint_dirs(checkpoints_dir(rdir)).items()):
         try:
             meta = json.loads((folder / META_FILE).read_text())
@@ -173,9 +175,15 @@ def rebuild(params: dict, run: str) -> bool:
     evals = []
     if metrics.exists():
         rows = io.read_jsonl(metrics)
-        evals = eval_records(rows, checkpoint_times(lines, sorted({int(r["step"]) for r in rows})))
+        evals = eval_records(rows, checkpoint_times(lines, sorted({int(r["step"]) for r in rows}), end_ms))
         if (eval_dir(rdir) / "predictions").is_dir():
             evals.append(predictions_artifact(eval_dir(rdir)))
+    if end_ms:  # the MLflow run's own start and end: its first and last record, not the time of this rebuild
+        stamps = [int(r["timestamp"]) for r in lines + evals if "timestamp" in r] or [int(end_ms)]
+        lines[0]["start_time"] = min(stamps)
+        for r in lines:
+            if r["type"] == "status":
+                r["end_time"] = max(max(stamps), int(end_ms))
     io.write_text(records / "eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
     io.write_text(records / "train.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
     return True
