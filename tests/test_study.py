@@ -354,3 +354,9 @@ def test_a_global_train_override_that_runs_shadow_is_named(tmp_path):
             assert not any(k in warned[0] for k in others)
         else:  # no run sets its own batch_size: the override reaches every run
             assert not warned, res.output
+    tree = yaml.safe_load(quickstart_text())  # train.lr and the run's own lr both changed: nothing shadowed
+    tree["train"]["lr"] = 0.005
+    tree["runs"][own[0]]["lr"] = 0.0005
+    params.write_text(yaml.safe_dump(tree))
+    res = run("study", "check", "--params", params)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output

@@ -306,7 +306,12 @@ def shadowed_overrides(params: dict, baseline: dict | None) -> list[str]:
     for key, value in train.items():
         if key in base and base[key] == value:
             continue
-        own = [k for k, r in (params.get("runs") or {}).items() if isinstance(r, dict) and key in r]
+        base_runs = baseline.get("runs") or {}
+        own = [  # runs that keep their own value (one changed along with train's was overridden on purpose)
+            k
+            for k, r in (params.get("runs") or {}).items()
+            if isinstance(r, dict) and key in r and (base_runs.get(k) or {}).get(key, r[key]) == r[key]
+        ]
         if own:
             out.append(
                 f"warning: train.{key} = {value} does not reach {len(own)} run(s) that set their own {key}: "
