@@ -150,9 +150,10 @@ def priced_as(best: dict, pilot) -> str:
     """What the power per pair is priced on, in a user's words."""
     if not pilot:
         return f"every stated testset alike, reliability {best['reliability']:.2f} at this design"
+    family = f" in its weakest family, {best['median_family']}" if best.get("median_family") else ""
     return (
         f"priced on a pair of the median kept testset, {best['median_testset']}, at reliability "
-        f"{best['reliability']:.2f} in its weakest family, {best['median_family']}"
+        f"{best['reliability']:.2f}{family}"
     )
 
 
