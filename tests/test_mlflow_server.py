@@ -152,16 +152,16 @@ def test_oodcorr_ui_prints_its_links_once_the_server_answers(tmp_path):
         [str(BIN / "oodcorr"), "ui", "--port", str(port)],
         cwd=tmp_path,
         env=env(),
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
-    seen, answered_at_link = [], []
+    seen, answered_at_link, progress = [], [], []
 
-    def read():  # each line as it comes; at the first link, does the server answer right now?
-        for line in proc.stderr:
+    def read():  # each line of stdout (the links) as it comes; at the first link, does the server answer now?
+        for line in proc.stdout:
             seen.append(line.rstrip())
             if "runs table: http" in line and not answered_at_link:
                 try:
@@ -172,12 +172,15 @@ def test_oodcorr_ui_prints_its_links_once_the_server_answers(tmp_path):
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    threading.Thread(target=lambda: progress.extend(x.rstrip() for x in proc.stderr), daemon=True).start()
     try:
         deadline = time.time() + 300
         while not answered_at_link and proc.poll() is None and time.time() < deadline:
             time.sleep(0.5)
         assert answered_at_link == [200], seen  # the link answered the moment it was printed
-        assert seen[0].startswith("starting the MLflow UI") and any("ready after" in x for x in seen), seen
+        assert progress[0].startswith("starting the MLflow UI"), progress  # progress on stderr, links on stdout
+        assert seen[0].startswith("MLflow UI ready after"), (seen, progress)
+        assert not any(": http" in x for x in progress), progress  # no link among the progress lines
         exp = rest(base, "experiments/get-by-name", experiment_name="oodcorr/ui")["experiment"]
         assert exp["name"] == "oodcorr/ui" and f"/#/experiments/{exp['experiment_id']}/runs" in "\n".join(seen)
         # bound to loopback only

@@ -317,7 +317,7 @@ def test_pilot_project_gives_testsets_noise_and_length_scale(tmp_path, monkeypat
         out,
     )
     assert res.exit_code == 0, res.output
-    assert "pilot: 2 runs, 3 testset pairs" in res.output and "left out: snli" in res.output
+    assert "pilot: 2 runs, 3 testset pairs" in res.output and "left out (not scored): snli " in res.output
     from oodcorr.settings.yaml_dialect import read_yaml
 
     frag = read_yaml(out.read_text())
@@ -518,3 +518,30 @@ def test_seeds_already_trained_cost_their_scoring_only(tmp_path, monkeypatch):
     # a design of no more seeds than are trained costs exactly its scoring
     res = _plan(tmp_path, monkeypatch, *args, "--trained-seeds", "64")
     assert res.exit_code == 0 and "64 seed(s) per family already trained" in res.output, res.output
+
+
+def test_a_plan_from_no_stated_values_says_so_and_counts_the_studys_pairs(tmp_path, monkeypatch):
+    """No --signal-sd, --item-sd, --ell or --id-slope: the plan says its values are assumed, not stated; with no
+    --ood-testsets it plans the study's own OOD testsets (the quickstart's 4: 6 pairs), names no made-up testset as
+    its median pair, and its caveat reads as a sentence; its `next:` line is a command, not `...`."""
+    from study_helpers import quickstart_text
+
+    (tmp_path / "params.yaml").write_text(quickstart_text())
+    res = _plan(tmp_path, monkeypatch, "--budget", "2", "--examples-per-s", "20", "--train-hours", "0.1", "--details")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "(planned from assumed values (none stated: --signal-sd, --item-sd, --ell, --id-slope);" in out
+    assert "details: assumed values (none stated: --signal-sd, --item-sd, --ell, --id-slope); 4 OOD testsets" in out
+    assert "planned from stated values" not in out
+    assert re.search(r"settles: [0-9.]+ of 6 pairs", out), out
+    assert "median pair: ood" not in out and "every stated testset alike, reliability 0." in out
+    caveat = [ln for ln in out.splitlines() if "the prediction was checked" in ln]
+    assert not caveat or re.search(
+        r"here (each seed carries about [0-9.]+ effectively independent checkpoints|the design has)", caveat[0]
+    )
+    assert " and 1 seed(s)" not in out
+    nxt = re.search(r"next: `(oodcorr plan [^`]*)`", out)
+    assert nxt and "..." not in nxt.group(1) and nxt.group(1).endswith("--write-params plan.yaml"), out
+    assert "--examples-per-s 20.0" in nxt.group(1) or "--examples-per-s 20" in nxt.group(1)
+    stated = _plan(tmp_path, monkeypatch, "--budget", "2", *STATED, "--details").output
+    assert "(planned from stated values;" in stated and "details: stated values; 4 OOD testsets" in stated

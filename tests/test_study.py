@@ -314,3 +314,49 @@ def test_put_back_never_reads_the_dvc_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("DVC_STAGE", next(iter(dvc_sources.STAGES)))
     monkeypatch.setattr(dvc_sources, "_dvc_started", lambda: 0.0)
     assert dvc_sources.put_back(tmp_path) == []
+
+
+def test_a_global_train_override_that_runs_shadow_is_named(tmp_path):
+    """`dvc exp run -S train.lr=...` rewrites params.yaml's train.lr; a run whose entry sets its own lr keeps it, so
+    its stages have nothing to do. `oodcorr study check` (dvc.yaml's first stage) compares with git's HEAD and names
+    the runs the change does not reach and how to change theirs; an unchanged file, or a changed key no run sets,
+    says nothing."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    if not (REPO / "data" / "raw" / "real").is_dir():
+        pytest.skip("needs data/raw (make setup)")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(REPO / "data" / "raw")
+    params = tmp_path / "params.yaml"
+    params.write_text(quickstart_text())
+    git("init", "-q")
+    git("add", "params.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline")
+    tree = yaml.safe_load(params.read_text())
+    own = [k for k, r in tree["runs"].items() if "lr" in r]
+    assert own and len(own) < len(tree["runs"]), "the quickstart has a run with its own lr and one without"
+    res = run("study", "check", "--params", params)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    for key, value in (("lr", 0.005), ("batch_size", 4)):
+        tree = yaml.safe_load(quickstart_text())
+        tree["train"][key] = value
+        params.write_text(yaml.safe_dump(tree))
+        res = run("study", "check", "--params", params)
+        assert res.exit_code == 0, res.output
+        warned = [line for line in res.output.splitlines() if line.startswith("warning: train.")]
+        if key == "lr":
+            assert len(warned) == 1 and warned[0].startswith("warning: train.lr = 0.005 does not reach 1 run(s)")
+            assert own[0] in warned[0] and "-S 'runs.<run>.lr=...'" in warned[0]
+            others = set(tree["runs"]) - set(own)
+            assert not any(k in warned[0] for k in others)
+        else:  # no run sets its own batch_size: the override reaches every run
+            assert not warned, res.output
+    tree = yaml.safe_load(quickstart_text())  # train.lr and the run's own lr both changed: nothing shadowed
+    tree["train"]["lr"] = 0.005
+    tree["runs"][own[0]]["lr"] = 0.0005
+    params.write_text(yaml.safe_dump(tree))
+    res = run("study", "check", "--params", params)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output

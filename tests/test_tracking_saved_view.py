@@ -99,13 +99,14 @@ def test_a_saved_study_is_shown_from_its_own_store_and_never_written(tmp_path):
         [str(BIN / "oodcorr"), "ui", "--params", params, "--port", str(port)],
         cwd=repo,
         env=env(),
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    lines: list[str] = []
-    threading.Thread(target=lambda: [lines.append(x.rstrip()) for x in proc.stderr], daemon=True).start()
+    lines: list[str] = []  # the links on stdout, progress on stderr: both, in order of arrival
+    for stream in (proc.stdout, proc.stderr):
+        threading.Thread(target=lambda f=stream: [lines.append(x.rstrip()) for x in f], daemon=True).start()
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 600
@@ -119,6 +120,17 @@ def test_a_saved_study_is_shown_from_its_own_store_and_never_written(tmp_path):
         assert sorted(tags) == ["analysis demo", "gemma3-270m s0", "smollm2-135m s0"], sorted(tags)
         # the two families in two distinct colours
         assert tags["gemma3-270m s0"]["mlflow.runColor"] != tags["smollm2-135m s0"]["mlflow.runColor"]
+        # each run shows when it was saved (its .dvc file's commit; the outputs keep no training times), not when
+        # this view was built
+        for r in runs:
+            if r["info"]["run_name"] == "analysis demo":
+                continue
+            key = r["data"]["tags"] and {t["key"]: t["value"] for t in r["data"]["tags"]}["oodcorr.run_key"]
+            saved = 1000 * int(
+                sh(["git", "log", "-1", "--format=%ct", "--", f"studies/demo/runs/{key}.dvc"], repo).stdout
+            )
+            info = r["info"]
+            assert int(info["end_time"]) == saved and saved - 600_000 < int(info["start_time"]) < saved, info
         train = next(r for r in runs if r["info"]["run_name"] == "smollm2-135m s0")
         hist = rest(base, "metrics/get-history", run_id=train["info"]["run_id"], metric_key="acc/hans")["metrics"]
         assert sorted(m["step"] for m in hist) == list(range(0, 100, 10))  # every checkpoint's metric

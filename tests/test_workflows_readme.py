@@ -1,7 +1,8 @@
 """README workflows, each followed as a new user would, with the README's own commands (real DVC in a git
 repo, real MLflow sqlite, tiny models standing in): "Add a testset" (and its file:line error), "Presets"
 (switching and back, the paper preset under `dvc repro`), `oodcorr plan --pilot` with the quickstart's run
-key. Sharing through a DVC remote: test_workflows_sharing.py."""
+key, and a 3-way testset's neutral convention as `oodcorr testsets` shows it. Sharing through a DVC remote:
+test_workflows_sharing.py."""
 
 from __future__ import annotations
 
@@ -113,11 +114,10 @@ def test_adding_your_own_testset_as_the_readme_says(tmp_path):
     assert "Running stage" not in sh(["dvc", "repro"], root).stdout
     plans = commands(readme_block("Plan a study", "bash"))
     assert "examples" in sh(["bash", "-c", plans[0]], root).stdout  # from assumptions
-    pilot = next(c for c in plans if "plan --pilot" in c)
-    key = re.search(r"runs/([^/]+)/eval", pilot).group(1)
-    assert key in load_preset("quickstart")["runs"]  # the quickstart's own run key
-    # this study's runs have 7 checkpoints (the quickstart's 5): too few for a pilot, one line says so
-    res = sh(["bash", "-c", pilot.replace(key, next(iter(params["runs"])))], root, check=False)
+    # this study's runs have 7 checkpoints (the quickstart's 5): too few for a pilot, one line says so (the README's
+    # pilot lines plan from studies/pilot: test_plan_pilot_readme.py types them)
+    pilot = f"oodcorr plan --pilot runs/{next(iter(params['runs']))}/eval/metrics.jsonl --budget 5"
+    res = sh(["bash", "-c", pilot], root, check=False)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and ">= 10" in res.stderr, res.stderr
 
 
@@ -235,7 +235,10 @@ def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
     for stage in ("prepare", "train@olmo2-7b_mnli_64_s0", "evaluate@olmo2-7b_snli_64_s0", "analyze"):
         assert f"Running stage '{stage}'" in dry.stdout, dry.stdout[-2000:]
     assert "Errno" not in dry.stdout + dry.stderr
-    sh(["bash", "-c", steps[3]], root)  # back: the file as it was, the paper slice as the one backup
+    assert steps[3].startswith("oodcorr train --run olmo2-7b_mnli_64_s0 --dry-run")  # while the paper slice is active
+    dry_train = sh(["bash", "-c", steps[3]], root).stdout
+    assert "QLoRA" in dry_train and "checkpoints at" in dry_train
+    sh(["bash", "-c", steps[4]], root)  # back: the file as it was, the paper slice as the one backup
     assert (root / "params.yaml").read_text() == params_text
     assert sorted(p.name for p in root.glob("params.yaml*")) == ["params.yaml", "params.yaml.bak"]
     assert (root / "params.yaml.bak").read_text() == paper_text
@@ -249,6 +252,39 @@ def test_presets_switch_and_back_keep_the_users_testset(tmp_path):
     assert back == expected
     assert "# from the lab" in back_text and "# analysis settings agreed with the lab" in back_text
     assert "# per testset, stratified and seeded" in back_text  # the preset's comments
+
+
+def test_a_three_way_testset_declared_as_the_readme_says_shows_its_neutral_convention(tmp_path):
+    """README "Add a testset": the declared testset maps a label to `neutral`, and its `neutral:` key decides what
+    becomes of those rows; `oodcorr testsets` names it: dropped as the built-in 3-way sets, or merged into
+    non-entailment; a map that sends the neutral label to non_entailment itself is binary."""
+    from click.testing import CliRunner
+
+    from oodcorr.cli import cli
+
+    spec = declared_testset()["my_set"]
+    assert "neutral" in spec["label_map"].values() and spec["neutral"] == "drop"
+    section = " ".join(readme_section("Add a testset").split())
+    assert "`3-way, neutral dropped`" in section and "`merge` counts them as non-entailment" in section
+
+    def shown(my_set: dict) -> str:
+        params = yaml.safe_load(quickstart_text())
+        params["data"]["testsets"] = {"my_set": my_set}
+        path = tmp_path / "params.yaml"
+        path.write_text(yaml.safe_dump(params))
+        res = CliRunner().invoke(cli, ["testsets", "--params", str(path)])
+        assert res.exit_code == 0, res.output
+        rows = {ln.split()[0]: ln for ln in res.output.splitlines()}
+        assert "3-way, neutral dropped" in rows["mnli"]  # the built-in 3-way sets drop neutral
+        return rows["my_set"]
+
+    assert "3-way, neutral dropped" in shown(spec)
+    assert "3-way, neutral merged" in shown({**spec, "neutral": "merge"})
+    by_hand = {
+        **spec,
+        "label_map": {k: ("non_entailment" if v == "neutral" else v) for k, v in spec["label_map"].items()},
+    }
+    assert "binary" in shown(by_hand)
 
 
 PAPER_NAMES = ["mnli_train", "mnli", "snli", "scitail", "rte", "hans", "anli", "wnli", "paws"]

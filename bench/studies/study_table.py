@@ -2,7 +2,8 @@
 
   python bench/studies/study_table.py sick            # prints the Markdown table docs/studies.md shows for studies/sick
   python bench/studies/study_table.py sick --across   # each family's r and interval, and across the two
-  python bench/studies/study_table.py twofamily sick --findings   # the README's one table: those rows, study by study
+  python bench/studies/study_table.py twofamily sick --findings   # the README's one table: those rows, study by study,
+                                                          # with the verdict under accuracy beside each
   python bench/studies/study_table.py sick --facts    # what the pages say beside it: seeds alone, rank/GAM, definedness
 
 Each cell: the seeds-pooled linear partial r of `balanced_margin` with its noise-corrected 95 % interval (the
@@ -95,20 +96,50 @@ def _unsettled(v: str, rows: pd.DataFrame, a: str, b: str) -> str:
     return f"unsettled: {' and '.join(short)}'s interval includes 0"
 
 
+def metric(name: str) -> str:
+    """The metric a saved study's verdicts use (its params' analyze.metric)."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "studies" / name / "params.yaml").read_text())
+    return (params.get("analyze") or {}).get("metric") or AnalyzeSettings.metric
+
+
+ACCURACY = {
+    "consistent_positive": "same sign, positive",
+    "consistent_negative": "same sign, negative",
+    "model_dependent": "opposite signs",
+    "consistent_null": "no relation beyond ±0.3",
+    "insufficient_evidence": "unsettled",
+    "unreliable": "unsettled",
+}
+
+
+def _accuracy(v: str, g: pd.DataFrame) -> str:
+    """The verdict the same pair gets under accuracy (consistency.csv's verdict_accuracy), with each family's
+    noise-free r of accuracy where the testsets are reliable enough to read it."""
+    words = ACCURACY.get(v, v.replace("_", " "))
+    if v == "unreliable":
+        return f"{words} (unreliable)"
+    return f"{words}: " + " / ".join(_num(x) for x in g["r_disattenuated_accuracy"])
+
+
 def across(name: str) -> str:
-    """The README's table: per pair, each family's seeds-pooled noise-free r with its interval, and in words what
-    the two families say together (the verdict of consistency.csv)."""
+    """The README's table: per pair, each family's seeds-pooled noise-free r of the study's metric with its
+    interval, in words what the two families say together (the verdict of consistency.csv), and the verdict the
+    same pair gets under accuracy beside it (verdict_accuracy, each family's noise-free r of accuracy)."""
     res = ROOT / "studies" / name / "results"
     pooled = pd.read_csv(res / "pooled_seeds.csv").query("method == 'linear'").sort_values("model")
     verdicts = pd.read_csv(res / "consistency.csv").query("method == 'linear'")
     models = sorted(pooled["model"].unique())
-    head = ["pair", *(FAMILIES.get(m, m) for m in models), "across the two families"]
+    head = ["pair", *(FAMILIES.get(m, m) for m in models), f"across the two families ({metric(name)})", "accuracy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (a, b), g in pooled.groupby(["testset_a", "testset_b"], sort=True):
         cells = [f"{NAMES.get(a, a)} ~ {NAMES.get(b, b)}"]
         cells += [_cell(r) for r in g.itertuples()]
-        v = str(verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)].iloc[0]["verdict"])
+        row = verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)].iloc[0]
+        v = str(row["verdict"])
         cells.append(ACROSS.get(v) or _unsettled(v, g, a, b))
+        cells.append(_accuracy(str(row["verdict_accuracy"]), g))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

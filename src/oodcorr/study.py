@@ -263,6 +263,9 @@ def check_cmd(params_file, stamp):
         raise UserError(
             f"{e}{note(Path(params_file).resolve().parent if params_file else find_project_root())}"
         ) from None
+    root = Path(params_file).resolve().parent if params_file else None
+    for line in shadowed_overrides(params, committed_params(root, params_file)):
+        click.echo(line, err=True)
     if stamp:
         from oodcorr.core.io import write_text
 
@@ -271,6 +274,50 @@ def check_cmd(params_file, stamp):
         f"ok: {len(params.get('runs') or {})} runs, "
         f"{len((params.get('evaluate') or {}).get('testsets') or [])} evaluation testsets"
     )
+
+
+def committed_params(root: Path | None, params_file: str | None) -> dict | None:
+    """params.yaml as git's HEAD has it (the baseline `dvc exp run -S` changes), None outside git or untracked."""
+    import subprocess
+
+    import yaml
+
+    from oodcorr.settings.config import PARAMS_FILE, find_project_root
+
+    path = Path(params_file).resolve() if params_file else find_project_root() / PARAMS_FILE
+    try:
+        res = subprocess.run(
+            ["git", "show", f"HEAD:./{path.name}"], cwd=root or path.parent, capture_output=True, text=True, timeout=30
+        )
+        tree = yaml.safe_load(res.stdout) if res.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, yaml.YAMLError):
+        return None
+    return tree if isinstance(tree, dict) else None
+
+
+def shadowed_overrides(params: dict, baseline: dict | None) -> list[str]:
+    """A warning per `train` key changed from the baseline (`dvc exp run -S train.lr=1e-3`, or an edit) that some
+    runs set themselves: the change does not reach them, so their stages have nothing to do. None without a
+    baseline (no git): then nothing says what changed."""
+    if baseline is None:
+        return []
+    train, base = params.get("train") or {}, baseline.get("train") or {}
+    out = []
+    for key, value in train.items():
+        if key in base and base[key] == value:
+            continue
+        base_runs = baseline.get("runs") or {}
+        own = [  # runs that keep their own value (one changed along with train's was overridden on purpose)
+            k
+            for k, r in (params.get("runs") or {}).items()
+            if isinstance(r, dict) and key in r and (base_runs.get(k) or {}).get(key, r[key]) == r[key]
+        ]
+        if own:
+            out.append(
+                f"warning: train.{key} = {value} does not reach {len(own)} run(s) that set their own {key}: "
+                f"{', '.join(own)}; change theirs with `dvc exp run -S 'runs.<run>.{key}=...'` or in params.yaml"
+            )
+    return out
 
 
 @study.command("runs")

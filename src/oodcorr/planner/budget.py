@@ -26,12 +26,14 @@ gain information from seeds, not from more checkpoints of the same curve.
                        item is priced as scored again, since a new item count is a new testset)
 
 Search: seeds 1..MAX_SEEDS, checkpoints in CHECKPOINTS, ID and OOD items in 128, 256, ... up to each testset's
-size; testsets whose reliability stays below RELIABILITY_FLOOR at their full size are left out (and not scored).
+size; testsets whose reliability stays below RELIABILITY_FLOOR at their full size in any family are left out (and
+not scored): each costs only its own pairs, the rest are planned.
 The design with the highest power within the budget wins (ties: the consistent null's power, then fewer hours).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -71,6 +73,7 @@ def item_grid(size: int) -> list[int]:
     return out + [int(size)]
 
 
+@functools.lru_cache(maxsize=256)
 def kernel_share(n: int, ell: float) -> float:
     """Mean signal variance per unit signal_var left in the residual space of n checkpoints (gp_interval's rel)."""
     from oodcorr.stats.gp_design import design_terms
@@ -83,6 +86,25 @@ def kernel_share(n: int, ell: float) -> float:
 def reliability(signal_var: float, item_var: float, items: int, n: int, ell: float, leak: float = 0.0) -> float:
     k = signal_var * kernel_share(n, ell)
     return k / (k + item_var / items + leak)
+
+
+def full_size_reliability(model: dict, checkpoints=CHECKPOINTS) -> tuple[dict, dict]:
+    """({testset: reliability}, {testset: family}): each OOD testset's residual reliability at its full size, the ID
+    testset's at its full size leaking in, at the checkpoint count that suits it best, in its least reliable family
+    (a pilot measures each family; stated values have one). A pair settles only when every family reads both of its
+    testsets, so a testset below the floor here could settle no pair: it is left out, and costs only its own pairs."""
+    ell, idt = model["ell"], model["id"]
+    leak = model["beta"] ** 2 * idt["item_var"] / idt["size"]
+    rel, fam = {}, {}
+    for name, t in model["ood"].items():
+        rel[name], fam[name] = min(
+            (
+                max(reliability(f["signal_var"], f["item_var"], t["size"], n, ell, leak) for n in checkpoints),
+                f.get("name"),
+            )
+            for f in t.get("families") or [t]
+        )
+    return rel, fam
 
 
 def _curve(n, noise, leak, sa2, ell, margin, alpha, seeds, r=TARGET_R, floor=RELIABILITY_FLOOR):
@@ -117,13 +139,11 @@ def search(
     {families, train_h, examples_per_s}. margin, alpha, floor: the study's analyze.equivalence, alpha and
     reliability_min (the verdicts' own)."""
     ell, beta = model["ell"], model["beta"]
-    nmax = max(CHECKPOINTS)
-    rel_full = {
-        name: reliability(t["signal_var"], t["item_var"], t["size"], nmax, ell) for name, t in model["ood"].items()
-    }
+    rel_full, weakest_family = full_size_reliability(model, checkpoints)
     kept = sorted(name for name, r in rel_full.items() if r >= floor)
     out = {
         "reliability_full": rel_full,
+        "weakest_family": weakest_family,
         "kept": kept,
         "target_power": target,
         "target_r": r,
@@ -150,12 +170,35 @@ def search(
                         for k, t in zip(kept, ts)
                         for f in t.get("families") or [t]
                     )
-                    rel = reliability(ts[j]["signal_var"], ts[j]["item_var"], min(i_ood, ts[j]["size"]), n, ell, leak)
+                    # the median testset's pair in each family with that family's own variances: the weakest prices it
+                    fams = ts[j].get("families") or [ts[j]]
+                    rel, fam = min(
+                        (
+                            reliability(f["signal_var"], f["item_var"], min(i_ood, ts[j]["size"]), n, ell, leak),
+                            f.get("name"),
+                        )
+                        for f in fams
+                    )
                     if weakest[0] < floor:  # a verdict reads a pair only once both reach the floor
                         power = null = gate = gate0 = np.zeros(len(seeds))
                     else:
-                        power, null, gate, gate0 = _curve(
-                            n, noise[j], leak, ts[j]["signal_var"], ell, margin, alpha, seeds, r, floor
+                        power, null, gate, gate0 = np.min(
+                            [
+                                _curve(
+                                    n,
+                                    f["item_var"] / min(i_ood, ts[j]["size"]),
+                                    leak,
+                                    f["signal_var"],
+                                    ell,
+                                    margin,
+                                    alpha,
+                                    seeds,
+                                    r,
+                                    floor,
+                                )
+                                for f in fams
+                            ],
+                            axis=0,
                         )
                     scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
                     score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
@@ -173,6 +216,7 @@ def search(
                             "gate0": gate0,
                             "leak": leak,
                             "median_testset": kept[j],
+                            "median_family": fam,
                             "reliability": rel,
                             "weakest": weakest[0],
                             "weakest_testset": weakest[1],
@@ -200,8 +244,12 @@ def prediction_caveat(design: dict, ell: float) -> str:
     from oodcorr.stats.gp_model import KERNEL
 
     neff = n_eff_of(design_terms(design["checkpoints"], 1.0, 1.0), ell, KERNEL)
-    here = ([f"each seed carries about {neff:.1f}"] if neff < CHECKED_NEFF else []) + (
-        [f"{design['seeds']} seed(s)"] if design["seeds"] < CHECKED_SEEDS else []
+    here = (
+        [f"each seed carries about {neff:.1f} effectively independent checkpoints"] if neff < CHECKED_NEFF else []
+    ) + (
+        [f"the design has {design['seeds']} seed{'s' if design['seeds'] > 1 else ''}"]
+        if design["seeds"] < CHECKED_SEEDS
+        else []
     )
     if not here:
         return ""
@@ -213,7 +261,8 @@ def prediction_caveat(design: dict, ell: float) -> str:
 
 
 def _design(row, s) -> dict:
-    keys = ("checkpoints", "id_items", "ood_items", "median_testset", "reliability", "weakest", "weakest_testset")
+    keys = ("checkpoints", "id_items", "ood_items", "median_testset", "median_family", "reliability")
+    keys += ("weakest", "weakest_testset")
     return {k: row[k] for k in keys} | {
         "seeds": int(s),
         "hours": float(_hours(row, s)),
@@ -260,88 +309,3 @@ def _cheapest(rows, ok):
             if best is None or d["hours"] < best["hours"]:
                 best = d
     return best
-
-
-def even_every(steps: int, n: int) -> int:
-    """train.checkpoints.every that gives about n evenly spaced checkpoints over `steps` (0 and the last included),
-    as the planner's model has them (gp_design.design_terms: t evenly spread over [0, 1])."""
-    return max(1, math.ceil(steps / max(n - 1, 1)))
-
-
-def params_fragment(
-    design: dict,
-    families: list,
-    id_name: str,
-    ood_names: list | None,
-    header: list[str],
-    steps: int | None = None,
-    recipes: dict | None = None,
-) -> str:
-    """A params.yaml fragment for the design (data item counts, checkpoints, runs with seeds), with comments.
-    steps: training steps per run; known, the checkpoints are evenly spaced (every), as planned; else log-spaced.
-    recipes: {family: {train key: value}} written into each of the family's runs (the pilot's own settings)."""
-    import yaml
-
-    from oodcorr.settings.names import check_run_key
-
-    runs = {}
-    for model, train_set, id_testset, shots in families:
-        for seed in range(design["seeds"]):
-            key = f"{model.replace('/', '--')}_{train_set.removesuffix('_train')}_{shots}_s{seed}"
-            runs[check_run_key(key)] = {
-                "model": model,
-                "train_set": train_set,
-                "id_testset": id_testset,
-                "shots": int(shots),
-                "data_seed": seed,
-                "seed": seed,
-                **(recipes or {}).get((model, train_set, id_testset, shots), {}),
-            }
-    tree = {
-        "data": {"max_examples": design["ood_items"], "testsets": {id_name: {"max_examples": design["id_items"]}}},
-        "train": {
-            "checkpoints": {"every": even_every(steps, design["checkpoints"]), "log_spaced": None}
-            if steps
-            else {"every": None, "log_spaced": design["checkpoints"]}
-        },
-    }
-    if ood_names:
-        tree["evaluate"] = {"testsets": [id_name, *ood_names]}
-    tree["runs"] = runs
-    lines = [f"# {h}" for h in header]
-    lines += [
-        "# data.max_examples: items per OOD testset (a smaller testset keeps all its rows); the ID testset's",
-        "# own max_examples under data.testsets. train.checkpoints: "
-        + (
-            f"every {even_every(steps, design['checkpoints'])} of the {steps} steps, evenly spaced as planned"
-            if steps
-            else "log-spaced (the plan assumed even spacing: with train.max_steps known, prefer every:"
-            " max_steps / (checkpoints - 1))"
-        )
-        + "; `oodcorr train --run KEY --dry-run` lists them.",
-    ]
-    return "\n".join(lines) + "\n" + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=150)
-
-
-def required_budget_text(res: dict) -> str:
-    """One line saying which budget reaches the target power (or that none within MAX_SEEDS seeds does)."""
-    r, target, at = res.get("reach"), res["target_power"], res.get("target_r", TARGET_R)
-    if r is None:
-        return (
-            f"no design here reaches {target:.0%} power at |r| = {at:g} with <= {MAX_SEEDS} seeds "
-            "per family: the testsets carry too little signal for their size"
-        )
-    text = (
-        f"{target:.0%} power at |r| = {at:g} needs a budget of {math.ceil(r['hours'] * 10) / 10:g} h ({_describe(r)})"
-    )
-    b = res.get("reach_both")
-    if b is not None and b["hours"] > r["hours"] * 1.0001:
-        text += f"; with the consistent null at {target:.0%} too: {math.ceil(b['hours'] * 10) / 10:g} h"
-    return text
-
-
-def _describe(d: dict) -> str:
-    return (
-        f"{d['seeds']} seeds x {d['checkpoints']} checkpoints, {d['id_items']} ID items, "
-        f"{d['ood_items']} items per OOD testset"
-    )

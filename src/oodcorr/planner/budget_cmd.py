@@ -11,18 +11,10 @@ from pathlib import Path
 import click
 
 from oodcorr.core.errors import UserError
-from oodcorr.planner.budget import (
-    CHECKPOINTS,
-    MAX_SEEDS,
-    _describe,
-    one_thread,
-    params_fragment,
-    prediction_caveat,
-    required_budget_text,
-    search,
-)
+from oodcorr.planner.budget import CHECKPOINTS, MAX_SEEDS, one_thread, prediction_caveat, search
+from oodcorr.planner.fragment import _describe, params_fragment, required_budget_text
 
-DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m"}
+DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m", "ood_testsets": 7}
 
 
 def check_inputs(o: dict) -> None:
@@ -107,8 +99,11 @@ def _inputs(o: dict, pilot, study) -> tuple[dict, list, str, str, dict | None]:
             f"pilot: {pm['n_runs']} runs, {pm['n_pairs']} testset pairs; length-scale {ell:.2f}, slope on ID {beta:.2f}"
         )
     else:
+        stated = [key for key in ("ell", "signal_sd", "item_sd", "id_slope") if o[key] is not None]
         for key in ("ell", "signal_sd", "item_sd", "id_slope"):
             o[key] = DEFAULTS[key] if o[key] is None else o[key]
+        if o["ood_testsets"] is None:
+            o["ood_testsets"] = study.ood_testsets or DEFAULTS["ood_testsets"]
         if o["ood_testsets"] < 2:
             raise UserError(f"plan: --ood-testsets must be >= 2, got {o['ood_testsets']}")
         ood = {
@@ -123,9 +118,10 @@ def _inputs(o: dict, pilot, study) -> tuple[dict, list, str, str, dict | None]:
         idt = {"item_var": (o["id_item_sd"] or o["item_sd"]) ** 2, "size": sizes.get(id_name, o["max_items"])}
         ell, beta = o["ell"], o["id_slope"]
         families = [(m, o["train_set"], id_name, o["shots"]) for m in o["model_names"] or [DEFAULTS["model"]]]
+        said = "stated values" if stated else "assumed values (none stated: --signal-sd, --item-sd, --ell, --id-slope)"
         where = (
-            f"stated values; length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD {o['item_sd']:g}, "
-            f"slope on ID {beta:g}"
+            f"{said}; {o['ood_testsets']} OOD testsets, length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD "
+            f"{o['item_sd']:g}, slope on ID {beta:g}"
         )
     model = {
         "ood": ood,
@@ -303,12 +299,13 @@ def _simulated(model: dict, best: dict, margin: float, reps: int, r: float, alph
     from oodcorr.planner.simulate import simulate_design
 
     t = model["ood"][best["median_testset"]]
+    f = next((f for f in t.get("families") or [] if f.get("name") == best.get("median_family")), t)  # the weakest
     args = (
         best["checkpoints"],
         best["seeds"],
-        t["item_var"] / min(best["ood_items"], t["size"]),
+        f["item_var"] / min(best["ood_items"], t["size"]),
         model["id"]["item_var"] / best["id_items"],
-        t["signal_var"],
+        f["signal_var"],
         model["ell"],
         model["beta"],
     )

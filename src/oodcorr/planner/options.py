@@ -16,7 +16,7 @@ Stated inputs (without a pilot; hidden from the list above):
   --signal-sd S      SD of each OOD residual trajectory's noise-free signal (0.02)
   --item-sd S        per-item SD of an OOD testset's score (0.5); --id-item-sd S: the ID testset's
   --id-slope B       slope of the OOD series on ID (0.5)
-  --ood-testsets K   OOD testsets (7); --max-items N: a testset's size; --size NAME=N: one testset's
+  --ood-testsets K   OOD testsets (the study's, else 7); --max-items N: a testset's size; --size NAME=N: one testset's
   --accuracy P, --residual-sd S, --pilot-reliability R --pilot-items N: the half-width mode's assumptions
 \b
 Design space and pricing:
@@ -120,7 +120,7 @@ def plan_options(f):
         _hidden("--item-sd", type=float, default=None),
         _hidden("--id-item-sd", type=float, default=None),
         _hidden("--id-slope", type=float, default=None),
-        _hidden("--ood-testsets", type=int, default=7),
+        _hidden("--ood-testsets", type=int, default=None),
         _hidden("--max-items", type=int, default=4096),
         _hidden("--size", "sizes", multiple=True),
         _hidden("--accuracy", type=float, default=0.6),

@@ -22,24 +22,43 @@ from oodcorr.core.errors import UserError
 
 PILOT_MIN_CHECKPOINTS = 10  # fewer cannot separate a residual trajectory's signal, noise and length-scale
 PILOT_FEW_ITEMS = 64  # fewer items per testset: the item-noise estimate is rough; the plan says so
+METRICS = Path("eval") / "metrics.jsonl"
 
 
 def pilot_files(paths) -> list[str]:
-    """metrics.jsonl files from a mix of metrics files, run folders (runs/<run>) and project folders."""
+    """metrics.jsonl files from a mix of metrics files, run folders (runs/<run>) and project folders; a project
+    whose runs DVC tracks but this clone has not pulled (a saved study) is refused with the pull to run."""
     files = []
     for p in map(Path, paths):
+        unpulled = [d for d in sorted((p / "runs").glob("*.dvc")) if not (d.with_suffix("") / METRICS).is_file()]
         if p.is_file():
             files.append(p)
-        elif (p / "eval" / "metrics.jsonl").is_file():
-            files.append(p / "eval" / "metrics.jsonl")
-        elif (p / "runs").is_dir() and sorted((p / "runs").glob("*/eval/metrics.jsonl")):
-            files += sorted((p / "runs").glob("*/eval/metrics.jsonl"))
+        elif (p / METRICS).is_file():
+            files.append(p / METRICS)
+        elif unpulled:
+            raise UserError(
+                f"plan --pilot: {p}: {len(unpulled)} of its runs are tracked by DVC but not pulled here; run "
+                f"`dvc pull{_remote_flag(unpulled[0])} {(p / 'runs').as_posix()}/*.dvc`, then plan again"
+            )
+        elif (p / "runs").is_dir() and sorted((p / "runs").glob(f"*/{METRICS}")):
+            files += sorted((p / "runs").glob(f"*/{METRICS}"))
         else:
             raise UserError(
                 f"plan --pilot: {p}: not a metrics.jsonl, a run folder (runs/<run>, with "
-                "eval/metrics.jsonl) or a project with evaluated runs under runs/"
+                f"{METRICS}) or a project with evaluated runs under runs/"
             )
     return [str(f) for f in files]
+
+
+def _remote_flag(dvc_file: Path) -> str:
+    """ " -r NAME" where the .dvc file names its remote (a saved study's: the studies remote), else ""."""
+    import yaml
+
+    try:
+        outs = yaml.safe_load(dvc_file.read_text())["outs"]
+        return f" -r {outs[0]['remote']}" if outs[0].get("remote") else ""
+    except (OSError, ValueError, KeyError, IndexError, TypeError, yaml.YAMLError):
+        return ""
 
 
 def _seed_inputs(runs: dict, items: dict, metric: str, splits: int) -> dict:
@@ -131,7 +150,7 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
             "item_var": v,
             "items": n_items,
             "families": [
-                {"signal_var": float(np.median(f)), "item_var": item_var(name, fam)[0]}
+                {"name": fam[0], "signal_var": float(np.median(f)), "item_var": item_var(name, fam)[0]}
                 for fam, f in sorted(fam_sig[name].items())
             ],
         }

@@ -83,7 +83,7 @@ def _hours(study, o, examples: int) -> tuple[float | None, float | None, str]:
             None,
             (
                 f"unknown for {m or 'an unnamed model (--model)'}: {why}; `oodcorr plan --budget H` "
-                "measures it here (about a minute), or pass --examples-per-s"
+                "measures it here (a few minutes per model), or pass --examples-per-s"
             ),
         )
     secs = sum(examples / len(got) / eps for _, eps, _ in got)

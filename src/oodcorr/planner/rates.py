@@ -5,7 +5,7 @@ Where a rate comes from, in order:
   1. stated: --examples-per-s / --train-hours (the user measured it);
   2. this project's rates file, .oodcorr/rates.json, for this model, dtype, device and machine (written by the
      measurement below; a user can read and edit it);
-  3. measured now (measure.py, about a minute with the model at that dtype) and kept in that file;
+  3. measured now (measure.py, a few minutes with the model at that dtype) and kept in that file;
   4. the rates shipped with the package (rates.json beside this module: measured by bench/eval_throughput.py and
      bench/train_bf16.py on the machine they name) only where the machine, model and dtype are the same.
 A rate for another model, dtype or machine never stands in: the plan then measures or says which rate to pass.
@@ -177,7 +177,7 @@ def _rate(root: Path, kind: str, model: str, dtype: str, measure: bool, say) -> 
         return None, f"{why}; {missing}" if measure else why
     from oodcorr.planner import measure as m
 
-    say(f"measuring {model}'s {kind} rate at {dtype} on this machine (about a minute; kept in {PROJECT_RATES}) ...")
+    say(f"measuring {model}'s {kind} rate at {dtype} on this machine (a few minutes; kept in {PROJECT_RATES}) ...")
     value, where = (m.measure_scoring if kind == "scoring" else m.measure_training)(model, dtype)
     record(root, kind, model, dtype, value, where)
     return value, f"{PROJECT_RATES}: {where}"

@@ -5,9 +5,12 @@ target); the model behind it (length-scale, signal and item variances, the media
 
 from __future__ import annotations
 
+import math
+
 import click
 
-from oodcorr.planner.budget import MAX_SEEDS, _describe, _hours
+from oodcorr.planner.budget import MAX_SEEDS, _hours
+from oodcorr.planner.fragment import _describe
 
 
 def _hw(rates) -> str:
@@ -42,10 +45,7 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
                 "item noise is a rough estimate; a larger pilot plans more reliably"
             )
     if res["dropped"]:
-        click.echo(
-            f"  left out: {', '.join(res['dropped'])} (cannot reach reliability {res['floor']:g} at their full "
-            "size, so they could settle no pair; not scored)"
-        )
+        click.echo(f"  left out (not scored): {dropped_text(res)}")
     if best is None:
         cheapest = min(res["rows"], key=lambda row: _hours(row, 1))
         click.echo(
@@ -58,9 +58,8 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
     click.echo(f"  run: design: {_describe(best)}, {ctx['families']} run(s) per seed: {best['hours']:.1f} h")
     click.echo(
         f"  it can show: a partial correlation of |r| >= {r:g} between two testsets (beyond ID) with expected "
-        f"power {best['power']:.2f} per pair (target {res['target_power']:g}; median pair: "
-        f"{best['median_testset']}, reliability {best['reliability']:.2f}); a true 0 as a consistent null "
-        f"at +/-{margin:g} with {best['null_power']:.2f}"
+        f"power {best['power']:.2f} per pair in each family (target {res['target_power']:g}; {priced_as(best, pm)}); "
+        f"a true 0 as a consistent null at +/-{margin:g} with {best['null_power']:.2f}"
     )
     hps = (
         f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair"
@@ -73,19 +72,26 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
     )
     if best["power"] < res["target_power"] or best["null_power"] < res["target_power"]:
         click.echo(f"  this budget buys power {best['power']:.2f}; {ctx['need']}")
-    if best.get("gate", 1) < 0.95:
+    if best["weakest"] < res["floor"]:
         click.echo(
-            f"  {1 - best['gate']:.0%} of families are expected to stay below the reliability gate "
-            f"({s.reliability_min:g}) and give no verdict: counted in the power above"
+            f"  the least reliable kept testset, {best['weakest_testset']}, reaches only reliability "
+            f"{best['weakest']:.2f} at this design (gate {res['floor']:g}): no verdict on its pairs, so no power"
+        )
+    elif best.get("gate", 1) < 0.95:
+        click.echo(
+            f"  {1 - best['gate']:.0%} of families are expected to fall below the reliability gate "
+            f"({s.reliability_min:g}) on a pair and give no verdict: counted in the power above"
         )
     if "simulated" in best:
         click.echo(f"  {simulated_text(best['simulated'], margin, r)}")
     elif best["caveat"]:
         click.echo(f"  {best['caveat']}")
-    if not ctx["write_params"]:
+    if not ctx["write_params"] and (res.get("reach") or best["power"] >= res["target_power"]):
+        enough = best["power"] >= res["target_power"]
+        budget = ctx["budget"] if enough else math.ceil(res["reach"]["hours"] * 10) / 10
         click.echo(
-            f"  next: oodcorr plan --budget {ctx['budget']:g} ... --write-params plan.yaml, merge it into "
-            "params.yaml, then dvc repro"
+            f"  next: `{retyped(budget)}`{'' if enough else ' (the budget that reaches the target)'}, merge "
+            "plan.yaml into params.yaml, then `dvc repro`"
         )
     click.echo(f"  other designs within {ctx['budget']:g} h ({ctx['families']} run(s) per seed, <= {MAX_SEEDS} seeds):")
     click.echo(
@@ -106,15 +112,60 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
         click.echo("  (--details: the model behind the plan)")
         return
     click.echo(f"  details: {ctx['source']}; study settings from {ctx['study'] or 'defaults (no params.yaml)'}")
-    click.echo(f"    reliability at full size: {rel} (kept >= {res['floor']:g}: {len(res['kept'])})")
     click.echo(
-        f"    median reliable pair: {best['median_testset']} on both sides, reliability "
+        f"    residual reliability at full size, in each testset's weakest family: {rel} (kept >= {res['floor']:g}: "
+        f"{len(res['kept'])})"
+    )
+    click.echo(
+        f"    power priced on a pair of the median kept testset, {best['median_testset']}, in its weakest family"
+        f"{' (' + best['median_family'] + ')' if best.get('median_family') else ''}: reliability "
         f"{best['reliability']:.2f}; the least reliable kept testset in any family: {best['weakest_testset']} "
         f"{best['weakest']:.2f}; "
         f"gate passed by {best['gate']:.2f} of families at |r| = {r:g}, {best['gate_null']:.2f} at 0"
     )
     for p in st["per_pair"]:
         click.echo(f"    {p['a']} x {p['b']}: settles with {p['if_r']:.2f} at |r| = {r:g}, {p['if_0']:.2f} at 0")
+
+
+def retyped(budget: float) -> str:
+    """This `oodcorr plan` command as typed (the options given, in click's order), at `budget` hours and writing its
+    design to plan.yaml: the `next:` line a user can paste."""
+    import shlex
+
+    ctx = click.get_current_context()
+    parts = ["oodcorr", "plan"]
+    for p in ctx.command.params:
+        v = ctx.params.get(p.name)
+        if p.name in ("budget", "write_params", "details", "as_json") or v is None or v == p.default or v == ():
+            continue
+        opt = max(p.opts, key=len)
+        if getattr(p, "is_flag", False):
+            parts.append(opt)
+        else:
+            parts += [f"{opt} {shlex.quote(str(x))}" for x in (v if p.multiple else [v])]
+    return " ".join([*parts, f"--budget {budget:g}", "--write-params plan.yaml"])
+
+
+def priced_as(best: dict, pilot) -> str:
+    """What the power per pair is priced on, in a user's words."""
+    if not pilot:
+        return f"every stated testset alike, reliability {best['reliability']:.2f} at this design"
+    family = f" in its weakest family, {best['median_family']}" if best.get("median_family") else ""
+    return (
+        f"priced on a pair of the median kept testset, {best['median_testset']}, at reliability "
+        f"{best['reliability']:.2f}{family}"
+    )
+
+
+def dropped_text(res: dict) -> str:
+    """The testsets left out, each with its reliability at full size (and the family it is lowest in): they cannot
+    reach the gate, so no pair of theirs could settle; the other pairs are planned without them."""
+    fam = res.get("weakest_family") or {}
+    each = [f"{k} {res['reliability_full'][k]:.2f}" + (f" in {fam[k]}" if fam.get(k) else "") for k in res["dropped"]]
+    return (
+        f"{', '.join(each)} (residual reliability at full size, below the gate {res['floor']:g}: no pair of theirs "
+        "could settle; the other pairs are planned without them)"
+    )
 
 
 def simulated_text(sim: dict, margin: float, r: float) -> str:

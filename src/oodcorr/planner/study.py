@@ -34,6 +34,14 @@ class Study:
         steps = (self.params.get("train") or {}).get("max_steps")
         return int(steps) if isinstance(steps, int) and steps > 0 else None
 
+    @property
+    def ood_testsets(self) -> int | None:
+        """How many OOD testsets the study scores (evaluate.testsets less its runs' ID testsets), None without one."""
+        names = (self.params.get("evaluate") or {}).get("testsets") or []
+        ids = {r.get("id_testset") for r in (self.params.get("runs") or {}).values() if isinstance(r, dict)}
+        ood = [t for t in names if t not in ids]
+        return len(ood) if isinstance(names, list) and ood else None
+
     def available(self, name: str, default: int) -> int:
         """Rows of a testset's local file (the items a study can score), else `default`."""
         from oodcorr.settings.registry import resolve

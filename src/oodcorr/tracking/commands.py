@@ -128,17 +128,14 @@ def ui_cmd(port, params_file, study_name):
     report = report_url(base, uri, exp) if exp else None
     table_view = save_table_view(uri, exp) if exp else None
 
-    def ready(seconds: float) -> None:
-        click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)", err=True)
+    def ready(seconds: float) -> None:  # the links on stdout: what a user copies (progress stays on stderr)
+        click.echo(f"MLflow UI ready after {seconds:.0f} s on {base} (Ctrl-C to stop)")
         if exp is None:
-            click.echo(
-                f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after `dvc pull`)",
-                err=True,
-            )
+            click.echo(f"  no experiment {name} in the store yet: run `dvc repro` (or `oodcorr sync` after `dvc pull`)")
         for view, url in (links(base, exp, table_view) if exp else {}).items():
-            click.echo(f"  {name} {view}: {url}", err=True)
+            click.echo(f"  {name} {view}: {url}")
         if report:
-            click.echo(f"  {name} report: {report}", err=True)
+            click.echo(f"  {name} report: {report}")
 
     serve(cmd, base, server_env(), ready)
 

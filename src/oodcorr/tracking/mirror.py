@@ -199,7 +199,7 @@ class Mirror:
             for i in range(0, len(todo), 100):
                 client.log_batch(rid, params=todo[i : i + 100])
             self.params_done = True
-        metrics, status, artifacts = [], None, []
+        metrics, status, artifacts, end_time = [], None, [], None
         for rec in train + evals:
             kind = rec.get("type")
             if kind == "metric":
@@ -213,7 +213,7 @@ class Mirror:
                 self.sent.add((key, step))
                 metrics.append(Metric(key, float(value), int(rec.get("timestamp") or time.time() * 1000), step))
             elif kind == "status":
-                status = rec["status"]
+                status, end_time = rec["status"], rec.get("end_time")
             elif kind == "artifact":
                 artifacts.append(rec)
         for i in range(0, len(metrics), 1000):  # MLflow's per-batch limit
@@ -222,7 +222,7 @@ class Mirror:
             self._artifact(rec)
         if status and not self.finished_done:
             if client.get_run(rid).info.status != status:
-                client.set_terminated(rid, status)
+                client.set_terminated(rid, status, end_time=end_time)
             self.finished_done = True
 
     def _find_or_create(self, exp_id: str, header: dict) -> str:
@@ -265,7 +265,8 @@ class Mirror:
         tags = {**header.get("tags", {}), "oodcorr.run_key": run, tracking.KIND_TAG: tracking.TRAIN_KIND}
         if identity:
             tags["oodcorr.identity"] = identity
-        return client.create_run(exp_id, run_name=header.get("run_name") or run, tags=tags).info.run_id
+        name = header.get("run_name") or run
+        return client.create_run(exp_id, run_name=name, tags=tags, start_time=header.get("start_time")).info.run_id
 
     def _artifact(self, rec: dict) -> None:
         import tarfile

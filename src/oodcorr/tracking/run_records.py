@@ -58,15 +58,15 @@ def metric_name(name: str, testset: str, slice_: str | None = None) -> str:
     return metric_key(name, testset) if slice_ is None else metric_key("slices", testset, slice_, name)
 
 
-def checkpoint_times(train_records: list[dict], steps: list[int]) -> dict[int, int]:
+def checkpoint_times(train_records: list[dict], steps: list[int], end_ms: int | None = None) -> dict[int, int]:
     """A timestamp (ms) per checkpoint step for its eval metrics, so MLflow's time axis spreads a curve like its
-    step axis: when training reached that step (its train/loss record), else 1 s apart, ending now."""
+    step axis: when training reached that step (its train/loss record), else 1 s apart, ending now (or end_ms)."""
     trained = {
         int(r["step"]): int(r["timestamp"])
         for r in train_records
         if r.get("type") == "metric" and r.get("key") == "train/loss"
     }
-    now = int(time.time() * 1000)
+    now = int(end_ms or time.time() * 1000)
     out, last = {}, None
     for i, step in enumerate(sorted(steps)):
         ts = trained.get(step)
@@ -129,12 +129,13 @@ def _run_tags(params: dict, run: str, info: dict) -> dict:
     return tags
 
 
-def _train_log(rdir: Path, info: dict) -> list[dict]:
-    """train/loss and train/lr records from the checkpoints' kept training log, 1 s per step, in order."""
+def _train_log(rdir: Path, info: dict, end_ms: int | None = None) -> list[dict]:
+    """train/loss and train/lr records from the checkpoints' kept training log, 1 s per step, in order, ending
+    now or at end_ms."""
     from oodcorr.records.rundir import META_FILE, checkpoint_dirs, checkpoints_dir
 
     lines = []
-    base = int(time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
+    base = int(end_ms or time.time() * 1000) - 1000 * (int(info.get("total_steps") or 0) + 1)
     for step, folder in sorted(checkpoint_dirs(checkpoints_dir(rdir)).items()):
         try:
             meta = json.loads((folder / META_FILE).read_text())
@@ -149,9 +150,11 @@ def _train_log(rdir: Path, info: dict) -> list[dict]:
     return lines
 
 
-def rebuild(params: dict, run: str) -> bool:
+def rebuild(params: dict, run: str, end_ms: int | None = None) -> bool:
     """Write runs/<run>/tracking/{train,eval}.jsonl from the run's outputs when there are none; True if written.
-    Needs run.json with its tracking identity (written by training); returns False otherwise."""
+    Needs run.json with its tracking identity (written by training); returns False otherwise. The outputs keep no
+    times: the records end now, or at end_ms (a saved run: when it was saved), which then also gives the MLflow
+    run its start (its first record) and end time."""
     from oodcorr.records.rundir import eval_dir, metrics_file, read_run_json, runs_root, tracking_dir
     from oodcorr.tracking import store as tracking
     from oodcorr.tracking.writable import refuse_dvc_tracked
@@ -173,7 +176,7 @@ def rebuild(params: dict, run: str) -> bool:
             "params": tracking.param_values(cfg),
         }
     ]
-    lines += _train_log(rdir, info)
+    lines += _train_log(rdir, info, end_ms)
     lines.append(
         {"type": "artifact", "path": "run.json", "artifact_path": None, "sha256": io.sha256_file(rdir / "run.json")}
     )
@@ -183,9 +186,15 @@ def rebuild(params: dict, run: str) -> bool:
     evals = []
     if metrics.exists():
         rows = io.read_jsonl(metrics)
-        evals = eval_records(rows, checkpoint_times(lines, sorted({int(r["step"]) for r in rows})))
+        evals = eval_records(rows, checkpoint_times(lines, sorted({int(r["step"]) for r in rows}), end_ms))
         if (eval_dir(rdir) / "predictions").is_dir():
             evals.append(predictions_artifact(eval_dir(rdir)))
+    if end_ms:  # the MLflow run's own start and end: its first and last record, not the time of this rebuild
+        stamps = [int(r["timestamp"]) for r in lines + evals if "timestamp" in r] or [int(end_ms)]
+        lines[0]["start_time"] = min(stamps)
+        for r in lines:
+            if r["type"] == "status":
+                r["end_time"] = max(max(stamps), int(end_ms))
     io.write_text(records / "eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
     io.write_text(records / "train.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
     return True

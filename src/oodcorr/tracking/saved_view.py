@@ -144,7 +144,7 @@ def build(name: str, root: Path | None = None) -> dict:
         "runs": {k: params["runs"][k] for k in keys if k in (params.get("runs") or {})},
     }
     params["analyze"] = {**(params.get("analyze") or {}), "out": "results"}
-    rebuilt = [k for k in keys if rebuild(params, k)]
+    rebuilt = [k for k in keys if rebuild(params, k, saved_at(root, sdir / "runs" / f"{k}.dvc"))]
     if rebuilt:
         click.echo(f"rebuilt the MLflow records of {len(rebuilt)} saved run(s) in {view.relative_to(root)}", err=True)
     failed = [k for k, rid in mirror.sync(params, keys).items() if rid is None]
@@ -157,6 +157,22 @@ def build(name: str, root: Path | None = None) -> dict:
         _drop_analyses(params)
     sync_analysis(params)
     return params
+
+
+def saved_at(root: Path, dvc_file: Path) -> int | None:
+    """When a saved run was saved (ms): its .dvc file's last commit, the time its MLflow run shows (the saved
+    outputs keep no training times); None outside git."""
+    try:
+        res = subprocess.run(
+            ["git", "log", "-1", "--format=%ct", "--", str(dvc_file.relative_to(root))],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return int(res.stdout.strip()) * 1000 if res.returncode == 0 and res.stdout.strip() else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
 
 
 def _drop_analyses(params: dict) -> None:
