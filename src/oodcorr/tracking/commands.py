@@ -104,12 +104,15 @@ def ui_cmd(port, params_file, study_name):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
     import socket
 
+    from oodcorr.core import holders
+
     with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
             raise UserError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); pick another port"
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})"
+                f"{holders.describe(holders.port_holders(port))}; pick another port"
             ) from None
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():

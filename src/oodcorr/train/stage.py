@@ -117,7 +117,7 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
     # one busy core elsewhere must not stall every step (bench/threads.py); a resumed run keeps its count
-    n_threads = threads.apply(project, previous.get("threads") if same and previous else None)
+    n_threads = threads.apply(project, threads.kept(run_dir) or (previous or {}).get("threads") if same else None)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
@@ -151,9 +151,9 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
             "checkpoint_steps": schedule,
             "total_steps": total,
             "finished": False,
-            "threads": n_threads,
-        }
+        }  # the thread count is machine-local (threads.keep): run.json is a DVC output, the same on every machine
         write_json(run_dir / "run.json", record)
+        threads.keep(run_dir, n_threads)
     distributed.barrier()
     train_loop(
         model,
