@@ -101,7 +101,8 @@ PORT = _free_port()
 
 def _port_held(root):
     """A process listening on PORT, as an MLflow server left by a killed `oodcorr ui` does; it exits when the
-    case's project is removed (or after 5 minutes)."""
+    case's project is removed (or after 5 minutes). Tracking on: the base project has none."""
+    edit_params(lambda p: p["study"].pop("tracking"))(root)
     code = (
         "import os, socket, time, sys; s = socket.socket(); "
         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "

@@ -59,7 +59,7 @@ def command_of(pid: int, width: int = 100) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
-    text = " ".join(a for a in raw.decode(errors="replace").split("\0") if a)
+    text = " ".join(raw.decode(errors="replace").replace("\0", " ").split())  # one line, whatever the arguments hold
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -79,13 +79,26 @@ def ui_cmd(port, params_file, study_name):
         params = load_params(params_file)
         if not tracking.enabled(params):
             raise tracking_off(params)
-    uri = tracking.tracking_uri(params)
+    uri = tracking.tracking_uri(params, create=False)
     if tracking.is_server(uri):
         shown = mask_secrets(uri).replace("***@", "").split("?")[0]
         raise UserError(
             f"{tracking.uri_source(params)}: {shown} is an MLflow tracking server, which serves its own "
             "UI: open that address in a browser (`oodcorr ui` serves a local store)"
         )
+    import socket
+
+    from oodcorr.core import holders
+
+    with socket.socket() as s:  # fail with one line now (nothing written), not after mlflow has started and died
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise UserError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})"
+                f"{holders.describe(holders.port_holders(port))}; pick another port"
+            ) from None
+    uri = tracking.tracking_uri(params)  # mlruns/ made here, once the port is known to be free
     cmd = [
         sys.executable,
         "-m",
@@ -102,18 +115,6 @@ def ui_cmd(port, params_file, study_name):
     ]  # one worker: a local viewer, starts faster
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
-    import socket
-
-    from oodcorr.core import holders
-
-    with socket.socket() as s:  # fail with one line now, not after mlflow has started and died
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as e:
-            raise UserError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})"
-                f"{holders.describe(holders.port_holders(port))}; pick another port"
-            ) from None
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI
