@@ -113,17 +113,21 @@ def test_a_deleted_checkpoint_is_rebuilt_by_dvc_repro(reproduced, tmp_path):
 
 def test_a_rebuild_under_auto_threads_uses_the_count_the_run_was_trained_with(reproduced, tmp_path):
     """The run was trained with one thread (pinned); the rebuild runs under `auto` on whatever cores are idle now
-    and still trains with one, so the checkpoint matches dvc.lock on a machine with more idle cores too."""
+    and still trains with one, so the checkpoint matches dvc.lock on a machine with more idle cores too. The count
+    is kept machine-local (runs/<run>/resume/threads.json), never in run.json, a DVC output that must not depend
+    on it."""
     import json
 
     root = _copy(reproduced, tmp_path)
     run = next(p.name for p in (root / "runs").iterdir() if p.is_dir())
-    recorded = json.loads((root / "runs" / run / "run.json").read_text())["threads"]
-    assert recorded == 1
+    kept = root / "runs" / run / "resume" / "threads.json"
+    assert json.loads(kept.read_text())["threads"] == 1
+    assert "threads" not in json.loads((root / "runs" / run / "run.json").read_text())
     shutil.rmtree(root / "runs" / run / "checkpoints" / "checkpoint-6")
     _edit(root, lambda t: t["study"].update(threads="auto"))
     sh(["dvc", "repro", f"train@{run}"], root, OODCORR_THREADS=None)
-    assert json.loads((root / "runs" / run / "run.json").read_text())["threads"] == 1
+    assert json.loads(kept.read_text())["threads"] == 1
+    assert "Data and pipelines are up to date" in sh(["dvc", "status", "dvc.yaml"], root).stdout
 
 
 def test_study_launch_vets_params_before_planning_any_job(reproduced, tmp_path):
@@ -137,3 +141,48 @@ def test_study_launch_vets_params_before_planning_any_job(reproduced, tmp_path):
     assert res.returncode == 2 and len(lines) == 1, lines
     assert lines[0].startswith("error: analyze.methods: unknown method 'pearson'"), lines
     assert _outputs(root) == before and not (root / ".oodcorr" / "launch").exists()
+
+
+def test_a_run_folder_restored_with_other_timestamps_is_not_rebuilt(reproduced, tmp_path):
+    """A backup restores every file of the study's run folders with its bytes but a new inode and an old
+    modification time (`cp` without -p, an archive without times): `dvc status` reads up to date, `dvc repro`
+    runs nothing, and the evaluation cache is kept (the stage would score nothing: its keys are content hashes)."""
+    import os
+
+    root = _copy(reproduced, tmp_path)
+    before = _outputs(root)
+    cache = sorted(p.relative_to(root) for p in root.glob("runs/*/eval/cache/*"))
+    assert cache
+    for p in sorted((root / "runs").rglob("*")) + sorted((root / "data" / "prepared").rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            p.unlink()
+            p.write_bytes(data)
+            os.utime(p, (1_000_000_000, 1_000_000_000))  # 2001: older than every dvc.lock entry
+    assert "Data and pipelines are up to date" in sh(["dvc", "status"], root).stdout
+    res = sh(["dvc", "repro"], root)
+    assert "Running stage" not in res.stdout, res.stdout
+    assert _outputs(root) == before
+    assert sorted(p.relative_to(root) for p in root.glob("runs/*/eval/cache/*")) == cache
+    # and the stage itself, run by hand, scores nothing: every (checkpoint, testset) pair is found in the cache
+    run = next(p.name for p in (root / "runs").iterdir() if p.is_dir())
+    out = sh(["oodcorr", "evaluate", "--run", run], root)
+    assert ": scored 0 pair(s)" in out.stdout, out.stdout + out.stderr
+    assert _outputs(root) == before
+
+
+def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tmp_path):
+    """The study was reproduced with one thread; a clone that runs every stage again with two (what `auto`
+    picks on an idle 2-core machine) writes the same outputs, so dvc.lock and `git status` stay clean: the thread
+    count is kept out of run.json and every aggregate is computed from the stored per-item predictions."""
+    root = _copy(reproduced, tmp_path)
+    before = _outputs(root)
+    for d in ("runs", "results"):
+        shutil.rmtree(root / d)
+    shutil.rmtree(root / ".dvc" / "cache")
+    sh(["git", "checkout", "--", "."], root)  # the committed metrics files and .gitignore files
+    sh(["dvc", "repro", "--force"], root, OODCORR_THREADS="2", OMP_NUM_THREADS=None)
+    after = _outputs(root)
+    moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not moved, f"outputs that depend on the thread count: {moved[:8]}"
+    assert not sh(["git", "status", "--porcelain"], root).stdout

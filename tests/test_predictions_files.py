@@ -78,3 +78,22 @@ def test_a_folder_that_is_not_a_step_is_named(eval_dir, name):
     (eval_dir / "predictions" / name).mkdir()
     with pytest.raises(UserError, match=rf"predictions/{name}: not a step-<N> folder"):
         load(eval_dir)
+
+
+def test_a_file_of_a_newer_schema_version_says_what_to_upgrade(eval_dir):
+    f = eval_dir / "predictions" / "step-20" / "mnli.parquet"
+    edit(f, lambda t: t.replace_schema_metadata({"oodcorr.predictions_schema": "2"}))
+    with pytest.raises(UserError) as e:
+        load(eval_dir)
+    msg = str(e.value)
+    assert "step-20/mnli.parquet" in msg and "schema version 2" in msg and "upgrade oodcorr" in msg
+    assert "oodcorr evaluate" not in msg  # a newer file is read by a newer oodcorr, not rescored
+    edit(f, lambda t: t.replace_schema_metadata({"oodcorr.predictions_schema": "1"}))  # this version: read
+    assert load(eval_dir)["accuracy"]["mnli"].shape[0] == 3
+
+
+def test_a_column_this_reader_does_not_know_says_what_to_upgrade(eval_dir):
+    f = eval_dir / "predictions" / "step-0" / "hans.parquet"
+    edit(f, lambda t: t.append_column("logp_neutral", pa.array(np.zeros(t.num_rows))))
+    with pytest.raises(UserError, match=r"step-0/hans\.parquet: column 'logp_neutral' is not one .*upgrade oodcorr"):
+        load(eval_dir)

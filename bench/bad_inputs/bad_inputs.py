@@ -22,9 +22,11 @@ bad_inputs_data.py (prepared and local data files), bad_inputs_runs.py (runs, ch
 cache, a second process), bad_inputs_env.py (OODCORR_* variables, disk full / read-only),
 bad_inputs_analysis.py (what the analysis correlates: degenerate series, damaged metrics rows),
 bad_inputs_tracking.py (the MLflow store), bad_inputs_saved.py (saved studies: save, reanalyze, verify; the
-prediction files the analysis reads), bad_inputs_planner.py (`oodcorr plan`'s inputs). A new case is one
-Case (or PARAMS row) in its concern's module; bad_inputs_runner.py is the shared runner (base project, Case,
-params mutations, classification, the results file).
+prediction files the analysis reads), bad_inputs_planner.py (`oodcorr plan`'s inputs),
+bad_inputs/bad_inputs_team.py (what a team meets: merge conflict markers, files of a newer version, restored
+backups, a holder left behind, other package versions). A new case is one Case (or PARAMS row) in its
+concern's module; bad_inputs_runner.py is the shared runner (base project, Case, params mutations,
+classification, the results file).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the concern modules, also when loaded by a test
+sys.path.insert(1, str(Path(__file__).resolve().parent / "bad_inputs"))  # the concern modules' new folder
 
 import bad_inputs_analysis  # noqa: E402
 import bad_inputs_cli  # noqa: E402
@@ -42,6 +45,7 @@ import bad_inputs_params  # noqa: E402
 import bad_inputs_planner  # noqa: E402
 import bad_inputs_runs  # noqa: E402
 import bad_inputs_saved  # noqa: E402
+import bad_inputs_team  # noqa: E402
 import bad_inputs_tracking  # noqa: E402
 from bad_inputs_runner import Case, build_base, run_case  # noqa: E402,F401  (what tests use)
 from bad_inputs_runner import main as run_cases  # noqa: E402
@@ -58,6 +62,7 @@ CONCERNS = (
     bad_inputs_tracking,
     bad_inputs_saved,
     bad_inputs_planner,
+    bad_inputs_team,
 )
 CASES = [case for concern in CONCERNS for case in concern.cases()]
 

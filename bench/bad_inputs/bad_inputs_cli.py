@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import yaml
-from bad_inputs_runner import Case
+from bad_inputs_runner import Case, edit_params
 
 
 def _run_keys_safe(root, res):
@@ -77,7 +77,13 @@ def cases() -> list[Case]:
         Case("cli:analyze-alpha-2", ["analyze", "--alpha", "2"], must=r"alpha"),
         Case("cli:analyze-metrics-missing", ["analyze", "--metrics", "nope.jsonl"], must=r"nope\.jsonl"),
         Case("cli:ui-port-0", ["ui", "--port", "0"], must=r"--port"),
-        Case("cli:sync-run-unknown", ["sync", "--run", "nope"], must=r"nope"),
+        Case(  # tracking on: the base project has none, which sync refuses before it reads --run
+            "cli:sync-run-unknown",
+            ["sync", "--run", "nope"],
+            edit_params(lambda p: p["study"].pop("tracking")),
+            must=r"--run nope: no tracking records",
+            allowed=("mlruns", "mlruns/**"),
+        ),
         Case(
             "out:user-files",
             ["analyze", "--out", "paper", "--no-plots"],

@@ -14,7 +14,7 @@ import click
 from oodcorr.core.errors import UserError, closest
 from oodcorr.settings.config import check_references, load_params, validate
 from oodcorr.settings.names import check_name, inside
-from oodcorr.settings.yaml_dialect import read_yaml
+from oodcorr.settings.yaml_dialect import check_yaml_text, read_yaml
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -201,6 +201,8 @@ def use_cmd(preset, params_file, models, shots, seeds, train_sets, show_diff, fo
         train_sets=split_option("--train-sets", train_sets),
     )
     old = target.read_text() if target.exists() else ""
+    if old.strip() and not force:  # the old file's testsets and comments carry over: it must parse
+        check_yaml_text(target, old)
     texts = [(PRESETS_DIR / f"{p}.yaml").read_text() for p in presets()]
     every = [(read_yaml(text).get("data") or {}).get("testsets") or {} for text in texts]
     text, tree, mine = params_edit.switch(

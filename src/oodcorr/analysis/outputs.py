@@ -61,6 +61,7 @@ TOP_LEVEL = {
     "figures",
     "summary.json",
     "metrics.json",
+    "versions.json",  # oodcorr.records.versions.FILE: the packages it ran with
     MANIFEST,
 }
 
@@ -266,4 +267,7 @@ def write_outputs(
             reliability=reliability,
             answer_bias=bias,
         )
+        from oodcorr.records import versions
+
+        (tmp / versions.FILE).write_text(versions.document())  # what a saved study's reanalyze checks
         write_manifest(tmp, Path(out_dir))

@@ -63,13 +63,32 @@ def run_summary(whole: list[dict], id_testset: str) -> dict:
     }
 
 
-def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
-    """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
+def metric_rows(base: dict, tables: dict) -> list[dict]:
+    """metrics.jsonl's rows: per (step, testset) predictions table (pyarrow), every metric of the whole testset
+    and of each slice, computed from the stored per-item values alone (never from the scorer's tensors), so they
+    are the same bits whatever thread count scored them; sorted by step, testset, slice."""
     import numpy as np
-    import pyarrow.parquet as pq
 
     from oodcorr.evaluate.scoring import metrics_by_slice
     from oodcorr.stats.metrics import table_metrics
+
+    rows = []
+    for (step, testset), table in tables.items():
+        col = table.to_pydict()
+        arrays = {c: np.asarray(col[c]) for c in LOGPROB_COLUMNS if c in col}
+        slices = np.asarray([str(v) if v is not None else "" for v in col["slice"]])
+        for sl, m in metrics_by_slice(col["label"], col["prediction"], col["slice"]):
+            sub = arrays if sl is None else {c: v[slices == sl] for c, v in arrays.items()}
+            rows.append(
+                {**base, "step": step, "testset": testset, "slice": sl, **m, **table_metrics(sub, EXTRA_METRICS)}
+            )
+    rows.sort(key=lambda r: (r["step"], r["testset"], r["slice"] is not None, r["slice"] or ""))
+    return rows
+
+
+def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_dir: Path, eval_dir: Path) -> dict:
+    """metrics.jsonl, accuracy.csv, summary.json and predictions/ from the cache (atomically), then MLflow."""
+    import pyarrow.parquet as pq
 
     run = trained.run
     base = {
@@ -81,19 +100,8 @@ def write_outputs(project: Project, trained: RunSettings, run_json, done, cache_
         "seed": trained.seed,
         "data_seed": trained.data_seed,
     }
-    rows, tables = [], {}
-    for step, testset, key in done:
-        table = pq.read_table(cache_dir / f"{key}.parquet")
-        tables[(step, testset)] = table
-        col = table.to_pydict()
-        arrays = {c: np.asarray(col[c]) for c in LOGPROB_COLUMNS if c in col}
-        slices = np.asarray([str(v) if v is not None else "" for v in col["slice"]])
-        for sl, m in metrics_by_slice(col["label"], col["prediction"], col["slice"]):
-            sub = arrays if sl is None else {c: v[slices == sl] for c, v in arrays.items()}
-            rows.append(
-                {**base, "step": step, "testset": testset, "slice": sl, **m, **table_metrics(sub, EXTRA_METRICS)}
-            )
-    rows.sort(key=lambda r: (r["step"], r["testset"], r["slice"] is not None, r["slice"] or ""))
+    tables = {(step, testset): pq.read_table(cache_dir / f"{key}.parquet") for step, testset, key in done}
+    rows = metric_rows(base, tables)
     io.write_jsonl(eval_dir / METRICS_FILE, rows)
     whole = [r for r in rows if r["slice"] is None]
     io.write_text(

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 # the committed tables: every file the analysis writes except figures, the report and its manifest
-NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json")
+NOT_TABLES = ("figures/", "report.html", ".oodcorr-outputs.json", "versions.json")  # versions: checked first
 
 ARITHMETIC = 1e-9  # closed-form double-precision statistics: rounding (1e-16) times a condition number <= 1e7
 FITTED = 1e-6  # fitted or resampled numbers: the optimiser's own accuracy, GCV's solves, seeded resamples

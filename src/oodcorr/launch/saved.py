@@ -31,6 +31,7 @@ from oodcorr.core.errors import UserError
 from oodcorr.launch import save_runs, verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.compare import compare
+from oodcorr.records import versions
 from oodcorr.tracking.saved_view import (  # the saved-study layout and analysis, written once
     STUDIES,
     analyse_saved,
@@ -260,6 +261,9 @@ def reanalyze_cmd(name, check, pull):
         raise UserError(f"study {name!r} has no saved run yet (`oodcorr study save {name} --from DIR`)")
     if (sdir / "results").is_symlink():
         raise UserError(f"{sdir / 'results'} is a symbolic link; the study's tables live in a folder there")
+    note = versions.check(sdir / "results" / versions.FILE)  # another major version: refused before any pull
+    if note:
+        echo(note)
     if pull:  # every object checked in the remote (present, content == name, dvc.lock's record) before pulling
         verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE, saved=RUN_FILES)
         dvc(["pull", "-q", "-r", REMOTE, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)

@@ -69,6 +69,34 @@ def resolve(project: Project | dict | None, kept: int | None = None) -> tuple[in
     return n, source
 
 
+KEPT = "resume/threads.json"  # in a run folder: machine-local (git- and DVC-ignored, beside the training states)
+
+
+def keep(run_dir, n: int) -> None:
+    """Record the count a run trains with outside run.json (a DVC output, identical whatever the count), so a
+    resume or a checkpoint rebuild on this machine uses it again."""
+    import json
+    from pathlib import Path
+
+    from oodcorr.core.io import write_text
+
+    path = Path(run_dir) / KEPT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps({"threads": int(n)}) + "\n")
+
+
+def kept(run_dir) -> int | None:
+    """The count keep() recorded for this run on this machine (None: none recorded, or unreadable)."""
+    import json
+    from pathlib import Path
+
+    try:
+        n = json.loads((Path(run_dir) / KEPT).read_text())["threads"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def apply(project: Project | dict | None, kept: int | None = None) -> int:
     """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work)."""
     import torch

@@ -27,8 +27,41 @@ TEXT, NUMBER = ("label", "prediction"), ("logp_entailment", "logp_non_entailment
 STEP_DIR = re.compile(r"step-(0|[1-9][0-9]*)")
 
 
+# the predictions files' schema this reader knows: COLUMNS, no schema metadata. A later version that changes the
+# files records its number under SCHEMA_KEY in the parquet schema metadata (absent: version 1), so this reader
+# can tell a file it cannot read from a damaged one.
+SCHEMA_VERSION = 1
+SCHEMA_KEY = b"oodcorr.predictions_schema"
+UPGRADE = "upgrade oodcorr (git pull, or pip install -U oodcorr) to the version that wrote it"
+
+
 class BadPredictions(ValueError):
     """A predictions file that reads but breaks the evaluate stage's schema (the message names what)."""
+
+
+class NewerPredictions(BadPredictions):
+    """A predictions file of a newer schema than this reader's: upgrade, do not rescore."""
+
+
+def _check_version(schema) -> None:
+    """A file written by a newer oodcorr (a higher schema version, a column this reader does not know): what
+    to upgrade, not a damaged file."""
+    raw = (schema.metadata or {}).get(SCHEMA_KEY)
+    if raw is not None:
+        try:
+            version = int(raw.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise BadPredictions(f"schema version {raw[:20]!r} is not a number") from None
+        if version > SCHEMA_VERSION:
+            raise NewerPredictions(
+                f"predictions schema version {version}, newer than this oodcorr reads ({SCHEMA_VERSION}); {UPGRADE}"
+            )
+    unknown = [c for c in schema.names if c not in COLUMNS]
+    if unknown:
+        raise NewerPredictions(
+            f"column {unknown[0]!r} is not one this oodcorr knows ({', '.join(COLUMNS)}): written by a newer "
+            f"version? {UPGRADE}"
+        )
 
 
 def _check_table(t) -> None:
@@ -36,6 +69,7 @@ def _check_table(t) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    _check_version(t.schema)
     missing = [c for c in COLUMNS if c not in t.column_names]
     if missing:
         raise KeyError(missing[0])
@@ -118,6 +152,8 @@ def load_run_items(run: str, eval_dir: Path, steps, testsets, metrics=METRICS) -
                     raise UserError(
                         f"run {run!r}: {path} has no column {e.args[0]} (written by an older version); {hint}"
                     ) from None
+                except NewerPredictions as e:
+                    raise UserError(f"run {run!r}: {path}: {e}") from None
                 except BadPredictions as e:
                     raise UserError(f"run {run!r}: {path}: {e}; {hint}") from None
                 except Exception as e:  # pyarrow raises several types for bad files/missing columns

@@ -75,7 +75,7 @@ def switch(
     if _plain(doc) != tree:  # the preset as load_preset() sees it must be what we write
         text = yaml.safe_dump(tree, sort_keys=False, width=110)
         doc = _rt().load(text)
-    old = _rt().load(old_text) if old_text.strip() else None
+    old = _rt().load(old_text) if keep and old_text.strip() else None  # --force: the old file is not read
     mine = user_testsets(_plain(old) if old is not None else None, preset_testsets) if keep else []
     if mine:
         data = doc.setdefault("data", CommentedMap())

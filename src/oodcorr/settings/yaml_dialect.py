@@ -57,6 +57,36 @@ _Loader.add_implicit_resolver(
 )
 
 
+class ConflictMarkerError(yaml.YAMLError):
+    """A line a git merge left (`<<<<<<< `, `=======`, `>>>>>>> `): named before YAML reads the file, which
+    would otherwise report a confusing syntax error on the line after it, or read one side of the conflict."""
+
+    def __init__(self, line: int):
+        self.problem_mark = yaml.Mark("", 0, line - 1, 0, None, None)
+        self.problem = "git merge conflict markers left in the file; resolve the conflict (keep one side) first"
+        super().__init__(self.problem)
+
+
+_CONFLICT = re.compile(r"^(?:(?:<{7}|\|{7}|>{7})(?: |\r?$)|={7}\r?$)", re.M)
+
+
 def read_yaml(text: str):
-    """Parse YAML the way params.yaml is parsed (scientific-notation floats included)."""
+    """Parse YAML the way params.yaml is parsed (scientific-notation floats included); a file with git merge
+    conflict markers is refused naming the first marker's line (ConflictMarkerError)."""
+    marker = _CONFLICT.search(text)
+    if marker:
+        raise ConflictMarkerError(text.count("\n", 0, marker.start()) + 1)
     return yaml.load(text, Loader=_Loader)
+
+
+def check_yaml_text(path, text: str) -> None:
+    """UserError `path:LINE: invalid YAML: ...` where `text` (the file at `path`) does not parse (conflict markers
+    included): for a command that reads a params file with another parser (`study use`: round-trip YAML)."""
+    from oodcorr.core.errors import UserError
+
+    try:
+        read_yaml(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        loc = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"{loc}: invalid YAML: {getattr(e, 'problem', e)}") from None

@@ -59,7 +59,7 @@ def _ui_params(params_file, study_name) -> dict:
         params = load_params(params_file)
         if not tracking.enabled(params):
             raise tracking_off(params)
-    uri = tracking.tracking_uri(params)
+    uri = tracking.tracking_uri(params, create=False)
     if tracking.is_server(uri):
         shown = mask_secrets(uri).replace("***@", "").split("?")[0]
         raise UserError(
@@ -70,15 +70,19 @@ def _ui_params(params_file, study_name) -> dict:
 
 
 def _free_port(port: int) -> None:
-    """Fail with one line now, not after mlflow has started and died, where 127.0.0.1:port is taken."""
+    """Fail with one line now (nothing written), not after mlflow has started and died, where 127.0.0.1:port is
+    taken: naming the process that holds it."""
     import socket
+
+    from oodcorr.core import holders
 
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
             raise UserError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); pick another port"
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})"
+                f"{holders.describe(holders.port_holders(port))}; pick another port"
             ) from None
 
 
@@ -109,13 +113,13 @@ def ui_cmd(port, params_file, study_name):
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port}: must be in 1..65535")
     params = _ui_params(params_file, study_name)
-    uri = tracking.tracking_uri(params)
+    _free_port(port)
+    uri = tracking.tracking_uri(params)  # mlruns/ made here, once the port is known to be free
     # one worker: a local viewer, starts faster
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", tracking.artifact_root(params)]
-    _free_port(port)
     db = tracking.sqlite_file(uri)
     if db is not None and not db.exists():
         tracking.ensure_store(uri)  # built crash-safely here, not half-migrated by a killed UI

@@ -138,6 +138,7 @@ def store_state(db: Path, full: bool | None = None) -> str:
     integrity check, not only the page check (default: for a store up to FULL_CHECK_MAX_BYTES)."""
     import sqlite3
 
+    from oodcorr.core import holders
     from oodcorr.core.errors import UserError
 
     what = (
@@ -167,8 +168,8 @@ def store_state(db: Path, full: bool | None = None) -> str:
     except sqlite3.OperationalError as e:
         if "locked" in str(e) or "busy" in str(e):
             raise UserError(
-                f"{db}: the MLflow store is locked by another process (waited {busy_timeout_s():g} s); "
-                "wait for it to finish (or stop it) and rerun"
+                f"{db}: the MLflow store is locked by another process (waited {busy_timeout_s():g} s)"
+                f"{holders.describe(holders.file_holders(db))}; wait for it to finish (or stop it) and rerun"
             ) from None
         if db.with_name(f"{db.name}-journal").exists() and ("readonly" in str(e) or "I/O" in str(e)):
             raise UserError(

@@ -104,6 +104,7 @@ def _say_rebuilding(run_key: str, run: RunSettings, ckpt_dir, previous: dict, mi
 def _start(run_key: str, run: RunSettings, project: Project, info: dict, examples, plan: tuple, label) -> dict:
     """The run's MLflow record started and its run.json written (not finished yet); returns that record."""
     from oodcorr.core.io import write_json
+    from oodcorr.modeling import threads
 
     schedule, total, n_threads = plan
     config = run.as_dict()  # as run.json records it
@@ -120,9 +121,9 @@ def _start(run_key: str, run: RunSettings, project: Project, info: dict, example
         "checkpoint_steps": schedule,
         "total_steps": total,
         "finished": False,
-        "threads": n_threads,
-    }
+    }  # the thread count is machine-local (threads.keep): run.json is a DVC output, the same on every machine
     write_json(rundir.run_dir(project, run_key) / "run.json", record)
+    threads.keep(rundir.run_dir(project, run_key), n_threads)
     return record
 
 
@@ -183,7 +184,7 @@ def _train_run(run_key: str, run: RunSettings, project: Project, quiet: bool | N
         hf_logging.disable_progress_bar()
     rank, world = distributed.init()  # >1 under `accelerate launch`: data parallel, rank 0 writes
     # one busy core elsewhere must not stall every step (bench/speed/threads.py); a resumed run keeps its count
-    n_threads = threads.apply(project, previous.get("threads") if same and previous else None)
+    n_threads = threads.apply(project, threads.kept(run_dir) or (previous or {}).get("threads") if same else None)
     model, tok, prompter, info = prepare_model(run, device=distributed.device_for_rank())
     plan = plan_steps(len(examples), run.batch_size, run.grad_accum, run.epochs, run.max_steps, run.seed)
     total = len(plan)
