@@ -14,10 +14,16 @@ import yaml
 from oodcorr.settings.analyze import AnalyzeSettings
 
 REPO = Path(__file__).resolve().parents[1]
+# the saved studies (runs/*.dvc: `oodcorr study reanalyze` rebuilds their tables with this code); studies/cpu is
+# an export of an earlier version's outputs (scripts/export_study.py), its tables as that version wrote them
+SAVED = sorted(p.parents[1] for p in (REPO / "studies").glob("*/runs/*.dvc"))
 TABLES = sorted(
-    p for name in ("partial_correlations.csv", "pooled_seeds.csv") for p in (REPO / "studies").glob(f"*/results/{name}")
+    p
+    for name in ("partial_correlations.csv", "pooled_seeds.csv")
+    for s in set(SAVED)
+    for p in s.glob(f"results/{name}")
 )
-EVERY = sorted((REPO / "studies").glob("*/results/*.csv"))
+EVERY = sorted(p for s in set(SAVED) for p in s.glob("results/*.csv"))
 # an estimate and the interval that sits beside it in a table (the report and the pages show them so)
 BESIDE = [
     ("r", "ci_low", "ci_high"),
