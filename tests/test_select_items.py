@@ -21,9 +21,9 @@ from oodcorr.core.errors import UserError
 from oodcorr.data.prepare import prepare
 from oodcorr.select.choose import choose, item_scores, quotas, random_subset
 
-NOISE = list(range(3, 80, 8))  # non-entailment items whose scores jump around on their own
+NOISE = list(range(7, 120, 10))  # non-entailment items whose scores jump around on their own
 STEPS = list(range(0, 68, 4))  # 17 checkpoints, as a study's
-N_ITEMS, SIGNAL = 80, [j + (j // 8) % 2 for j in range(0, 80, 8)]  # 10 planted signal items, 5 of each gold class
+N_ITEMS, SIGNAL = 120, list(range(0, 120, 5))  # 24 planted signal items, 12 of each gold class
 
 
 def _trajectories(seed: int):
@@ -48,7 +48,7 @@ def _pilot(root: Path, family: str, seed: int) -> None:
                 m += 10 * x[k]
             else:
                 m[SIGNAL] += np.where(gold[SIGNAL], 1, -1) * signal[k]  # moves toward gold with the signal
-                m[NOISE] += 4 * rng.standard_normal(len(NOISE))  # loud items: more spread than the signal, no coherence
+                m[NOISE] += 2 * rng.standard_normal(len(NOISE))  # loud items: more spread than the signal, no coherence
                 m[gold] += bias[k]  # the answer bias: every entailment item up ...
                 m[~gold] += bias[k]  # ... and (log-odds, not margin) every non-entailment item too
             margin = np.where(gold, m, -m)  # m is the log-odds of " Yes"
@@ -97,16 +97,16 @@ def pilot(tmp_path):
 
 def test_select_items_keeps_the_items_that_carry_the_signal(pilot, tmp_path):
     out = tmp_path / "items.json"
-    res = CliRunner().invoke(cli, ["select-items", "--pilot", str(pilot), "--per-testset", "10", "--out", str(out)])
+    res = CliRunner().invoke(cli, ["select-items", "--pilot", str(pilot), "--per-testset", "24", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     entry = doc["testsets"]["ood_a"]
     assert set(doc["testsets"]) == {"ood_a"}  # never the ID testset
-    assert entry["pool"] == N_ITEMS and entry["kept"] == 10 and len(entry["pilot_runs"]) == 2
+    assert entry["pool"] == N_ITEMS and entry["kept"] == 24 and len(entry["pilot_runs"]) == 2
     assert sorted(entry["ids"]) == [f"i{j:03d}" for j in SIGNAL]
     for all_items, chosen in entry["in_sample_reliability"].values():
         assert chosen > 0.9 and (all_items is None or chosen > all_items)
-    assert "ood_a" in res.output and "10 of 80 items" in res.output
+    assert "ood_a" in res.output and "24 of 120 items" in res.output
 
 
 def test_raw_variance_picks_the_loud_items_instead(pilot):
@@ -114,9 +114,10 @@ def test_raw_variance_picks_the_loud_items_instead(pilot):
 
     runs = pilot_items([pilot], "balanced_margin")["ood_a"]
     _, _, items, x, gold = runs[0]
-    by_variance = set(choose(item_scores(items, x, gold, "variance"), gold, 10))
-    assert len(by_variance & set(NOISE)) == 5  # every non-entailment pick is a loud item
-    assert set(choose(item_scores(items, x, gold, "coherence"), gold, 10)) == set(SIGNAL)
+    by_variance = set(choose(item_scores(items, x, gold, "variance"), gold, 24))
+    by_coherence = set(choose(item_scores(items, x, gold, "coherence"), gold, 24))
+    assert len(by_coherence & set(SIGNAL)) >= 22  # one run alone: nearly all of them
+    assert len(by_variance & set(SIGNAL)) <= 12 and len(by_variance & set(NOISE)) >= 2  # misses half the signal
 
 
 def test_quotas_keep_label_shares_and_random_is_seeded():
