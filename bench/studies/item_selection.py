@@ -11,8 +11,12 @@ held-out reliability, divided by the chosen size (> 1: selection saves items; fr
 interpolated between the sizes measured; '>' where no random size up to all items reaches it).
 
   python bench/studies/item_selection.py [--criterion coherence] [--draws 20]
-writes bench/studies/item_selection.csv (one row per study, testset, family, source, criterion, size) and prints
-the summary. Needs the studies' predictions: dvc pull -r studies studies/{sick,twofamily}/runs/*.dvc
+writes bench/studies/item_selection.csv (one row per study, testset, family, source, criterion, size),
+item_selection_partial.csv (per study, family and pair: the partial r on all items and on the items chosen from
+both families' seed 0, read on seeds 1-3, each with a 95 % Fisher interval of the pooled residuals) and
+item_selection_pilot.csv (studies/pilot's 7 testsets at 128 items: chosen on one family's run, read on the
+other's, against random subsets).
+Needs the studies' predictions: dvc pull -r studies studies/{sick,twofamily,pilot}/runs/*.dvc
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ def load(study: str, family: str, seed: int) -> dict:
 
 def rel(run: tuple, idx: np.ndarray, seed: int = 0) -> float:
     items, x, gold = run
-    r, _ = reliability(items[:, idx], x, "linear", SPLITS, np.random.default_rng(seed), gold=gold[idx],
-                       aggregate="balanced")
+    r, _ = reliability(
+        items[:, idx], x, "linear", SPLITS, np.random.default_rng(seed), gold=gold[idx], aggregate="balanced"
+    )
     return r
 
 
@@ -97,13 +102,123 @@ def bench(criterion: str, draws: int) -> list[dict]:
                     for k in [k for k in SIZES if k < n_items]:
                         idx = choose(scores, gold, k)
                         chosen = held_out(targets, idx)
-                        rows.append({"study": study, "testset": t, "family": fam, "source": source,
-                                     "criterion": criterion, "size": k, "items": n_items,
-                                     "chosen_pilot": round(float(np.nanmean([rel(runs[p][t], idx) for p in pilot])), 3),
-                                     "chosen": round(chosen, 3), "random": round(curve[k], 3),
-                                     "all": round(curve[n_items], 3), "fewer": fewer(curve, chosen, k)})
+                        rows.append(
+                            {
+                                "study": study,
+                                "testset": t,
+                                "family": fam,
+                                "source": source,
+                                "criterion": criterion,
+                                "size": k,
+                                "items": n_items,
+                                "chosen_pilot": round(float(np.nanmean([rel(runs[p][t], idx) for p in pilot])), 3),
+                                "chosen": round(chosen, 3),
+                                "random": round(curve[k], 3),
+                                "all": round(curve[n_items], 3),
+                                "fewer": fewer(curve, chosen, k),
+                            }
+                        )
                         print(",".join(str(v) for v in rows[-1].values()), flush=True)
     return rows
+
+
+def _resid(x, y):
+    Z = np.column_stack([np.ones(len(x)), x])
+    return y - Z @ np.linalg.lstsq(Z, y, rcond=None)[0]
+
+
+def pooled_partial(runs: list, testsets: tuple, subsets: dict) -> tuple[float, float, float]:
+    """Partial r of two testsets' balanced_margin series with the ID series regressed out, per run, residuals of the
+    runs pooled; 95 % Fisher interval on (runs x (checkpoints - 2)) residual points (an independent, simple
+    computation: not the analysis' noise-corrected interval)."""
+    ra, rb = [], []
+    for run in runs:
+        (ia, x, ga), (ib, _, gb) = run[testsets[0]], run[testsets[1]]
+        sa, sb = subsets[testsets[0]], subsets[testsets[1]]
+        ra.append(_resid(x, values("balanced", ia[:, sa], ga[sa])))
+        rb.append(_resid(x, values("balanced", ib[:, sb], gb[sb])))
+    a, b = np.concatenate(ra), np.concatenate(rb)
+    r = float(np.corrcoef(a, b)[0, 1])
+    n = sum(len(x) - 2 for x in ra)
+    z, h = np.arctanh(r), 1.96 / np.sqrt(max(n - 3, 1))
+    return r, float(np.tanh(z - h)), float(np.tanh(z + h))
+
+
+def partial_rows(size: int) -> list[dict]:
+    """Partial r on all items vs on the `size` items chosen from both families' seed 0 (held-out seeds 1-3)."""
+    import itertools
+
+    rows = []
+    for study, testsets in STUDIES.items():
+        runs = {(f, s): load(study, f, s) for f in FAMILIES for s in range(4)}
+        chosen = {}
+        for t in testsets:
+            gold = runs[(FAMILIES[0], 0)][t][2]
+            scores = pooled_scores([runs[(f, 0)][t] for f in FAMILIES], "coherence")
+            chosen[t] = choose(scores, gold, size)
+        for fam in FAMILIES:
+            held = [runs[(fam, s)] for s in (1, 2, 3)]
+            for a, b in itertools.combinations(testsets, 2):
+                n_a = len(held[0][a][2])
+                alls = {a: np.arange(n_a), b: np.arange(len(held[0][b][2]))}
+                r0 = pooled_partial(held, (a, b), alls)
+                r1 = pooled_partial(held, (a, b), chosen)
+                rows.append(
+                    {
+                        "study": study,
+                        "family": fam,
+                        "pair": f"{a} ~ {b}",
+                        "size": size,
+                        "r_all": round(r0[0], 3),
+                        "ci_all": f"[{r0[1]:+.2f}, {r0[2]:+.2f}]",
+                        "r_chosen": round(r1[0], 3),
+                        "ci_chosen": f"[{r1[1]:+.2f}, {r1[2]:+.2f}]",
+                        "within": r0[1] <= r1[0] <= r0[2] and r1[1] <= r0[0] <= r1[2],
+                    }
+                )
+                print(",".join(str(v) for v in rows[-1].values()), flush=True)
+    return rows
+
+
+PILOT_TESTSETS = ("snli_real", "scitail_real", "rte_real", "hans_real", "anli_r1_real", "wnli_real", "paws_qqp_real")
+
+
+def pilot_rows(draws: int) -> list[dict]:
+    """studies/pilot (one seed per family, 128 items a testset): items chosen on one family's run, read on the other's
+    (the only held-out runs the pilot has)."""
+    STUDIES["pilot"] = list(PILOT_TESTSETS)
+    runs = {f: load("pilot", f, 0) for f in FAMILIES}
+    rng = np.random.default_rng(7)
+    rows = []
+    for t in PILOT_TESTSETS:
+        for src, dst in (FAMILIES, FAMILIES[::-1]):
+            gold = runs[src][t][2]
+            scores = pooled_scores([runs[src][t]], "coherence")
+            for k in (32, 64):
+                rnd = float(np.nanmean([rel(runs[dst][t], random_subset(gold, k, rng)) for _ in range(draws)]))
+                rows.append(
+                    {
+                        "testset": t,
+                        "chosen_on": src,
+                        "read_on": dst,
+                        "size": k,
+                        "pool": len(gold),
+                        "all": round(rel(runs[dst][t], np.arange(len(gold))), 3),
+                        "chosen_pilot": round(rel(runs[src][t], choose(scores, gold, k)), 3),
+                        "chosen": round(rel(runs[dst][t], choose(scores, gold, k)), 3),
+                        "random": round(rnd, 3),
+                    }
+                )
+                print(",".join(str(v) for v in rows[-1].values()), flush=True)
+    return rows
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {path}")
 
 
 def main() -> None:
@@ -112,14 +227,13 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".csv")))
     a = ap.parse_args()
+    out = Path(a.out)
+    write(out.with_name(out.stem + "_pilot.csv"), pilot_rows(a.draws))
+    write(out.with_name(out.stem + "_partial.csv"), partial_rows(128) + partial_rows(64))
     rows = []
     for crit in a.criterion.split(","):
         rows += bench(crit, a.draws)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {a.out}")
+    write(out, rows)
 
 
 if __name__ == "__main__":
