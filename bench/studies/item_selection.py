@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -44,13 +45,14 @@ RANDOM_SIZES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 SPLITS = 100
 
 
-def load(study: str, family: str, seed: int) -> dict:
+def load(study: str, family: str, seed: int, testsets=None) -> dict:
+    testsets = testsets or STUDIES[study]
     run = f"{family}_mnli_real_1024_s{seed}"
     eval_dir = ROOT / "studies" / study / "runs" / run / "eval"
     steps = sorted(int(p.name.split("-")[1]) for p in (eval_dir / "predictions").iterdir())
-    got = load_run_items(run, eval_dir, steps, ["mnli_real", *STUDIES[study]], (METRIC,))
+    got = load_run_items(run, eval_dir, steps, ["mnli_real", *testsets], (METRIC,))
     x = values("balanced", got[METRIC]["mnli_real"], got[GOLD]["mnli_real"])
-    return {t: (got[METRIC][t], x, got[GOLD][t]) for t in STUDIES[study]}
+    return {t: (got[METRIC][t], x, got[GOLD][t]) for t in testsets}
 
 
 def rel(run: tuple, idx: np.ndarray, seed: int = 0) -> float:
@@ -163,6 +165,10 @@ def partial_rows(size: int) -> list[dict]:
                 alls = {a: np.arange(n_a), b: np.arange(len(held[0][b][2]))}
                 r0 = pooled_partial(held, (a, b), alls)
                 r1 = pooled_partial(held, (a, b), chosen)
+                # noise-free estimates: r / sqrt(reliability_a x reliability_b), reliabilities on the same seeds
+                rel0 = [held_out([h[t] for h in held], alls[t]) for t in (a, b)]
+                rel1 = [held_out([h[t] for h in held], chosen[t]) for t in (a, b)]
+                d0, d1 = (r[0] / np.sqrt(x * y) if min(x, y) > 0 else np.nan for r, (x, y) in ((r0, rel0), (r1, rel1)))
                 rows.append(
                     {
                         "study": study,
@@ -174,6 +180,10 @@ def partial_rows(size: int) -> list[dict]:
                         "r_chosen": round(r1[0], 3),
                         "ci_chosen": f"[{r1[1]:+.2f}, {r1[2]:+.2f}]",
                         "within": r0[1] <= r1[0] <= r0[2] and r1[1] <= r0[0] <= r1[2],
+                        "rel_all": "/".join(f"{x:.2f}" for x in rel0),
+                        "rel_chosen": "/".join(f"{x:.2f}" for x in rel1),
+                        "r_noisefree_all": round(float(d0), 3),
+                        "r_noisefree_chosen": round(float(d1), 3),
                     }
                 )
                 print(",".join(str(v) for v in rows[-1].values()), flush=True)
@@ -186,8 +196,7 @@ PILOT_TESTSETS = ("snli_real", "scitail_real", "rte_real", "hans_real", "anli_r1
 def pilot_rows(draws: int) -> list[dict]:
     """studies/pilot (one seed per family, 128 items a testset): items chosen on one family's run, read on the other's
     (the only held-out runs the pilot has)."""
-    STUDIES["pilot"] = list(PILOT_TESTSETS)
-    runs = {f: load("pilot", f, 0) for f in FAMILIES}
+    runs = {f: load("pilot", f, 0, PILOT_TESTSETS) for f in FAMILIES}
     rng = np.random.default_rng(7)
     rows = []
     for t in PILOT_TESTSETS:
@@ -226,14 +235,70 @@ def main() -> None:
     ap.add_argument("--criterion", default="coherence")
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".csv")))
+    ap.add_argument("--summary", action="store_true", help="only summarise the CSVs already written")
     a = ap.parse_args()
     out = Path(a.out)
+    if a.summary:
+        summary(out)
+        return
     write(out.with_name(out.stem + "_pilot.csv"), pilot_rows(a.draws))
     write(out.with_name(out.stem + "_partial.csv"), partial_rows(128) + partial_rows(64))
     rows = []
     for crit in a.criterion.split(","):
         rows += bench(crit, a.draws)
     write(out, rows)
+    summary(out)
+
+
+def summary(out: Path) -> dict:
+    """Headline numbers from the three CSVs (also `--summary`): per source and size, the median over testsets and
+    families of the items saved (`fewer`; '>' counted at its bound), the held-out reliability chosen vs random,
+    and the fall from the pilot to new runs (regression to the mean)."""
+    import pandas as pd
+
+    d = pd.read_csv(out)
+    d["fewer_x"] = d["fewer"].astype(str).str.lstrip(">").astype(float)
+    d["at_bound"] = d["fewer"].astype(str).str.startswith(">")
+    res = {"by_source_size": [], "partial": {}, "pilot": {}}
+    for (crit, source, size), g in d.groupby(["criterion", "source", "size"]):
+        res["by_source_size"].append(
+            {
+                "criterion": crit,
+                "source": source,
+                "size": int(size),
+                "cells": len(g),
+                "median_fewer": round(float(g["fewer_x"].median()), 2),
+                "share_at_least_2x": round(float((g["fewer_x"] >= 2).mean()), 2),
+                "median_chosen": round(float(g["chosen"].median()), 3),
+                "median_random": round(float(g["random"].median()), 3),
+                "median_pilot_minus_heldout": round(float((g["chosen_pilot"] - g["chosen"]).median()), 3),
+            }
+        )
+    p = pd.read_csv(out.with_name(out.stem + "_partial.csv"))
+    for size, g in p.groupby("size"):
+        res["partial"][int(size)] = {
+            "pairs": len(g),
+            "within_both_intervals": int(g["within"].sum()),
+            "same_sign": int((np.sign(g["r_all"]) == np.sign(g["r_chosen"])).sum()),
+            "median_abs_shift_observed": round(float((g["r_chosen"] - g["r_all"]).abs().median()), 3),
+            "median_abs_shift_noisefree": round(
+                float((g["r_noisefree_chosen"] - g["r_noisefree_all"]).abs().median()), 3
+            ),
+        }
+    q = pd.read_csv(out.with_name(out.stem + "_pilot.csv"))
+    for size, g in q.groupby("size"):
+        res["pilot"][int(size)] = {
+            "cells": len(g),
+            "chosen_beats_random": int((g["chosen"] > g["random"]).sum()),
+            "chosen_beats_all_128": int((g["chosen"] > g["all"]).sum()),
+            "median_chosen": round(float(g["chosen"].median()), 3),
+            "median_random": round(float(g["random"].median()), 3),
+            "median_all_128": round(float(g["all"].median()), 3),
+            "median_pilot_minus_heldout": round(float((g["chosen_pilot"] - g["chosen"]).median()), 3),
+        }
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps(res, indent=1))
+    return res
 
 
 if __name__ == "__main__":
