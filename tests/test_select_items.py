@@ -218,3 +218,11 @@ def test_select_items_bad_pilot_is_one_line(tmp_path):
     )
     assert res.exit_code == 2 and res.output.count("\n") == 1 and "no evaluated run" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "x.json").exists()
+
+
+def test_select_items_unknown_testset_is_one_line(pilot, tmp_path):
+    out = tmp_path / "items.json"
+    args = ["select-items", "--pilot", str(pilot), "--per-testset", "10", "--out", str(out), "--testsets", "nope"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "no pilot run scored it; pilot testsets: ood_a" in res.output
+    assert not out.exists()

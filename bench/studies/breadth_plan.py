@@ -9,6 +9,7 @@ SICK (random 128 items, not in the pilot) cannot be planned from it and is left 
 The hours: training and scoring CPU time at the rates measured for studies/sick (11-12 CPU-minutes of training a
 run, about 10 examples per CPU-second), plus the pilot's 4.5 CPU-hours.
 
+  python bench/studies/restrict_pilot.py studies/pilot studies/breadth/items.json /tmp/pilot-chosen
   python bench/studies/breadth_plan.py [--chosen-pilot /tmp/pilot-chosen]   # writes breadth_plan.json beside it
 """
 
