@@ -226,3 +226,17 @@ def test_select_items_unknown_testset_is_one_line(pilot, tmp_path):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and "no pilot run scored it; pilot testsets: ood_a" in res.output
     assert not out.exists()
+
+
+def test_prepare_says_which_testsets_are_chosen_subsets(tmp_path):
+    from oodcorr.cli import cli
+
+    params = _project(tmp_path, {"testsets": {"t": {"ids": ["r5", "r1", "r30"]}}})
+    root = Path(params["_root"])
+    params = {k: v for k, v in params.items() if not k.startswith("_")} | {"evaluate": {"testsets": ["t", "u"]}}
+    (root / "params.yaml").write_text(json.dumps(params))
+    res = CliRunner().invoke(cli, ["data", "prepare", "--params", str(root / "params.yaml")])
+    assert res.exit_code == 0, res.output
+    lines = {ln.split()[0]: ln for ln in res.output.splitlines() if ln.startswith(("t ", "u "))}
+    assert "3 rows" in lines["t"] and lines["t"].endswith("[items chosen from a pilot: data/items.json]")
+    assert "20 rows" in lines["u"] and "chosen" not in lines["u"]

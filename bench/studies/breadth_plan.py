@@ -28,10 +28,32 @@ PILOT_CPU_HOURS = 4.5  # docs/benchmarks.md: the pilot (2 runs) that sized twofa
 TRAIN_CPU_H, EXAMPLES_PER_CPU_S = 0.2, 10.0  # studies/sick's measured rates (docs/benchmarks.md)
 
 
-def main() -> dict:
+def plan_from(path: Path, d: dict, hours: float, s) -> dict:
+    """The planner's expected settled pairs at design `d`, its model measured on the pilot at `path`."""
     from oodcorr.planner.budget import one_thread
     from oodcorr.planner.pilot import pilot_model
     from oodcorr.planner.settle import expected_settled
+
+    with one_thread():
+        m = pilot_model([path], "balanced_margin")
+    names = sorted(m["ood"])
+    model = {**m, "ood": {n: {**m["ood"][n], "size": d["ood_items"]} for n in names}}
+    design = {k: d[k] for k in ("checkpoints", "seeds", "ood_items", "id_items")} | {"hours": hours}
+    with one_thread():
+        st = expected_settled(model, design, names, d["families"], s.equivalence, s.alpha, 0.5, s.reliability_min)
+    total = hours + PILOT_CPU_HOURS
+    return {
+        "pairs": st["pairs"],
+        "expected_if_r05": round(st["if_r"], 2),
+        "expected_if_0": round(st["if_0"], 2),
+        "cpu_h_per_settled_if_r05": round(total / st["if_r"], 2) if st["if_r"] > 0 else None,
+        "per_pair": st["per_pair"],
+        "ell": m["ell"],
+        "beta": m["beta"],
+    }
+
+
+def main() -> dict:
     from oodcorr.settings.analyze import AnalyzeSettings
     from oodcorr.settings.config import load_params
 
@@ -62,29 +84,7 @@ def main() -> dict:
         "planned": {},
     }
     for label, path in (("all", ROOT / "studies" / "pilot"), ("chosen", Path(a.chosen_pilot))):
-        with one_thread():
-            m = pilot_model([path], "balanced_margin")
-        names = sorted(m["ood"])
-        model = {**m, "ood": {n: {**m["ood"][n], "size": ood_items} for n in names}}
-        design = {
-            "checkpoints": checkpoints,
-            "seeds": seeds,
-            "ood_items": ood_items,
-            "id_items": id_items,
-            "hours": hours,
-        }
-        with one_thread():
-            st = expected_settled(model, design, names, families, s.equivalence, s.alpha, 0.5, s.reliability_min)
-        total = hours + PILOT_CPU_HOURS
-        out["planned"][label] = {
-            "pairs": st["pairs"],
-            "expected_if_r05": round(st["if_r"], 2),
-            "expected_if_0": round(st["if_0"], 2),
-            "cpu_h_per_settled_if_r05": round(total / st["if_r"], 2) if st["if_r"] > 0 else None,
-            "per_pair": st["per_pair"],
-            "ell": m["ell"],
-            "beta": m["beta"],
-        }
+        out["planned"][label] = plan_from(path, out["design"], hours, s)
         print(label, json.dumps({k: v for k, v in out["planned"][label].items() if k != "per_pair"}), flush=True)
     print(json.dumps(out["cpu_hours"]))
     OUT.write_text(json.dumps(out, indent=1, default=str) + "\n")
