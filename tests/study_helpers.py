@@ -112,6 +112,7 @@ def make_project(root: Path, params: dict) -> Path:
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     shutil.copytree(REPO / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copytree(REPO / "data" / "raw", root / "data" / "raw")
+    shutil.copy(REPO / "data" / "items.json", root / "data" / "items.json")  # prepare's dep: no items chosen
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / ".gitignore").write_text((REPO / ".gitignore").read_text())
     (root / "mlruns").mkdir()

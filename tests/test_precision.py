@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from oodcorr.core.errors import UserError
 from oodcorr.modeling import precision
 
 
@@ -57,15 +58,35 @@ def test_torch_probes_agree_with_the_kernel_flags(cpu_only):
     assert precision.native_bf16_cpu() == want
 
 
-def test_auto_dtype_is_float32_on_every_cpu(monkeypatch, cpu_only):
+def test_auto_dtype_trains_in_float32_on_every_cpu(monkeypatch, cpu_only):
     import torch
 
     monkeypatch.setattr(precision, "native_bf16_cpu", lambda: "AMX-BF16")
-    # auto is float32 on every CPU: bf16 scoring moved a real study's partial r by up to 0.29 (docs/cpu-speed.md)
+    # training: auto is float32 on every CPU (bf16 training's ID gain on these recipes is not measured)
     assert precision.resolve_dtype("auto") == torch.float32
     assert precision.resolve_dtype("bfloat16") == torch.bfloat16  # an explicit choice, no warning here
     monkeypatch.setattr(precision, "native_bf16_cpu", lambda: None)
     assert precision.resolve_dtype("auto") == torch.float32
+
+
+def test_auto_dtype_scores_in_bf16_where_the_cpu_has_it(monkeypatch, cpu_only):
+    import torch
+
+    for native in ("AMX-BF16", "AVX512-BF16", "Arm BF16"):
+        monkeypatch.setattr(precision, "native_bf16_cpu", lambda native=native: native)
+        assert precision.resolve_scoring_dtype("auto") == torch.bfloat16
+        assert precision.resolve_scoring_dtype("float32") == torch.float32  # wherever the user says so
+    monkeypatch.setattr(precision, "native_bf16_cpu", lambda: None)  # emulated: float32
+    assert precision.resolve_scoring_dtype("auto") == torch.float32
+    with pytest.raises(UserError, match="expected auto, float32, bfloat16 or float16"):
+        precision.resolve_scoring_dtype("bf16")
+
+
+def test_the_quickstart_pins_float32_scoring():
+    """Its committed outputs must check equal on any CPU, so it does not leave the scoring dtype to the CPU."""
+    from oodcorr.study import load_preset
+
+    assert load_preset("quickstart")["evaluate"]["dtype"] == "float32"  # params.yaml is this preset (test_study)
 
 
 def test_bf16_on_an_emulating_cpu_warns_once_with_the_slowdown(monkeypatch, cpu_only, capsys):
@@ -119,10 +140,11 @@ def test_cpu_scoring_merges_adapters_and_keys_carry_the_dtype(tmp_path, monkeypa
     monkeypatch.setattr(precision, "native_bf16_cpu", lambda: "AVX512-BF16")
     auto = _settings(tmp_path)
     capsys.readouterr()  # a first use materialises the tiny model (its progress bars are not warnings)
-    bf16 = _settings(tmp_path, dtype="bfloat16")
-    assert auto["dtype"] == "float32" and bf16["dtype"] == "bfloat16"
-    assert auto["lora_merge"] is True and bf16["lora_merge"] is True
-    assert cache_key("c", "t", auto) != cache_key("c", "t", bf16)
+    f32 = _settings(tmp_path, dtype="float32")
+    assert auto["dtype"] == "bfloat16" and f32["dtype"] == "float32"  # auto scores in bf16 on a native-bf16 CPU
+    assert auto["lora_merge"] is True and f32["lora_merge"] is True
+    assert cache_key("c", "t", auto) != cache_key("c", "t", f32)
+    assert cache_key("c", "t", auto) == cache_key("c", "t", _settings(tmp_path, dtype="bfloat16"))
     monkeypatch.setattr(precision, "native_bf16_cpu", lambda: None)
     assert _settings(tmp_path)["dtype"] == "float32"
     assert capsys.readouterr().err == ""

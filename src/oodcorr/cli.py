@@ -18,6 +18,7 @@ COMMANDS = {
     "evaluate": "oodcorr.evaluate.stage:evaluate_cmd",
     "analyze": "oodcorr.analysis.stage:analyze_cmd",
     "plan": "oodcorr.planner.plan:plan_cmd",
+    "select-items": "oodcorr.select.command:select_items_cmd",
     "study": "oodcorr.study:study",
     "ui": "oodcorr.tracking.commands:ui_cmd",
     "sync": "oodcorr.tracking.commands:sync_cmd",

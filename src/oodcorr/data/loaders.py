@@ -276,8 +276,16 @@ def load_testset(spec: dict, project: Project, settings: PrepareSettings) -> lis
     """Rows of one resolved registry entry (before subsampling), through `to_binary`: local paths resolve
     against `project`, synthetic rows use `settings.seed`."""
     if spec["kind"] == "local":
-        rows, lines, shown = read_local(spec, project)
-        return to_binary(rows, spec, origin=shown, lines=lines)
+        paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
+        out = []
+        for path in paths:  # several files are one testset: ids prefixed by their file's stem stay unique
+            one = {**spec, "path": path}
+            rows, lines, shown = read_local(one, project)
+            mapped = to_binary(rows, one, origin=shown, lines=lines)
+            if len(paths) > 1:
+                mapped = [{**r, "id": f"{Path(path).stem}:{r['id']}"} for r in mapped]
+            out += mapped
+        return out
     if spec["kind"] == "synthetic":
         from oodcorr.data.synthetic import generate
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from oodcorr.core import io
 from oodcorr.data.loaders import label_counts, load_testset, subsample
+from oodcorr.data.selection import ITEMS_FILE, keep_chosen, read_selection
 from oodcorr.data.settings import PrepareSettings
 from oodcorr.core.errors import UserError
 from oodcorr.records.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets, testset_file
@@ -33,18 +34,25 @@ def referenced_names(params: dict, settings: PrepareSettings | None = None) -> l
 
 
 def build(params: dict, name: str, data: PrepareSettings | None = None,
-          project: Project | None = None) -> tuple[list[dict], dict]:
-    """Rows of one testset (mapped + subsampled) and its manifest entry without the sha256. `params` is read
-    for the registry only; `data` and `project` are resolved from it when the caller has not (prepare has)."""
+          project: Project | None = None, chosen: dict | None = None) -> tuple[list[dict], dict]:
+    """Rows of one testset (mapped + subsampled, or the items data/items.json chooses) and its manifest entry
+    without the sha256. `params` is read for the registry only; `data`, `project` and `chosen` are resolved from
+    it when the caller has not (prepare has)."""
     data = data or PrepareSettings.from_params(params)
     project = project or Project.from_params(params)
+    chosen = read_selection(project) if chosen is None else chosen
     spec = resolve(params, name)
     rows = load_testset(spec, project, data)
-    # data.testsets.<name>.max_examples, else the built-in's (the *_real training pools keep all rows), else data's
-    n = spec["max_examples"] if "max_examples" in spec else data.max_examples
-    rows = subsample(rows, n, data.seed, name)
+    description = spec.get("description", "")
+    if name in chosen:  # the items a pilot chose, instead of a sample
+        n_all = len(rows)
+        rows = keep_chosen(rows, name, chosen[name])
+        description = f"{description}; {len(rows)} of {n_all} items chosen from a pilot ({ITEMS_FILE})"
+    else:  # data.testsets.<name>.max_examples, else the built-in's (the training pools keep all rows), else data's
+        n = spec["max_examples"] if "max_examples" in spec else data.max_examples
+        rows = subsample(rows, n, data.seed, name)
     return rows, {"rows": len(rows), "label_counts": label_counts(rows), "source": describe_source(spec),
-                  "split": spec.get("split"), "description": spec.get("description", "")}
+                  "split": spec.get("split"), "description": description}
 
 
 def remove_own(path: Path, entry) -> None:
@@ -63,7 +71,8 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
     if not names:
         raise UserError("nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
                         "add them to params.yaml, or pass --only NAME")
-    built = {name: build(params, name, data, project) for name in names}  # raises before anything is written
+    chosen = read_selection(project)
+    built = {name: build(params, name, data, project, chosen) for name in names}  # raises before anything is written
     out = prepared_dir(project, out_dir)
     io.clean_stale_temps(out, legacy_age=io.LEGACY_TMP_AGE_S)  # left by a killed earlier prepare
     manifest = read_manifest_file(out) or {"testsets": {}}

@@ -51,8 +51,9 @@ def prepare_cmd(params_file, out_dir, only):
     for name in dict.fromkeys(names):
         e = manifest["testsets"][name]
         lc = e["label_counts"]
+        chosen = "  [items chosen from a pilot: data/items.json]" if "chosen from a pilot" in e["description"] else ""
         click.echo(f"{name:<16} {e['rows']:>7} rows  (entailment {lc['entailment']}, "
-                   f"non_entailment {lc['non_entailment']})  {e['source']}")
+                   f"non_entailment {lc['non_entailment']})  {e['source']}{chosen}")
     click.echo(f"wrote {out / 'manifest.json'}")
 
 

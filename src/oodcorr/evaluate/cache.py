@@ -18,10 +18,10 @@ def resolve_settings(ev: EvaluateSettings, trained: RunSettings) -> dict:
     `trained` is the run's settings, so evaluation scores with the training defaults."""
     from oodcorr.modeling.model_loading import eval_quantization
     from oodcorr.modeling.models import check_available, local_revision
-    from oodcorr.modeling.precision import resolve_dtype
+    from oodcorr.modeling.precision import resolve_scoring_dtype
 
     path = check_available(trained.model, trained.revision)
-    dtype = str(resolve_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
+    dtype = str(resolve_scoring_dtype(ev.dtype or trained.dtype)).replace("torch.", "")
     quant = eval_quantization(trained.quantization, trained.model, trained.revision)
     settings = {
         "model": trained.model,

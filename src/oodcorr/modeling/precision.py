@@ -2,11 +2,13 @@
 
 `dtype: auto` means:
   - CUDA with bf16 support: bfloat16 for training (the base weights; LoRA weights stay float32) and scoring.
-  - Any CPU: float32 for training and scoring. On a CPU with native bf16 matrix instructions (AMX,
-    AVX512-BF16, Arm BF16) `dtype: bfloat16` scores 2.2-3.6x faster, but on a real study's checkpoints it
-    flipped 1 % of the predictions and moved partial r by up to 0.29 (docs/cpu-speed.md), so it is a choice
-    to make, not a default. On a CPU without native bf16 it is emulated and many times slower, so an explicit
-    `dtype: bfloat16` runs but prints one warning saying so.
+  - A CPU with native bf16 matrix instructions (AMX, AVX512-BF16, Arm BF16): bfloat16 for scoring
+    (resolve_scoring_dtype; 2.2-3.6x faster than float32 there, issue 61), float32 for training (bf16 training's
+    ID gain on these recipes is not measured yet). On a real study's checkpoints bf16 scoring flipped 1 % of the
+    predictions and moved per-run partial r by up to 0.29 (docs/cpu-speed.md): a study that must check equal on
+    any CPU names its dtype (`evaluate.dtype: float32`, as the quickstart and every saved study do).
+  - Any other CPU: float32 for training and scoring. There bf16 is emulated and many times slower, so an
+    explicit `dtype: bfloat16` runs but prints one warning saying so.
 
 Every score is cached under its dtype, so float32 and bfloat16 results never mix.
 """
@@ -81,6 +83,16 @@ def resolve_dtype(dtype: str = "auto"):
     if dtype == "bfloat16" and not torch.cuda.is_available():
         warn_emulated_bf16()
     return getattr(torch, dtype)
+
+
+def resolve_scoring_dtype(dtype: str = "auto"):
+    """The torch dtype the evaluate stage scores in: as resolve_dtype, except that `auto` on a CPU with native bf16
+    (and no CUDA) is bfloat16."""
+    import torch
+
+    if dtype == "auto" and not torch.cuda.is_available() and native_bf16_cpu():
+        return torch.bfloat16
+    return resolve_dtype(dtype)
 
 
 def emulated_bf16_slowdown(size: int = 256, reps: int = 3) -> float:

@@ -226,6 +226,43 @@ for _name, (_map, _desc) in REAL.items():
         BUILTINS[_name]["max_examples"] = None  # a training pool keeps all its rows
 BUILTINS["hans_real"]["slice"] = ["heuristic", "@label"]
 
+# The larger official splits, read in place from ../shared/data/nli (paths relative to the project root; a project
+# cloned beside the main one finds it there): what the paper's code scored, where it is public under 4 MiB
+# (../shared/data/nli/SOURCES.md). A list of paths is one testset read file by file (ids prefixed by file stem).
+_NLI = "../shared/data/nli/"
+NLI_SPLITS = {
+    "rte_full": (
+        [f"{_NLI}rte/rte_train.csv", f"{_NLI}rte/rte_dev.csv"],
+        ENT0,
+        None,
+        "GLUE RTE train + dev (2,767 rows)",
+    ),
+    "wnli_full": (
+        [f"{_NLI}wnli/wnli_train.csv", f"{_NLI}wnli/wnli_dev.csv"],
+        ENT1,
+        None,
+        "GLUE WNLI train + dev (706 rows)",
+    ),
+    "anli_dev": (
+        [f"{_NLI}anli/anli_r{r}_dev.jsonl" for r in (1, 2, 3)],
+        THREE_WAY,
+        "uid",
+        "ANLI R1-R3 dev (3,198 rows; CC BY-NC 4.0)",
+    ),
+    "paws_qqp_full": (f"{_NLI}paws/paws_qqp_dev_and_test.tsv", ENT1, "id", "PAWS-QQP dev+test (677 rows)"),
+    "sick_full": (f"{_NLI}sick/SICK.txt", THREE_WAY, "pair_ID", "SICK, all SemEval sets (9,840 rows)"),
+    "mnli_mm_gold": (
+        f"{_NLI}mnli/mnli_dev_mismatched_gold_999.csv",
+        THREE_WAY,
+        None,
+        "MNLI dev-mismatched, the 999 rows with gold labels",
+    ),
+}
+for _name, (_path, _map, _id, _desc) in NLI_SPLITS.items():
+    BUILTINS[_name] = {**_REAL, "path": _path, "label_map": _map, "id": _id, "description": _desc}
+BUILTINS["paws_qqp_full"].update(premise="sentence1", hypothesis="sentence2")
+BUILTINS["sick_full"].update(premise="sentence_A", hypothesis="sentence_B", label="entailment_label", format="tsv")
+
 
 def known_names(params: dict | None = None) -> list[str]:
     """Built-in names followed by names declared only in params (data.testsets)."""
@@ -272,6 +309,13 @@ def resolve(params: dict | None, name: str) -> dict:
     if neutral not in ("drop", "merge"):
         raise UserError(f"{where}.neutral: {neutral!r} is not 'drop' or 'merge'")
     spec["neutral"] = neutral
+    paths = spec.get("path")
+    if (
+        spec["kind"] == "local"
+        and isinstance(paths, list)
+        and not (paths and all(isinstance(p, str) and p for p in paths))
+    ):
+        raise UserError(f"{where}.path: a file, or a list of files read as one testset; got {paths!r}")
     if spec["kind"] == "hub" and not spec.get("split"):
         raise UserError(f"{where}.split: missing (which split of {spec['hub']} to load)")
     fmt = spec.get("format")
@@ -289,7 +333,8 @@ def resolve(params: dict | None, name: str) -> dict:
 def describe_source(spec: dict) -> str:
     """One string naming where the rows come from (recorded in the manifest)."""
     if spec["kind"] == "local":
-        return f"file:{spec['path']}"
+        paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
+        return "file:" + " + ".join(map(str, paths))
     if spec["kind"] == "synthetic":
         return f"synthetic:{spec['synthetic']} (oodcorr generator, size {spec.get('size')})"
     rev = f"@{spec['revision']}" if spec.get("revision") else ""
