@@ -171,12 +171,6 @@ def test_a_run_folder_restored_with_other_timestamps_is_not_rebuilt(reproduced, 
     assert _outputs(root) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-07 (issue 64 item 1, open): under two threads the tiny pipeline's results/ tables "
-    "(partial_correlations, consistency, answer_bias, plots/accuracy_vs_step.csv) and dvc.lock differ from one "
-    "thread's; which runs/ outputs differ too is not known yet (the run was cut at 8 names)",
-)
 def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tmp_path):
     """The study was reproduced with one thread; a clone that runs every stage again with two (what `auto`
     picks on an idle 2-core machine) writes the same outputs, so dvc.lock and `git status` stay clean: the thread
