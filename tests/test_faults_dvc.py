@@ -171,6 +171,13 @@ def test_a_run_folder_restored_with_other_timestamps_is_not_rebuilt(reproduced, 
     assert _outputs(root) == before
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-07 (issue 64 item 1, open): trained under two threads, the tiny run's LoRA checkpoints "
+    "2-8 differ from one thread's (checkpoint-0 does not), so 57 outputs downstream differ; the same model's forward "
+    "pass, gradients and dropout masks are identical under 1 and 2 threads: the source is in the training step "
+    "after the gradients (gradient clipping's norm, the optimiser's fused updates)",
+)
 def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tmp_path):
     """The study was reproduced with one thread; a clone that runs every stage again with two (what `auto`
     picks on an idle 2-core machine) writes the same outputs, so dvc.lock and `git status` stay clean: the thread
