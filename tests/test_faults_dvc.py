@@ -171,6 +171,13 @@ def test_a_run_folder_restored_with_other_timestamps_is_not_rebuilt(reproduced, 
     assert _outputs(root) == before
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-07 (issue 64 item 1, open): trained under two threads, the tiny run's LoRA checkpoints "
+    "2-8 differ from one thread's (checkpoint-0 does not), so 57 outputs downstream differ; the full model's forward "
+    "pass and gradients on a random batch, and dropout masks, are identical under 1 and 2 threads, so the source is "
+    "likely in the LoRA step (clipping's norm, the optimiser's updates): not yet isolated",
+)
 def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tmp_path):
     """The study was reproduced with one thread; a clone that runs every stage again with two (what `auto`
     picks on an idle 2-core machine) writes the same outputs, so dvc.lock and `git status` stay clean: the thread
@@ -184,5 +191,6 @@ def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tm
     sh(["dvc", "repro", "--force"], root, OODCORR_THREADS="2", OMP_NUM_THREADS=None)
     after = _outputs(root)
     moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    assert not moved, f"outputs that depend on the thread count: {moved[:8]}"
+    first = sorted(moved, key=lambda k: (not k.startswith("runs/"), k))  # the runs' own outputs first: the source
+    assert not moved, f"{len(moved)} outputs depend on the thread count: {first[:12]}"
     assert not sh(["git", "status", "--porcelain"], root).stdout

@@ -81,15 +81,16 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
     use_mlflow = use_mlflow if use_mlflow is not None else settings.mlflow and project.tracking_enabled
     with locks.exclusive(locks.lock_path(root, "analyze"), f"an analysis of {root} is running in another process"):
         tracking_uri, experiment = study_tracking(project) if use_mlflow else (None, None)
-        summary = run_analysis(
-            files,
-            out_dir,
-            settings,
-            plots=not no_plots,
-            mlflow=use_mlflow,
-            tracking_uri=tracking_uri,
-            experiment=experiment,
-        )
+        with _one_blas_thread():  # as `study reanalyze`: the sums do not follow the machine's core count
+            summary = run_analysis(
+                files,
+                out_dir,
+                settings,
+                plots=not no_plots,
+                mlflow=use_mlflow,
+                tracking_uri=tracking_uri,
+                experiment=experiment,
+            )
     click.echo(
         f"analysed {summary['n_runs']} runs, {summary['n_models']} models, {summary['n_pairs']} OOD pairs -> {out_dir}"
     )
@@ -104,6 +105,17 @@ def analyze_cmd(metrics, params_file, out, bootstrap, methods, alpha, slices, us
         summary, _read_csv(out_dir / "consistency.csv"), report, _read_csv(out_dir / "partial_correlations.csv")
     ):
         click.echo(line)
+
+
+def _one_blas_thread():
+    """BLAS on one thread (threadpoolctl, where installed): OpenBLAS takes some sums in another order on two threads."""
+    import contextlib
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
 
 
 def _read_csv(path: Path):
