@@ -19,13 +19,13 @@ import click
 from oodcorr.core.errors import UserError
 from oodcorr.planner.options import HELP_SECTIONS, plan_options
 
-DEFAULT_ELL = 0.4  # without a pilot: smooth fine-tuning trajectories (budget_cmd.DEFAULTS["ell"])
+DEFAULT_ELL = 0.4  # without a pilot: smooth fine-tuning trajectories (budget_inputs.DEFAULTS["ell"])
 
 
 def _pair_inputs(pilot, o: dict) -> tuple[dict, str]:
     """{signal_var, item_var, leak, ell} of one testset pair for the half-width and power modes, and where they
     come from: a pilot's testset at the `quantile` of signal-to-noise, else stated assumptions."""
-    from oodcorr.planner.budget_cmd import DEFAULTS
+    from oodcorr.planner.budget_inputs import DEFAULTS
 
     ell = o["ell"] or DEFAULTS["ell"]
     beta = DEFAULTS["id_slope"] if o["id_slope"] is None else o["id_slope"]
