@@ -47,7 +47,6 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS: dict[str, int] = {
     "oodcorr.evaluate.stage:_evaluate_run": 93,
     "oodcorr.launch.commands:launch_cmd": 79,
-    "oodcorr.planner.pilot:pilot_model": 75,
     "oodcorr.evaluate.scoring:score": 69,
     "oodcorr.data.loaders:to_binary": 68,
     "oodcorr.launch.verify:study_problems": 63,
