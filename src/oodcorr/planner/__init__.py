@@ -8,7 +8,8 @@ with the study's own `analyze` settings (oodcorr.settings.analyze).
   rates.py        this machine's scoring and training rates for a model and dtype (.oodcorr/rates.json, rates.json)
   measure.py      measuring those rates when a plan first needs them
   budget.py       the design a compute budget buys (stats.gp_design's model, the gate, the search)
-  budget_cmd.py   the budget mode's inputs, checks and params fragment
+  budget_cmd.py   the budget mode's checks, rates, search at the study's settings, JSON and params fragment
+  budget_inputs.py  its model's inputs: a pilot's testsets (stated values overriding), or stated values
   modes.py        the half-width and power (--detect-r) modes on the same model
   settle.py       the pairs a design is expected to settle, and the hours per settled pair
   report.py       how a budget plan reads (first lines in a user's words, details under --details)

@@ -161,67 +161,8 @@ def search(
             for i_id in item_grid(model["id"]["size"]):
                 leak = beta * beta * model["id"]["item_var"] / i_id
                 for i_ood in item_grid(max(t["size"] for t in ts)):
-                    noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
-                    snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
-                    j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
-                    # the weakest kept testset in its weakest family: every pair kept must be readable
-                    weakest = min(
-                        (reliability(f["signal_var"], f["item_var"], min(i_ood, t["size"]), n, ell, leak), k)
-                        for k, t in zip(kept, ts)
-                        for f in t.get("families") or [t]
-                    )
-                    # the median testset's pair in each family with that family's own variances: the weakest prices it
-                    fams = ts[j].get("families") or [ts[j]]
-                    rel, fam = min(
-                        (
-                            reliability(f["signal_var"], f["item_var"], min(i_ood, ts[j]["size"]), n, ell, leak),
-                            f.get("name"),
-                        )
-                        for f in fams
-                    )
-                    if weakest[0] < floor:  # a verdict reads a pair only once both reach the floor
-                        power = null = gate = gate0 = np.zeros(len(seeds))
-                    else:
-                        power, null, gate, gate0 = np.min(
-                            [
-                                _curve(
-                                    n,
-                                    f["item_var"] / min(i_ood, ts[j]["size"]),
-                                    leak,
-                                    f["signal_var"],
-                                    ell,
-                                    margin,
-                                    alpha,
-                                    seeds,
-                                    r,
-                                    floor,
-                                )
-                                for f in fams
-                            ],
-                            axis=0,
-                        )
-                    scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
-                    score_h = cost["families"] * n * scored / cost["examples_per_s"] / 3600
-                    rows.append(
-                        {
-                            "checkpoints": n,
-                            "id_items": i_id,
-                            "ood_items": i_ood,
-                            "score_h": score_h,
-                            "train_h": cost["families"] * cost["train_h"],
-                            "trained": int(cost.get("trained_seeds") or 0),
-                            "power": power,
-                            "null": null,
-                            "gate": gate,
-                            "gate0": gate0,
-                            "leak": leak,
-                            "median_testset": kept[j],
-                            "median_family": fam,
-                            "reliability": rel,
-                            "weakest": weakest[0],
-                            "weakest_testset": weakest[1],
-                        }
-                    )
+                    design = (n, i_id, i_ood, leak)
+                    rows.append(_row(design, ell, kept, ts, cost, (margin, alpha, seeds, r, floor)))
     out["rows"] = rows
     out["best"] = _best(rows, budget, floor=floor)
     per_n = {n: _best([r for r in rows if r["checkpoints"] == n], budget, floor=floor) for n in checkpoints}
@@ -230,6 +171,53 @@ def search(
     out["reach"] = _cheapest(rows, lambda r: r["power"] >= target)
     out["reach_both"] = _cheapest(rows, lambda r: (r["power"] >= target) & (r["null"] >= target))
     return out
+
+
+def _row(design: tuple, ell: float, kept: list, ts: list, cost: dict, verdicts: tuple) -> dict:
+    """One design of the search (n checkpoints, ID and OOD items, the ID leak): its power, null and gate curves
+    over seeds, priced on the median testset's pair in its weakest family, and its hours per seed."""
+    n, i_id, i_ood, leak = design
+    floor = verdicts[-1]
+    noise = [t["item_var"] / min(i_ood, t["size"]) for t in ts]
+    snr = [t["signal_var"] / v for t, v in zip(ts, noise)]
+    j = int(np.argsort(snr)[(len(ts) - 1) // 2])  # the median testset (lower middle), both sides
+    # the weakest kept testset in its weakest family: every pair kept must be readable
+    weakest = min(
+        (reliability(f["signal_var"], f["item_var"], min(i_ood, t["size"]), n, ell, leak), k)
+        for k, t in zip(kept, ts)
+        for f in t.get("families") or [t]
+    )
+    # the median testset's pair in each family with that family's own variances: the weakest prices it
+    fams = ts[j].get("families") or [ts[j]]
+    rel, fam = min(
+        (reliability(f["signal_var"], f["item_var"], min(i_ood, ts[j]["size"]), n, ell, leak), f.get("name"))
+        for f in fams
+    )
+    if weakest[0] < floor:  # a verdict reads a pair only once both reach the floor
+        power = null = gate = gate0 = np.zeros(len(verdicts[2]))
+    else:
+        size = min(i_ood, ts[j]["size"])
+        curves = [_curve(n, f["item_var"] / size, leak, f["signal_var"], ell, *verdicts) for f in fams]
+        power, null, gate, gate0 = np.min(curves, axis=0)
+    scored = i_id + sum(min(i_ood, t["size"]) for t in ts)
+    return {
+        "checkpoints": n,
+        "id_items": i_id,
+        "ood_items": i_ood,
+        "score_h": cost["families"] * n * scored / cost["examples_per_s"] / 3600,
+        "train_h": cost["families"] * cost["train_h"],
+        "trained": int(cost.get("trained_seeds") or 0),
+        "power": power,
+        "null": null,
+        "gate": gate,
+        "gate0": gate0,
+        "leak": leak,
+        "median_testset": kept[j],
+        "median_family": fam,
+        "reliability": rel,
+        "weakest": weakest[0],
+        "weakest_testset": weakest[1],
+    }
 
 
 def _hours(row, s):

@@ -1,6 +1,6 @@
-"""`oodcorr plan --budget HOURS`: the command's inputs (a pilot or stated values, the study's settings, this
-machine's rates), the search, and the params.yaml fragment (never below the power asked for); the printout is
-report.py's. The model and the search are budget.py's."""
+"""`oodcorr plan --budget HOURS`: the command's checks, its rates (this machine's or stated), the search at the
+study's settings, and the params.yaml fragment (never below the power asked for); the model's inputs (a pilot or
+stated values) are budget_inputs.py's, the printout report.py's, the model and the search budget.py's."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import click
 
 from oodcorr.core.errors import UserError
 from oodcorr.planner.budget import CHECKPOINTS, MAX_SEEDS, one_thread, prediction_caveat, search
+from oodcorr.planner.budget_inputs import budget_inputs
 from oodcorr.planner.fragment import _describe, params_fragment, required_budget_text
-
-DEFAULTS = {"ell": 0.4, "signal_sd": 0.02, "item_sd": 0.5, "id_slope": 0.5, "model": "smollm2-135m", "ood_testsets": 7}
 
 
 def check_inputs(o: dict) -> None:
@@ -54,91 +53,10 @@ def check_inputs(o: dict) -> None:
             raise UserError(f"plan: --{key.replace('_', '-')} must be a finite number > 0, got {v}")
 
 
-def _sizes(sizes) -> dict:
-    out = {}
-    for text in sizes:
-        name, _, n = text.partition("=")
-        if not name or not n.isdigit() or int(n) < 1:
-            raise UserError(f"plan: --size {text!r}: expected NAME=ITEMS with ITEMS >= 1")
-        out[name] = int(n)
-    return out
-
-
-def _inputs(o: dict, pilot, study) -> tuple[dict, list, str, str, dict | None]:
-    """(model for search, families for the fragment, model name, a line saying where the numbers come from, the
-    pilot's model or None)."""
-    from oodcorr.planner.pilot import pilot_model
-    from oodcorr.stats.metrics import DEFAULT_METRIC
-
-    sizes = _sizes(o["sizes"])
-    sq = lambda v: None if v is None else v * v  # noqa: E731
-    pm = None
-    if pilot:
-        pm = pilot_model(pilot, DEFAULT_METRIC)
-        ood = {
-            name: {
-                "signal_var": sq(o["signal_sd"]) or t["signal_var"],
-                "item_var": sq(o["item_sd"]) or t["item_var"],
-                "size": sizes.get(name) or max(study.available(name, o["max_items"]), t["items"]),
-                # each family's own variances, for the reliability floor, unless stated values override them
-                "families": t["families"] if o["signal_sd"] is None and o["item_sd"] is None else None,
-            }
-            for name, t in pm["ood"].items()
-        }
-        id_name = pm["id"]["name"]
-        idt = {
-            "item_var": sq(o["id_item_sd"]) or pm["id"]["item_var"],
-            "size": sizes.get(id_name) or max(study.available(id_name, o["max_items"]), pm["id"]["items"]),
-        }
-        ell, beta, families = (
-            o["ell"] or pm["ell"],
-            pm["beta"] if o["id_slope"] is None else o["id_slope"],
-            pm["families"],
-        )
-        where = (
-            f"pilot: {pm['n_runs']} runs, {pm['n_pairs']} testset pairs; length-scale {ell:.2f}, slope on ID {beta:.2f}"
-        )
-    else:
-        stated = [key for key in ("ell", "signal_sd", "item_sd", "id_slope") if o[key] is not None]
-        for key in ("ell", "signal_sd", "item_sd", "id_slope"):
-            o[key] = DEFAULTS[key] if o[key] is None else o[key]
-        if o["ood_testsets"] is None:
-            o["ood_testsets"] = study.ood_testsets or DEFAULTS["ood_testsets"]
-        if o["ood_testsets"] < 2:
-            raise UserError(f"plan: --ood-testsets must be >= 2, got {o['ood_testsets']}")
-        ood = {
-            f"ood{j + 1}": {
-                "signal_var": o["signal_sd"] ** 2,
-                "item_var": o["item_sd"] ** 2,
-                "size": sizes.get(f"ood{j + 1}", o["max_items"]),
-            }
-            for j in range(o["ood_testsets"])
-        }
-        id_name = o["id_testset"]
-        idt = {"item_var": (o["id_item_sd"] or o["item_sd"]) ** 2, "size": sizes.get(id_name, o["max_items"])}
-        ell, beta = o["ell"], o["id_slope"]
-        families = [(m, o["train_set"], id_name, o["shots"]) for m in o["model_names"] or [DEFAULTS["model"]]]
-        said = "stated values" if stated else "assumed values (none stated: --signal-sd, --item-sd, --ell, --id-slope)"
-        where = (
-            f"{said}; {o['ood_testsets']} OOD testsets, length-scale {ell:g}, signal SD {o['signal_sd']:g}, item SD "
-            f"{o['item_sd']:g}, slope on ID {beta:g}"
-        )
-    model = {
-        "ood": ood,
-        "id": {"name": id_name, **idt},
-        "ell": ell,
-        "beta": beta,
-        "recipes": pm.get("recipes", {}) if pilot else {},
-    }
-    return model, families, o["model_name"] or families[0][0], where, pm
-
-
 def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
     """`oodcorr plan --budget`: inputs, search, printout, fragment (module notes). One model prices every run: its
     rates on this machine, or --examples-per-s and --train-hours."""
-    from oodcorr.planner.rates import rates_for
-    from oodcorr.planner.report import print_budget, simulated_text
-    from oodcorr.planner.settle import expected_settled
+    from oodcorr.planner.report import print_budget
 
     check_inputs(o)
     models = list(dict.fromkeys(o["models"] or study.models))
@@ -147,8 +65,43 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
     s = study.settings
     margin = o["margin"] if o["margin"] is not None else s.equivalence
     with one_thread():
-        model, families, model_name, where, pm = _inputs(o, pilot, study)
+        model, families, model_name, where, pm = budget_inputs(o, pilot, study)
     priced = list(dict.fromkeys(o["models"])) or (sorted({f[0] for f in families}) if pm else models) or [model_name]
+    rates = _rates(study, o, priced)
+    n_fam = o["families"] or len(families)
+    res, rel = _search(model, o, rates, n_fam, margin, s)
+    best = res["best"]
+    _assess(best, model, res, o, n_fam, margin, s)
+    ctx = {
+        "budget": o["budget"],
+        "source": where,
+        "rates": rates,
+        "families": n_fam,
+        "margin": margin,
+        "model_name": ", ".join(priced),
+        "trained_seeds": o["trained_seeds"],
+        "settings": s,
+        "study": study.path,
+        "pilot": pm,
+        "write_params": o["write_params"],
+        "need": required_budget_text(res),
+    }
+    _refuse_unwritable(o, best, ctx)
+    if as_json:
+        click.echo(_json_text(o, where, rates, n_fam, res, best, margin, s, study))
+    else:
+        print_budget(ctx, res, rel, best, details)
+    if o["write_params"]:
+        _write_fragment(o, best, res, model, families, n_fam, margin, pilot, study)
+        if not as_json:
+            click.echo(f"  params fragment written: {o['write_params']}")
+
+
+def _rates(study, o: dict, priced: list) -> dict:
+    """The rates every run is priced at: the one priced model's, else a family's run at each model's rates (their
+    mean time per run)."""
+    from oodcorr.planner.rates import rates_for
+
     each = [
         rates_for(
             study.root,
@@ -161,22 +114,24 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
         )
         for m in priced
     ]
-    rates = (
-        each[0]
-        if len(each) == 1
-        else {  # a family's run at each model's rates: their mean time per run
-            "dtype": each[0]["dtype"],
-            "examples_per_s": len(each) / sum(1 / r["examples_per_s"] for r in each),
-            "train_h": sum(r["train_h"] for r in each) / len(each),
-            "eval_source": "mean over "
-            + ", ".join(f"{m} {r['examples_per_s']:.3g}/s" for m, r in zip(priced, each))
-            + f"; {_where(each, 'eval_source')}",
-            "train_source": "mean over "
-            + ", ".join(f"{m} {r['train_h']:.3g} h" for m, r in zip(priced, each))
-            + f"; {_where(each, 'train_source')}",
-        }
-    )
-    n_fam = o["families"] or len(families)
+    if len(each) == 1:
+        return each[0]
+    return {
+        "dtype": each[0]["dtype"],
+        "examples_per_s": len(each) / sum(1 / r["examples_per_s"] for r in each),
+        "train_h": sum(r["train_h"] for r in each) / len(each),
+        "eval_source": "mean over "
+        + ", ".join(f"{m} {r['examples_per_s']:.3g}/s" for m, r in zip(priced, each))
+        + f"; {_where(each, 'eval_source')}",
+        "train_source": "mean over "
+        + ", ".join(f"{m} {r['train_h']:.3g} h" for m, r in zip(priced, each))
+        + f"; {_where(each, 'train_source')}",
+    }
+
+
+def _search(model: dict, o: dict, rates: dict, n_fam: int, margin: float, s) -> tuple[dict, str]:
+    """budget.search at these rates and the study's settings, and the full-size reliabilities as a line; refused
+    (one line) where fewer than two OOD testsets could settle a pair."""
     cost = {
         "families": n_fam,
         "train_h": rates["train_h"],
@@ -201,7 +156,13 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
             f"study's analyze.reliability_min) at their full size ({rel}), so no pair can be settled; "
             "more items or testsets with more signal"
         )
-    best = res["best"]
+    return res, rel
+
+
+def _assess(best, model: dict, res: dict, o: dict, n_fam: int, margin: float, s) -> None:
+    """The best design's expected settled pairs, and its simulated power (--simulate) or else its caveat."""
+    from oodcorr.planner.settle import expected_settled
+
     if best:
         best["settled"] = expected_settled(
             model, best, res["kept"], n_fam, margin, s.alpha, o["target_r"], s.reliability_min
@@ -210,21 +171,11 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
         best["simulated"] = _simulated(model, best, margin, o["simulate"], o["target_r"], s.alpha, s.reliability_min)
     elif best:
         best["caveat"] = prediction_caveat(best, model["ell"])
-    ctx = {
-        "budget": o["budget"],
-        "source": where,
-        "rates": rates,
-        "families": n_fam,
-        "margin": margin,
-        "model_name": ", ".join(priced),
-        "trained_seeds": o["trained_seeds"],
-        "settings": s,
-        "study": study.path,
-        "pilot": pm,
-        "write_params": o["write_params"],
-        "need": required_budget_text(res),
-    }
-    if o["write_params"] and not best:  # refused before any printout: one line, nothing written
+
+
+def _refuse_unwritable(o: dict, best, ctx: dict) -> None:
+    """--write-params with no design, or one below --power: refused before any printout, nothing written."""
+    if o["write_params"] and not best:
         raise UserError(
             f"plan: not written to {o['write_params']}: no design fits within {o['budget']:g} h; {ctx['need']}"
         )
@@ -233,60 +184,60 @@ def run_budget(pilot, study, as_json: bool, details: bool, **o) -> None:
             f"plan: not written to {o['write_params']}: this budget buys power {best['power']:.2f} "
             f"< --power {o['target_power']:g}; {ctx['need']}"
         )
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "budget_h": o["budget"],
-                    "source": where,
-                    "rates": rates,
-                    "families": n_fam,
-                    "reliability_full_size": res["reliability_full"],
-                    "kept": res["kept"],
-                    "dropped": res["dropped"],
-                    "design": best,
-                    "by_checkpoints": res["by_checkpoints"],
-                    "reach": res["reach"],
-                    "reach_both": res["reach_both"],
-                    "margin": margin,
-                    "alpha": s.alpha,
-                    "reliability_min": s.reliability_min,
-                    "study": study.path,
-                    "target_power": res["target_power"],
-                    "target_r": res["target_r"],
-                },
-                indent=2,
-                default=float,
-            )
-        )
-    else:
-        print_budget(ctx, res, rel, best, details)
-    if o["write_params"]:
-        header = [
-            f"oodcorr plan --budget {o['budget']:g}: {_describe(best)}, {n_fam} run(s) per seed: {best['hours']:.1f} h",
-            f"expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair), "
-            f"{best['null_power']:.2f} for a consistent null at +/-{margin:g}",
-        ]
-        if "simulated" in best:
-            header.append(simulated_text(best["simulated"], margin, res["target_r"]))
-        elif best["caveat"]:
-            header.append(best["caveat"])
-        if n_fam > len(families):
-            header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
-        text = params_fragment(
-            best,
-            families[:n_fam],
-            model["id"]["name"],
-            res["kept"] if pilot else None,
-            header,
-            o["train_steps"] or study.train_steps,
-            model["recipes"],
-        )
-        from oodcorr.core.io import write_text
 
-        write_text(Path(o["write_params"]), text)
-        if not as_json:
-            click.echo(f"  params fragment written: {o['write_params']}")
+
+def _json_text(o: dict, where: str, rates: dict, n_fam: int, res: dict, best, margin: float, s, study) -> str:
+    return json.dumps(
+        {
+            "budget_h": o["budget"],
+            "source": where,
+            "rates": rates,
+            "families": n_fam,
+            "reliability_full_size": res["reliability_full"],
+            "kept": res["kept"],
+            "dropped": res["dropped"],
+            "design": best,
+            "by_checkpoints": res["by_checkpoints"],
+            "reach": res["reach"],
+            "reach_both": res["reach_both"],
+            "margin": margin,
+            "alpha": s.alpha,
+            "reliability_min": s.reliability_min,
+            "study": study.path,
+            "target_power": res["target_power"],
+            "target_r": res["target_r"],
+        },
+        indent=2,
+        default=float,
+    )
+
+
+def _write_fragment(o: dict, best: dict, res: dict, model: dict, families: list, n_fam, margin, pilot, study) -> None:
+    """The design as a params.yaml fragment at --write-params, under a header saying what it buys."""
+    from oodcorr.core.io import write_text
+    from oodcorr.planner.report import simulated_text
+
+    header = [
+        f"oodcorr plan --budget {o['budget']:g}: {_describe(best)}, {n_fam} run(s) per seed: {best['hours']:.1f} h",
+        f"expected power {best['power']:.2f} at |r| = {res['target_r']:g} (median reliable pair), "
+        f"{best['null_power']:.2f} for a consistent null at +/-{margin:g}",
+    ]
+    if "simulated" in best:
+        header.append(simulated_text(best["simulated"], margin, res["target_r"]))
+    elif best["caveat"]:
+        header.append(best["caveat"])
+    if n_fam > len(families):
+        header.append(f"the runs below cover {len(families)} of the {n_fam} runs per seed: add the others alike")
+    text = params_fragment(
+        best,
+        families[:n_fam],
+        model["id"]["name"],
+        res["kept"] if pilot else None,
+        header,
+        o["train_steps"] or study.train_steps,
+        model["recipes"],
+    )
+    write_text(Path(o["write_params"]), text)
 
 
 def _where(each: list[dict], key: str) -> str:

@@ -39,8 +39,15 @@ def _hidden(*args, **kw):
 
 
 def plan_options(f):
-    """Every option of `oodcorr plan`, the visible ones first."""
-    opts = [
+    """Every option of `oodcorr plan`, the visible ones first (click's order: the help's and `next:` line's)."""
+    for opt in reversed([*_shown_inputs(), *_shown_outputs(), *_hidden_inputs(), *_design_and_modes()]):
+        f = opt(f)
+    return f
+
+
+def _shown_inputs() -> list:
+    """Shown by --help: the budget, what to plan from and how the hours are priced."""
+    return [
         click.option(
             "--budget",
             type=float,
@@ -77,6 +84,12 @@ def plan_options(f):
             default=None,
             help="Training hours per run (default: this machine's measured step time x steps).",
         ),
+    ]
+
+
+def _shown_outputs() -> list:
+    """Shown by --help: what the plan aims at, the power mode, and what it prints or writes."""
+    return [
         click.option(
             "--power",
             "target_power",
@@ -114,7 +127,12 @@ def plan_options(f):
         ),
         click.option("--details", is_flag=True, help="Also print the model behind the plan and every option weighed."),
         click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON."),
-        # hidden: stated inputs
+    ]
+
+
+def _hidden_inputs() -> list:
+    """Hidden: the inputs stated without a pilot (the help text's first section)."""
+    return [
         _hidden("--ell", type=float, default=None),
         _hidden("--signal-sd", type=float, default=None),
         _hidden("--item-sd", type=float, default=None),
@@ -127,7 +145,12 @@ def plan_options(f):
         _hidden("--residual-sd", type=float, default=0.02),
         _hidden("--pilot-reliability", type=float, default=None),
         _hidden("--pilot-items", type=int, default=None),
-        # hidden: design space and pricing
+    ]
+
+
+def _design_and_modes() -> list:
+    """Hidden: the design space and pricing, and the half-width and power modes' inputs."""
+    return [
         _hidden("--checkpoints", "checkpoint_counts", type=click.IntRange(3), multiple=True),
         _hidden("--families", type=int, default=None),
         _hidden("--trained-seeds", type=int, default=0),
@@ -147,6 +170,3 @@ def plan_options(f):
         _hidden("--items", "item_counts", type=int, multiple=True),
         _hidden("--reliability-product", type=float, default=None),
     ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f

@@ -98,11 +98,31 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
     "families": [(model, train_set, id_testset, shots)], "n_runs", "n_pairs"}."""
     from oodcorr.records.predictions import load_items
     from oodcorr.records.run_tables import build_runs, load_metrics
-    from oodcorr.stats.gp_interval import gp_interval
-    from oodcorr.stats.pair_ci2 import seed_dict
 
     files = pilot_files(paths)
     runs = build_runs(load_metrics(files))
+    _check_checkpoints(runs)
+    data = _seed_inputs(runs, load_items(runs), metric, splits)
+    families: dict = {}
+    for d in data.values():
+        families.setdefault(_family(d), []).append(d)
+    sig, fam_sig, ells, betas = _pair_fits(families)
+    id_name = next(iter(data.values()))["id"]
+    v, n_items = _item_var(data, id_name)
+    return {
+        "ood": _ood_testsets(data, sig, fam_sig),
+        "id": {"name": id_name, "item_var": v, "items": n_items},
+        "ell": float(np.median(ells)),
+        "beta": float(np.median(betas)),
+        "families": list(families),
+        "n_runs": len(data),
+        "n_pairs": len(ells),
+        "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
+        "recipes": family_recipes(files, list(families)),
+    }
+
+
+def _check_checkpoints(runs: dict) -> None:
     for run, d in runs.items():
         if len(d["steps"]) < PILOT_MIN_CHECKPOINTS:
             raise UserError(
@@ -110,10 +130,14 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
                 f"{PILOT_MIN_CHECKPOINTS} to estimate signal, noise and length-scale (score more "
                 "checkpoints of it, or plan from stated values without --pilot)"
             )
-    data = _seed_inputs(runs, load_items(runs), metric, splits)
-    families: dict = {}
-    for d in data.values():
-        families.setdefault(_family(d), []).append(d)
+
+
+def _pair_fits(families: dict) -> tuple[dict, dict, list, list]:
+    """gp_interval on every pair of OOD testsets in each family (its seeds pooled): ({testset: [signal var]},
+    {testset: {family: [signal var]}}, [length-scale], [|slope on ID|]); refused where no pair has an interval."""
+    from oodcorr.stats.gp_interval import gp_interval
+    from oodcorr.stats.pair_ci2 import seed_dict
+
     sig: dict = {}
     fam_sig: dict = {}
     ells, betas = [], []
@@ -133,40 +157,35 @@ def pilot_model(paths, metric: str, splits: int = 10) -> dict:
             "plan --pilot: no pair of OOD testsets with a defined interval in the pilot (it needs >= 5 "
             "checkpoints per run, a moving ID series and two OOD testsets)"
         )
+    return sig, fam_sig, ells, betas
 
-    def item_var(name, fam=None):
-        vals = [
-            residual_noise(d, name) * d["n_items"][name]
-            for d in data.values()
-            if name in d["V"] and fam in (None, _family(d))
-        ]
-        return float(np.median(vals)), max(d["n_items"].get(name, 0) for d in data.values())
 
+def _item_var(data: dict, name: str, fam=None) -> tuple[float, int]:
+    """(a testset's per-item noise variance in the residual space, median over runs (of `fam` where given), its
+    largest item count)."""
+    vals = [
+        residual_noise(d, name) * d["n_items"][name]
+        for d in data.values()
+        if name in d["V"] and fam in (None, _family(d))
+    ]
+    return float(np.median(vals)), max(d["n_items"].get(name, 0) for d in data.values())
+
+
+def _ood_testsets(data: dict, sig: dict, fam_sig: dict) -> dict:
+    """{testset: {signal_var, item_var, items, families}}: medians over its pairs and runs, and per family."""
     ood = {}
     for name, s in sorted(sig.items()):
-        v, n_items = item_var(name)
+        v, n_items = _item_var(data, name)
         ood[name] = {
             "signal_var": float(np.median(s)),
             "item_var": v,
             "items": n_items,
             "families": [
-                {"name": fam[0], "signal_var": float(np.median(f)), "item_var": item_var(name, fam)[0]}
+                {"name": fam[0], "signal_var": float(np.median(f)), "item_var": _item_var(data, name, fam)[0]}
                 for fam, f in sorted(fam_sig[name].items())
             ],
         }
-    id_name = next(iter(data.values()))["id"]
-    v, n_items = item_var(id_name)
-    return {
-        "ood": ood,
-        "id": {"name": id_name, "item_var": v, "items": n_items},
-        "ell": float(np.median(ells)),
-        "beta": float(np.median(betas)),
-        "families": list(families),
-        "n_runs": len(data),
-        "n_pairs": len(ells),
-        "checkpoints": int(np.median([len(d["t"]) for d in data.values()])),
-        "recipes": family_recipes(files, list(families)),
-    }
+    return ood
 
 
 def _family(d: dict) -> tuple:

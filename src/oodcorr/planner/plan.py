@@ -19,13 +19,13 @@ import click
 from oodcorr.core.errors import UserError
 from oodcorr.planner.options import HELP_SECTIONS, plan_options
 
-DEFAULT_ELL = 0.4  # without a pilot: smooth fine-tuning trajectories (budget_cmd.DEFAULTS["ell"])
+DEFAULT_ELL = 0.4  # without a pilot: smooth fine-tuning trajectories (budget_inputs.DEFAULTS["ell"])
 
 
 def _pair_inputs(pilot, o: dict) -> tuple[dict, str]:
     """{signal_var, item_var, leak, ell} of one testset pair for the half-width and power modes, and where they
     come from: a pilot's testset at the `quantile` of signal-to-noise, else stated assumptions."""
-    from oodcorr.planner.budget_cmd import DEFAULTS
+    from oodcorr.planner.budget_inputs import DEFAULTS
 
     ell = o["ell"] or DEFAULTS["ell"]
     beta = DEFAULTS["id_slope"] if o["id_slope"] is None else o["id_slope"]
@@ -113,62 +113,78 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
     inputs, source = _pair_inputs(pilot, o)
     args = (inputs["signal_var"], inputs["item_var"], inputs["leak"], inputs["ell"])
     if o["detect_r"] is not None:
-        from oodcorr.planner.modes import ITEM_COUNTS, MAX_CHECKPOINTS, MAX_PLAN_SEEDS, power_rows
+        return _power_mode(o, s, inputs, source, args, as_json, details)
+    return _half_width_mode(study, o, s, source, args, as_json, details)
 
-        rows = power_rows(
-            *args,
-            o["detect_r"],
-            o["target_power"],
-            o["seeds"],
-            tuple(o["item_counts"]) or ITEM_COUNTS,
-            o["reliability_product"],
-            s.alpha,
-            s.reliability_min,
-        )
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "source": source,
-                        "detect_r": o["detect_r"],
-                        "power": o["target_power"],
-                        "seeds": o["seeds"],
-                        **inputs,
-                        "reliability_min": s.reliability_min,
-                        "rows": rows,
-                    },
-                    indent=2,
-                )
-            )
-            return
+
+def _power_mode(o: dict, s, inputs: dict, source: str, args: tuple, as_json: bool, details: bool) -> None:
+    """--detect-r R: the checkpoints per testset size that find |partial r| = R (modes.power_rows)."""
+    from oodcorr.planner.modes import ITEM_COUNTS, power_rows
+
+    rows = power_rows(
+        *args,
+        o["detect_r"],
+        o["target_power"],
+        o["seeds"],
+        tuple(o["item_counts"]) or ITEM_COUNTS,
+        o["reliability_product"],
+        s.alpha,
+        s.reliability_min,
+    )
+    if as_json:
         click.echo(
-            f"plan: checkpoints per run to find |partial r| = {abs(o['detect_r'])} with power "
-            f"{o['target_power']} ({o['seeds']} seed(s); {source}; reliability gate {s.reliability_min:g})"
-        )
-        for row in rows:
-            what = f"{row['items']:>6} items" if row["items"] is not None else "stated product"
-            if row["checkpoints"] is None:
-                at = row["seeds_at"]
-                more = (
-                    f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it"
-                    if at["seeds"]
-                    else f"not with <= {MAX_PLAN_SEEDS} seeds at {at['checkpoints']} checkpoints either"
-                )
-                click.echo(
-                    f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not "
-                    f"reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}"
-                )
-            else:
-                click.echo(
-                    f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
-                    f"{row['reliability']:.2f})"
-                )
-        if details:
-            click.echo(
-                f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g},"
-                f" length-scale {args[3]:.2f}"
+            json.dumps(
+                {
+                    "source": source,
+                    "detect_r": o["detect_r"],
+                    "power": o["target_power"],
+                    "seeds": o["seeds"],
+                    **inputs,
+                    "reliability_min": s.reliability_min,
+                    "rows": rows,
+                },
+                indent=2,
             )
+        )
         return
+    click.echo(
+        f"plan: checkpoints per run to find |partial r| = {abs(o['detect_r'])} with power "
+        f"{o['target_power']} ({o['seeds']} seed(s); {source}; reliability gate {s.reliability_min:g})"
+    )
+    for row in rows:
+        click.echo(_power_row_text(row, o, s))
+    if details:
+        click.echo(
+            f"  details: signal var {args[0]:.3g}, per-item noise var {args[1]:.3g}, ID leak {args[2]:.3g},"
+            f" length-scale {args[3]:.2f}"
+        )
+
+
+def _power_row_text(row: dict, o: dict, s) -> str:
+    """One testset size's line: the checkpoints that reach the power, or what would reach it."""
+    from oodcorr.planner.modes import MAX_CHECKPOINTS, MAX_PLAN_SEEDS
+
+    what = f"{row['items']:>6} items" if row["items"] is not None else "stated product"
+    if row["checkpoints"] is not None:
+        return (
+            f"  {what}: {row['checkpoints']} checkpoints (power {row['power']:.2f}, reliability "
+            f"{row['reliability']:.2f})"
+        )
+    at = row["seeds_at"]
+    more = (
+        f"{at['seeds']} seeds at {at['checkpoints']} checkpoints reach it"
+        if at["seeds"]
+        else f"not with <= {MAX_PLAN_SEEDS} seeds at {at['checkpoints']} checkpoints either"
+    )
+    return (
+        f"  {what}: reliability {row['reliability']:.2f} (gate {s.reliability_min:g}); not "
+        f"reachable with <= {MAX_CHECKPOINTS} checkpoints at {o['seeds']} seed(s); {more}"
+    )
+
+
+def _half_width_mode(study, o: dict, s, source: str, args: tuple, as_json: bool, details: bool) -> None:
+    """Neither --budget nor --detect-r: the checkpoints and items for a target interval half-width and reliability
+    (modes.half_width_plan), its compute and its hours."""
     from oodcorr.planner.modes import half_width_plan
 
     out = half_width_plan(*args, o["half_width"], o["target_rel"], o["seeds"], o["r0"], s.alpha, s.reliability_min)
@@ -190,6 +206,11 @@ def plan_cmd(pilot, params_file, models, as_json, details, **o):
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
+    _print_half_width(out, o, source, args, per_run, (hours, eps, where), details)
+
+
+def _print_half_width(out: dict, o: dict, source: str, args: tuple, per_run: int, at: tuple, details: bool) -> None:
+    hours, eps, where = at
     more = f" (more than the {o['seeds']} asked: checkpoints alone cannot)" if out["seeds"] > o["seeds"] else ""
     click.echo(
         f"plan: {out['seeds']} seed(s){more} x {out['checkpoints_per_run']} checkpoints per run, "

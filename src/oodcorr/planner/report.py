@@ -27,7 +27,25 @@ def rates_line(ctx) -> str:
 
 
 def print_budget(ctx, res, rel, best, details: bool) -> None:
-    s, margin, r = ctx["settings"], ctx["margin"], res["target_r"]
+    """The budget plan's printout: what it is planned from, the design and what it can show, the other designs,
+    then (--details) the model behind it."""
+    _print_source(ctx, res)
+    if best is None:
+        _print_no_design(ctx, res)
+        return
+    _print_design(ctx, res, best)
+    _print_next(ctx, res, best)
+    _print_other_designs(ctx, res)
+    if not details:
+        click.echo("  (--details: the model behind the plan)")
+        return
+    _print_details(ctx, res, rel, best)
+
+
+def _print_source(ctx, res) -> None:
+    """The first lines: the budget and what it is planned from, the rates, a small pilot's warning, the testsets
+    left out."""
+    s = ctx["settings"]
     plain_source = ctx["source"].split(";")[0]
     click.echo(
         f"plan --budget {ctx['budget']:g} h for {ctx['model_name']} (planned from {plain_source}; verdicts "
@@ -46,20 +64,27 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
             )
     if res["dropped"]:
         click.echo(f"  left out (not scored): {dropped_text(res)}")
-    if best is None:
-        cheapest = min(res["rows"], key=lambda row: _hours(row, 1))
-        click.echo(
-            f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
-            f"{_hours(cheapest, 1):.2f} h"
-        )
-        click.echo(f"  {ctx['need']}")
-        return
+
+
+def _print_no_design(ctx, res) -> None:
+    cheapest = min(res["rows"], key=lambda row: _hours(row, 1))
+    click.echo(
+        f"  no design fits: one seed of the cheapest ({cheapest['checkpoints']} checkpoints) takes "
+        f"{_hours(cheapest, 1):.2f} h"
+    )
+    click.echo(f"  {ctx['need']}")
+
+
+def _print_design(ctx, res, best) -> None:
+    """The design, what it can show, the pairs it settles, and what limits it."""
+    s, margin, r = ctx["settings"], ctx["margin"], res["target_r"]
     st = best["settled"]
     click.echo(f"  run: design: {_describe(best)}, {ctx['families']} run(s) per seed: {best['hours']:.1f} h")
     click.echo(
         f"  it can show: a partial correlation of |r| >= {r:g} between two testsets (beyond ID) with expected "
-        f"power {best['power']:.2f} per pair in each family (target {res['target_power']:g}; {priced_as(best, pm)}); "
-        f"a true 0 as a consistent null at +/-{margin:g} with {best['null_power']:.2f}"
+        f"power {best['power']:.2f} per pair in each family (target {res['target_power']:g}; "
+        f"{priced_as(best, ctx.get('pilot'))}); a true 0 as a consistent null at +/-{margin:g} with "
+        f"{best['null_power']:.2f}"
     )
     hps = (
         f"{st['hours_per_settled']:.2g} {_hw(ctx['rates'])} per settled pair"
@@ -86,6 +111,10 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
         click.echo(f"  {simulated_text(best['simulated'], margin, r)}")
     elif best["caveat"]:
         click.echo(f"  {best['caveat']}")
+
+
+def _print_next(ctx, res, best) -> None:
+    """The `next:` line: the command to write this design (or the one that reaches the target) to plan.yaml."""
     if not ctx["write_params"] and (res.get("reach") or best["power"] >= res["target_power"]):
         enough = best["power"] >= res["target_power"]
         budget = ctx["budget"] if enough else math.ceil(res["reach"]["hours"] * 10) / 10
@@ -93,6 +122,11 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
             f"  next: `{retyped(budget)}`{'' if enough else ' (the budget that reaches the target)'}, merge "
             "plan.yaml into params.yaml, then `dvc repro`"
         )
+
+
+def _print_other_designs(ctx, res) -> None:
+    """The best design per checkpoint count within the budget, as a table."""
+    margin, r = ctx["margin"], res["target_r"]
     click.echo(f"  other designs within {ctx['budget']:g} h ({ctx['families']} run(s) per seed, <= {MAX_SEEDS} seeds):")
     click.echo(
         f"    {'checkpoints':>11} {'seeds':>5} {'ID items':>8} {'OOD items':>9} {'hours':>7} "
@@ -108,9 +142,12 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
             f"    {', '.join(map(str, res['below_floor']))} checkpoints: no item count within the budget "
             f"brings every kept testset's residual to reliability {res['floor']:g} in each family (no verdict)"
         )
-    if not details:
-        click.echo("  (--details: the model behind the plan)")
-        return
+
+
+def _print_details(ctx, res, rel, best) -> None:
+    """--details: where the numbers come from, the testsets' reliabilities, the pair the power is priced on, and
+    what each pair is expected to settle."""
+    r = res["target_r"]
     click.echo(f"  details: {ctx['source']}; study settings from {ctx['study'] or 'defaults (no params.yaml)'}")
     click.echo(
         f"    residual reliability at full size, in each testset's weakest family: {rel} (kept >= {res['floor']:g}: "
@@ -123,7 +160,7 @@ def print_budget(ctx, res, rel, best, details: bool) -> None:
         f"{best['weakest']:.2f}; "
         f"gate passed by {best['gate']:.2f} of families at |r| = {r:g}, {best['gate_null']:.2f} at 0"
     )
-    for p in st["per_pair"]:
+    for p in best["settled"]["per_pair"]:
         click.echo(f"    {p['a']} x {p['b']}: settles with {p['if_r']:.2f} at |r| = {r:g}, {p['if_0']:.2f} at 0")
 
 
