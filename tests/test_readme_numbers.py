@@ -1,7 +1,7 @@
 """README's numbers are the measurements' and the studies' own: the findings table names its metric and shows the
-verdict under accuracy beside it (read here from the studies' consistency.csv, not through bench/study_table.py),
-the prose says which one the findings rest on and why they differ, and the quickstart's times are those of the
-bench results files; numbers that no file backs (a test count, a column count) are not stated."""
+verdict under accuracy beside it (read here from the studies' consistency.csv, not through
+bench/studies/study_table.py), the prose says which one the findings rest on and why they differ, and the quickstart's
+times are those of the bench results files; numbers that no file backs (a test count, a column count) are not stated."""
 
 from __future__ import annotations
 

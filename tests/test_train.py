@@ -193,7 +193,11 @@ def test_a_deleted_checkpoint_is_rebuilt_from_the_nearest_kept_state(project, ml
 
     original = files()
     assert not [f for f in original if "training_state" in f]  # states live outside the DVC output
-    assert sorted(d.name for d in (run_dir / "resume").iterdir()) == [f"checkpoint-{s}" for s in (0, 12, 3, 6, 9)]
+    # each checkpoint's training state, and the thread count the run trains with on this machine (threads.keep)
+    assert sorted(d.name for d in (run_dir / "resume").iterdir()) == [
+        *(f"checkpoint-{s}" for s in (0, 12, 3, 6, 9)),
+        "threads.json",
+    ]
     later = {s: (ck / f"checkpoint-{s}" / "adapter_model.safetensors").stat().st_mtime_ns for s in (0, 3, 9, 12)}
     capfd.readouterr()
 

@@ -1,7 +1,7 @@
 """`oodcorr plan --budget 20` from this repository's pilot (studies/pilot), the command docs/studies.md records, with
-today's planner; prints the design beside the one bench/results/pilot_plan.txt recorded (9 seeds x 9 checkpoints,
-19.7 h, power 0.68: a planner that priced every pair with the pooled median testset and kept HANS) and writes the
-plan to pilot_plan_now.txt beside this script.
+today's planner; prints the design beside the one bench/planner/results/pilot_plan.txt recorded (9 seeds x 9
+checkpoints, 19.7 h, power 0.68: a planner that priced every pair with the pooled median testset and kept HANS) and
+writes the plan to pilot_plan_now.txt beside this script.
 
   dvc pull -r studies studies/pilot/runs/*.dvc   # once: the pilot's runs (2 MB)
   python bench/planner/pilot_plan.py
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).with_name("pilot_plan_now.txt")
 ARGS = ["--pilot", "studies/pilot", "--examples-per-s", "3.7", "--train-hours", "0.4", "--train-steps", "64"]
 ARGS += ["--budget", "20", "--details"]
-RECORDED = {"seeds": 9, "checkpoints": 9, "hours": 19.7, "power": 0.68}  # bench/results/pilot_plan.txt
+RECORDED = {"seeds": 9, "checkpoints": 9, "hours": 19.7, "power": 0.68}  # bench/planner/results/pilot_plan.txt
 
 
 def main() -> None:

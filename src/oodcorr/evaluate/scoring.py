@@ -18,7 +18,7 @@ CPU_TOKEN_BUDGET = 1024
 GPU_TOKEN_BUDGET = 1 << 17  # the most tokens per batch on GPU; halved on out-of-memory
 GPU_FREE_FRACTION = 0.7  # share of the free GPU memory a batch's activations may take
 # Test seam: a batch with more tokens (rows x padded length) than this raises torch.cuda.OutOfMemoryError,
-# as the GPU would, so the back-off path runs on CPU (bench/gpu_check.py --cpu-smoke, tests). None = off.
+# as the GPU would, so the back-off path runs on CPU (bench/gpu/gpu_check.py --cpu-smoke, tests). None = off.
 SIMULATED_OOM_TOKENS: int | None = None
 
 

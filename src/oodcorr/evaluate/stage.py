@@ -126,7 +126,7 @@ def _evaluate_run(
     if mine:
         from oodcorr.modeling import threads
 
-        threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/threads.py)
+        threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/speed/threads.py)
     scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
     if world > 1:
         import torch.distributed as dist

@@ -46,9 +46,9 @@ FIRST_ITEMS = 128
 RELIABILITY_FLOOR = RELIABILITY_MIN  # the default gate; a study's own analyze.reliability_min replaces it (floor=)
 TARGET_R = 0.5
 TARGET_POWER = 0.8
-# where the predicted power was checked against the interval's simulated power (bench/plan_power_check.py): within
-# 0.04 with >= CHECKED_SEEDS seeds carrying >= CHECKED_NEFF effectively independent checkpoints each; up to 0.07
-# too high at about 4.5 per seed (smoother curves) and with one seed
+# where the predicted power was checked against the interval's simulated power
+# (bench/planner/plan_power_check.py): within 0.04 with >= CHECKED_SEEDS seeds carrying >= CHECKED_NEFF effectively
+# independent checkpoints each; up to 0.07 too high at about 4.5 per seed (smoother curves) and with one seed
 CHECKED_NEFF = 5.0
 CHECKED_SEEDS = 3
 

@@ -16,7 +16,7 @@ from oodcorr.settings import environment
 SCORING_S = 45.0
 TRAINING_S = 30.0
 SECONDS_ENV = environment.MEASURE_ENV  # seconds per measurement instead (a quick, rougher one)
-MEASURE_TOKENS = 54  # real tokens per NLI prompt, the median of the bench's 648 (bench/eval_throughput.py)
+MEASURE_TOKENS = 54  # real tokens per NLI prompt, the median of the bench's 648 (bench/speed/eval_throughput.py)
 BATCH_TOKENS = 1024  # tokens per scoring batch on CPU, as the evaluate stage batches them
 WORDS = (
     "the a man woman dog child is are was on in at with playing running sitting near a park street field "

@@ -6,8 +6,8 @@ Where a rate comes from, in order:
   2. this project's rates file, .oodcorr/rates.json, for this model, dtype, device and machine (written by the
      measurement below; a user can read and edit it);
   3. measured now (measure.py, a few minutes with the model at that dtype) and kept in that file;
-  4. the rates shipped with the package (rates.json beside this module: measured by bench/eval_throughput.py and
-     bench/train_bf16.py on the machine they name) only where the machine, model and dtype are the same.
+  4. the rates shipped with the package (rates.json beside this module: measured by bench/speed/eval_throughput.py and
+     bench/speed/train_bf16.py on the machine they name) only where the machine, model and dtype are the same.
 A rate for another model, dtype or machine never stands in: the plan then measures or says which rate to pass.
 
 File format (both files): {"scoring": [{model, dtype, device, machine, examples_per_s, source}],

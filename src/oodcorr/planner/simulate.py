@@ -3,7 +3,8 @@ with the interval itself (gp_interval), as `oodcorr plan --budget ... --simulate
 
 Why: the prediction (gp_design.design_curve) is the likelihood-ratio test's power from its expected statistic;
 it was checked within 0.04 of this simulation where each of >= 3 seeds carries >= 5 effectively independent
-checkpoints, and runs 0.02-0.07 high on smoother curves and 0.11 with one seed (bench/plan_power_check.py), where
+checkpoints, and runs 0.02-0.07 high on smoother curves and 0.11 with one seed
+(bench/planner/plan_power_check.py), where
 estimating the variances and the length-scale from a few wiggles costs more than it counts. Simulating the chosen
 design with the interval measures what a study will see.
 
