@@ -72,22 +72,24 @@ def file_objects(repo: Path, run: str) -> dict[str, str]:
     return {e["relpath"]: e["md5"] for e in listing}
 
 
-@pytest.fixture(params=KINDS)
-def saved(request, tmp_path_factory):
-    """The owner's repository with the study saved on the `kind` server (one save per kind and test)."""
+@pytest.fixture(scope="module", params=KINDS)
+def saved(request, remote_servers, tmp_path_factory):
+    """The owner's repository with the study saved on the `kind` server: one save per kind for this module's
+    tests (each test undoes the damage it does on the server)."""
     kind = request.param
-    servers = request.getfixturevalue(f"{kind}_server")
+    if why := remote_servers.reason(kind):
+        pytest.skip(why)
     tmp = tmp_path_factory.mktemp(f"owner-{kind}")
     src = source_project(tmp / "ran")
     repo = new_repo(tmp / "repo")
     prefix = f"studies-{uuid.uuid4().hex[:8]}"
-    add_remote(repo, servers, kind, prefix)
+    add_remote(repo, remote_servers, kind, prefix)
     res = oodcorr(["study", "save", STUDY, "--from", src, "--remote", "team"], repo)
     assert res.returncode == 0, res.stderr[-3000:]
     sh(["git", "add", "-A"], repo)
     sh(["git", "commit", "-qm", f"study {STUDY}"], repo)
     assert "secret_access_key" not in sh(["git", "show", "HEAD:.dvc/config"], repo).stdout
-    return servers, kind, repo, RemoteFiles(servers, kind, prefix)
+    return remote_servers, kind, repo, RemoteFiles(remote_servers, kind, prefix)
 
 
 def test_the_ssh_remote_is_not_a_local_path(ssh_server, tmp_path):
@@ -129,6 +131,7 @@ def test_dvc_push_and_pull_through_each_server(servers, tmp_path):
     assert ("Permission denied" if kind == "ssh" else "403") in res.stderr, res.stderr[-2000:]
 
 
+@pytest.mark.slow  # a saved study (an analysis) per kind
 def test_a_fresh_clone_verifies_and_rebuilds_the_study(saved, tmp_path):
     servers, kind, repo, remote = saved
     assert any(p.startswith("files/md5/") for p in remote.list())
@@ -140,23 +143,29 @@ def test_a_fresh_clone_verifies_and_rebuilds_the_study(saved, tmp_path):
     assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout, res.stdout
 
 
+@pytest.mark.slow  # a saved study (an analysis) per kind
 @pytest.mark.parametrize("damage", ["altered", "deleted"])
 def test_a_damaged_object_on_the_server_is_named_by_run_and_file(saved, tmp_path, damage):
     servers, kind, repo, remote = saved
     rel, md5 = sorted(file_objects(repo, "b-s0").items())[0]
     obj = object_rel(md5)
+    original = remote.read(obj)
     if damage == "altered":
         remote.flip(obj)
     else:
         remote.delete(obj)
-    other = clone(repo, tmp_path / "collaborator", servers, kind)
-    for args in (["study", "verify", STUDY], ["study", "reanalyze", STUDY, "--check"]):
-        line = one_error(oodcorr(args, other))
-        assert "b-s0" in line and rel in line, line
-        assert ("altered" in line) if damage == "altered" else ("not in the team remote" in line), line
-        assert "a-s0" not in line, line  # the intact run is not blamed
+    try:
+        other = clone(repo, tmp_path / "collaborator", servers, kind)
+        for args in (["study", "verify", STUDY], ["study", "reanalyze", STUDY, "--check"]):
+            line = one_error(oodcorr(args, other))
+            assert "b-s0" in line and rel in line, line
+            assert ("altered" in line) if damage == "altered" else ("not in the team remote" in line), line
+            assert "a-s0" not in line, line  # the intact run is not blamed
+    finally:
+        remote.write(obj, original)  # the module's other tests share the save
 
 
+@pytest.mark.slow  # a saved study (an analysis) per kind
 def test_a_server_that_is_down_is_said_in_one_line(saved, tmp_path):
     servers, kind, repo, remote = saved
     other = clone(repo, tmp_path / "collaborator", servers, kind)
@@ -182,6 +191,7 @@ def test_a_server_that_is_down_is_said_in_one_line(saved, tmp_path):
     assert oodcorr(["study", "verify", STUDY], clone(repo, tmp_path / "later", servers, kind)).returncode == 0
 
 
+@pytest.mark.slow  # a saved study (an analysis) per kind
 def test_refused_credentials_are_said_in_one_line(saved, tmp_path):
     servers, kind, repo, remote = saved
     other = clone(repo, tmp_path / "collaborator", servers, kind)
@@ -192,6 +202,7 @@ def test_refused_credentials_are_said_in_one_line(saved, tmp_path):
     assert servers.env.get("OODCORR_S3_CREDENTIALS", "") not in line
 
 
+@pytest.mark.slow  # a saved study (an analysis) per kind
 def test_a_save_killed_mid_push_then_run_again_finishes(servers, tmp_path):
     servers, kind = servers
     src = source_project(tmp_path / "ran")
