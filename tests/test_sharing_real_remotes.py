@@ -238,3 +238,21 @@ def test_a_save_killed_mid_push_then_run_again_finishes(servers, tmp_path):
     other = clone(repo, tmp_path / "collaborator", servers, kind)
     res = oodcorr(["study", "verify", STUDY], other)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "url,secret",
+    [
+        ("ssh://alice@storage.example.org/srv/studies", False),  # DVC's documented SSH form: a user name
+        ("ssh://alice@127.0.0.1:2222/srv/studies", False),
+        ("s3://bucket/studies", False),
+        ("ssh://alice:hunter2@storage.example.org/srv/studies", True),
+        ("https://u:p@dav.example.org/studies", True),
+    ],
+)
+def test_a_user_name_in_a_remote_url_is_not_a_secret_a_password_is(tmp_path, url, secret):
+    from oodcorr.launch.share_guard import committed_secrets
+
+    config = tmp_path / "config"
+    config.write_text(f"[core]\n    remote = team\n['remote \"team\"']\n    url = {url}\n")
+    assert committed_secrets(config) == ([("team", "url (user:password@)")] if secret else [])

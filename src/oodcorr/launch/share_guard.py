@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from oodcorr.core.credentials import has_credentials, mask_secrets
+from oodcorr.core.credentials import mask_secrets
 from oodcorr.core.errors import UserError
 
 # DVC remote options that hold a secret (a key file's path is not one; its passphrase is)
@@ -60,9 +60,15 @@ def committed_secrets(config: Path) -> list[tuple[str, str]]:
         for key, value in values.items():
             if key.lower() in SECRET_KEYS and str(value).strip():
                 found.append((m.group(1), key))
-            elif key.lower() == "url" and ("://" in str(value)) and has_credentials(str(value)):
+            elif key.lower() == "url" and password_in_url(str(value)):
                 found.append((m.group(1), "url (user:password@)"))
     return found
+
+
+def password_in_url(url: str) -> bool:
+    """A password in the url's user part (scheme://user:password@host); a user name alone (ssh://alice@host/...,
+    DVC's documented SSH form) is not a secret."""
+    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*:[^/@?#]*@", url))
 
 
 def refuse_secrets(root: Path) -> None:
