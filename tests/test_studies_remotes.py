@@ -213,3 +213,38 @@ def key_of(md5: str) -> str:
 
 def sh_s3(args, cwd: Path):
     return sh([BIN / "oodcorr", *map(str, args)], cwd, check=False, **S3_ENV)
+
+
+def test_credentials_the_server_refuses_are_said_before_anything_is_written(source, tmp_path):
+    """moto with authentication on: an unknown access key is one line saying the remote refused it."""
+    pytest.importorskip("dvc_s3")
+    pytest.importorskip("moto")
+    port = free_port()
+    proc = subprocess.Popen(
+        [BIN / "moto_server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env_with(INITIAL_NO_AUTH_ACTION_COUNT="0"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        repo = new_repo(tmp_path / "repo")
+        s3_remote(repo, f"http://127.0.0.1:{port}")
+        res = sh_s3(["study", "save", "demo", "--from", source, "--remote", "team"], repo)
+        line = one_error(res)
+        assert "the team remote s3://studies/oodcorr refused the credentials" in line, line
+        assert "InvalidAccessKeyId" in line, line
+        assert staged(repo) == "" and not (repo / "studies").exists() and "git add" not in res.stdout
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def env_with(**extra) -> dict:
+    from study_helpers import env
+
+    return env(**extra)
