@@ -124,6 +124,11 @@ class Remote:
         self._listed: set[str] | None = None
 
     def fail(self, err: BaseException) -> UserError:
+        """A remote that cannot be read: refused credentials (PermissionError, asyncssh's PermissionDenied) said
+        as such, anything else (down, unreachable, no such bucket) as 'cannot reach'."""
+        kinds = {c.__name__ for c in type(err).__mro__}
+        if kinds & {"PermissionError", "PermissionDenied", "ClientAuthenticationError"}:
+            return UserError(f"the {self.name} remote {self.url} refused the credentials: {reason(err)}")
         return UserError(f"cannot reach the {self.name} remote {self.url}: {reason(err)}")
 
     def path(self, oid: str) -> str:

@@ -38,6 +38,8 @@ def dvc_failure(args: list[str], where: Path, res: subprocess.CompletedProcess) 
     errors = [x for x in lines if x.startswith("ERROR")]
     if not errors:
         errors = [x for x in lines if not x.startswith(FOOTER)][-1:] or [f"exit {res.returncode}"]
+    if len(errors) > 2:  # one per object (a full disk): the first, how many more, and DVC's summary
+        errors = [errors[0], f"({len(errors) - 2} more ERROR lines)", errors[-1]]
     return mask_secrets(f"`dvc {' '.join(args)}` failed in {where}: " + " / ".join(errors))
 
 
@@ -140,6 +142,7 @@ class Rollback:
 
     def __init__(self, root: Path, sdir: Path):
         self.root, self.sdir, self.new = root, sdir, not sdir.exists()
+        self.new_parent = not sdir.parent.exists()
         git = subprocess.run(["git", "rev-parse", "--git-path", "index"], cwd=root, capture_output=True, text=True)
         self.index = (root / git.stdout.strip()) if git.returncode == 0 and git.stdout.strip() else None
         self.index_bytes = self.index.read_bytes() if self.index and self.index.is_file() else None
@@ -160,6 +163,8 @@ class Rollback:
                 self.index.write_bytes(self.index_bytes)
         if self.new:
             shutil.rmtree(self.sdir, ignore_errors=True)
+            if self.new_parent and self.sdir.parent.is_dir() and not any(self.sdir.parent.iterdir()):
+                self.sdir.parent.rmdir()
         else:
             for p in self._small(self.sdir):
                 if p not in self.files:
