@@ -197,7 +197,7 @@ def test_refused_credentials_are_said_in_one_line(saved, tmp_path):
     other = clone(repo, tmp_path / "collaborator", servers, kind)
     credentials(other, servers, kind, wrong=True)
     line = one_error(oodcorr(["study", "verify", STUDY], other))
-    assert "team" in line and "not in the" not in line, line
+    assert "the team remote" in line and "refused the credentials" in line and "not in the" not in line, line
     said = ("Permission denied",) if kind == "ssh" else ("SignatureDoesNotMatch", "InvalidAccessKeyId", "Forbidden")
     assert any(w in line for w in said), line  # the server's own refusal, not "missing"
     assert servers.env.get("OODCORR_S3_CREDENTIALS", "") not in line
