@@ -110,7 +110,10 @@ def main() -> None:
             }
     finally:
         if started:
+            import shutil
+
             run_script(started, "--down")
+            shutil.rmtree(started, ignore_errors=True)
     base = results["folder"]
     for kind in ("ssh", "s3"):
         r = results[kind]
