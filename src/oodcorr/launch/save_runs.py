@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from oodcorr.core.errors import UserError
-from oodcorr.launch import verify
+from oodcorr.launch import share_guard, verify
 
 
 def copy_run(source: Path, sdir: Path, key: str, run_files: tuple[str, ...]) -> tuple[Path, str]:
@@ -53,6 +53,8 @@ def stage(source: Path, sdir: Path, keys: list[str], run_files: tuple[str, ...])
     try:
         for k in keys:
             staged.append(copy_run(source, sdir, k, run_files))
+        for k, (tmp, _) in zip(keys, staged):  # what the analysis would refuse, named in the project it ran in
+            share_guard.check_predictions(k, tmp / "eval", source / "runs" / k)
     except UserError:
         for tmp, _ in staged:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -84,3 +86,41 @@ def check_saved(
         line = verify.summary(sdir.name, wrong or problems, verify_hint=False)
         raise UserError(line.replace(": ", " is INCOMPLETE: ", 1) + "; do not commit it: save again once that is fixed")
     return missing
+
+
+def damaged(rem, root: Path, dvc_files: list[Path]) -> list[str]:
+    """Objects of the study on the remote whose content is not their name (a push killed while writing them),
+    and the folder listings of runs with such (or missing) files: what DVC must write again."""
+    from oodcorr.launch.remote import open_repo
+
+    with open_repo(root) as repo:
+        cache = repo.cache.local
+    bad = []
+    for f in dvc_files:
+        md5, _ = verify.read_pointer(f, f.name[: -len(".dvc")])
+        path = Path(cache.oid_to_path(md5)) if md5 else None
+        if path is None or not path.is_file():
+            continue
+        entries = verify.cache_listing(root)(md5) or {}
+        wrong = [oid for oid in entries.values() if rem.present(oid) and rem.md5(oid) != oid]
+        if (
+            wrong
+            or any(not rem.present(oid) for oid in entries.values())
+            or (rem.present(md5) and rem.md5(md5) != md5[: -len(".dir")])
+        ):
+            bad += [*wrong, md5]
+    return bad
+
+
+def push(root: Path, name: str, dvc_files: list[Path], dvc) -> None:
+    """`dvc push` of the study's runs to remote `name`; objects found damaged there afterwards (DVC skips what it
+    believes present) are deleted and pushed again, once."""
+    from oodcorr.launch.remote import Remote
+
+    args = ["push", "-r", name, *sorted({str(f.relative_to(root)) for f in dvc_files})]
+    dvc(args, root)
+    rem = Remote(root, name)
+    bad = damaged(rem, root, dvc_files)
+    if bad:
+        rem.delete(sorted(set(bad)))
+        dvc(args, root)

@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 
 from oodcorr.core.errors import UserError
-from oodcorr.launch import save_runs, verify
+from oodcorr.launch import remote, save_runs, share_guard, verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.compare import compare
 from oodcorr.records import versions
@@ -41,6 +41,7 @@ REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (in
 REMOTE_URL = "studies-remote"
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
 RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary.json", "eval/accuracy.csv")
+RUNS_GITIGNORE = "# the saved runs' folders: DVC-tracked by runs/<run>.dvc (`dvc pull` brings them)\n/*/\n"
 RESULTS_GITIGNORE = (
     "# rebuilt by `oodcorr study reanalyze`; only the tables are committed\n/figures/\n/report.html\n"
     "/.oodcorr-outputs.json\n"
@@ -77,14 +78,14 @@ def dvc(args: list[str], root: Path, check: bool = True) -> subprocess.Completed
     env = dict(os.environ, DVC_NO_ANALYTICS="1")
     res = subprocess.run([exe, "--wait-for-lock", *args], cwd=root, env=env, capture_output=True, text=True)
     if check and res.returncode != 0:
-        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise UserError(f"`dvc {' '.join(args)}` failed in {root}: {last[0]}")
+        raise UserError(share_guard.dvc_failure(args, root, res))
     return res
 
 
-def ensure_remote(root: Path) -> None:
-    """The `studies` remote, inside the repository, so it travels with every clone (like .dvc/demo-remote)."""
-    if dvc(["remote", "list"], root).stdout.split().count(REMOTE) == 0:
+def ensure_remote(root: Path, name: str) -> None:
+    """The `studies` remote, inside the repository when nothing else is configured, so it travels with every
+    clone (like .dvc/demo-remote): for the small bundled studies; any other remote the user configured."""
+    if name == REMOTE and dvc(["remote", "list"], root).stdout.split().count(REMOTE) == 0:
         dvc(["remote", "add", REMOTE, str(Path(".dvc") / REMOTE_URL)], root)  # stored relative to .dvc/
 
 
@@ -121,25 +122,25 @@ def finished_runs(source: Path, params: dict) -> dict[str, str]:
     return out
 
 
-def track(root: Path, runs: list[Path], push: bool, study: list[Path] = ()) -> list[Path]:
-    """`dvc add` each saved run folder, name the `studies` remote in its .dvc file, and push it there with the
+def track(root: Path, runs: list[Path], push: bool, study: list[Path] = (), name: str = REMOTE) -> list[Path]:
+    """`dvc add` each saved run folder, name the study's remote in its .dvc file, and push it there with the
     study's other runs (`study`: their .dvc files; what an interrupted push left out goes too)."""
     import yaml
 
     from oodcorr.core.io import write_text
     from oodcorr.settings.yaml_dialect import read_yaml
 
-    ensure_remote(root)
     rel = [str(r.relative_to(root)) for r in runs]
-    dvc(["add", "-q", *rel], root)
+    (runs[0].parent / ".gitignore").write_text(RUNS_GITIGNORE)  # one static rule: no per-run lines to conflict
+    dvc(["add", *rel], root)
     files = [r.with_name(r.name + ".dvc") for r in runs]
     for f in files:
         doc = read_yaml(f.read_text())
         for out in doc.get("outs") or []:
-            out["remote"] = REMOTE  # `dvc pull` / `dvc push` of this file use the studies remote
+            out["remote"] = name  # `dvc pull` / `dvc push` of this file use the study's remote
         write_text(f, yaml.safe_dump(doc, sort_keys=False))
     if push:
-        dvc(["push", "-q", "-r", REMOTE, *sorted({str(f.relative_to(root)) for f in (*files, *study)})], root)
+        dvc(["push", "-r", name, *sorted({str(f.relative_to(root)) for f in (*files, *study)})], root)
     return files
 
 
@@ -164,6 +165,15 @@ def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[s
     return outcome
 
 
+REMOTE_OPTION = click.option(
+    "--remote",
+    "remote_name",
+    default=None,
+    help="The DVC remote holding the study (default: the one its runs/*.dvc name, else `studies`, else the "
+    "project's default remote).",
+)
+
+
 @click.command("save")
 @click.argument("name")
 @click.option(
@@ -175,10 +185,16 @@ def rebuild(sdir: Path, keys: list[str], check: bool) -> tuple[list[str], list[s
     help="The project the study ran in (its params.yaml, dvc.lock and runs/).",
 )
 @click.option("--run", "only", multiple=True, help="Run key(s) to save (default: every finished run).")
-@click.option("--push/--no-push", default=True, show_default=True, help="Push the saved runs to the studies remote.")
-def save_cmd(name, source, only, push):
-    """Save a study's finished runs into studies/NAME (their predictions DVC-tracked and pushed to the
-    repository's `studies` remote), copy its params.yaml and dvc.lock, and rebuild its tables; then commit what
+@click.option("--push/--no-push", default=True, show_default=True, help="Push the saved runs to the study's remote.")
+@REMOTE_OPTION
+@click.option(
+    "--allow-outside",
+    is_flag=True,
+    help="Push to a remote that is a folder outside the project (refused otherwise, before anything is written).",
+)
+def save_cmd(name, source, only, push, remote_name, allow_outside):
+    """Save a study's finished runs into studies/NAME (their predictions DVC-tracked and pushed to the study's
+    remote: --remote, or `studies`), copy its params.yaml and dvc.lock, and rebuild its tables; then commit what
     it lists. Run it again as more runs finish."""
     from oodcorr.settings.config import load_params
 
@@ -192,6 +208,8 @@ def save_cmd(name, source, only, push):
             f"{sdir / 'params.yaml'} differs from {source / 'params.yaml'}: a study's runs share one "
             "params file; save these runs under another name"
         )
+    share_guard.refuse_secrets(root)
+    share_guard.refuse_conflicts(sdir)
     state = finished_runs(source, params)
     unknown = [k for k in only if k not in state]
     if unknown:
@@ -202,37 +220,65 @@ def save_cmd(name, source, only, push):
             echo(f"{k}: skipped, {state[k]}", err=True)
     if not keys:
         raise UserError(f"no finished run to save in {source}")
+    target = remote.choose(root, sdir, remote_name)
+    far = remote.outside(root, target) if push else None
+    if far is not None and not allow_outside:
+        raise UserError(
+            f"the {target} remote is the folder {far}, outside this project: nothing was written there; pass "
+            f"--allow-outside to save there, or `--remote NAME` for another remote"
+        )
+    if far is not None:
+        echo(f"pushing to {far} (the {target} remote, outside this project)", err=True)
+    undo = share_guard.Rollback(root, sdir)
+    try:
+        ensure_remote(root, target)
+        if push:  # a missing plugin, a server down or refusing the credentials: said before anything is written
+            remote.Remote(root, target).listed()
+        keys, files, problems = _store(root, sdir, source, keys, text, push, target)
+    except BaseException:
+        undo.restore()
+        raise
+    _report(root, sdir, name, source, keys, files, problems, push, target, len(state))
+
+
+def _store(root, sdir, source, keys, text, push, target):
+    """Copy, check, install, `dvc add` and push the runs; check the pointers and the remote."""
     runs, md5s = save_runs.stage(source, sdir, keys, RUN_FILES)  # copied and checked, then installed
     (sdir / "params.yaml").write_text(text)
     if (source / "dvc.lock").exists():
         shutil.copyfile(source / "dvc.lock", sdir / "dvc.lock")
-    files = track(root, runs, push, sorted((sdir / "runs").glob("*.dvc")))
+    files = track(root, runs, False, name=target)
+    study = sorted((sdir / "runs").glob("*.dvc"))
+    if push:
+        save_runs.push(root, target, study, dvc)
     saved = saved_runs(sdir)
-    problems = save_runs.check_saved(root, sdir, dict(zip(keys, files)), md5s, saved, push, REMOTE, RUN_FILES)
+    problems = save_runs.check_saved(root, sdir, dict(zip(keys, files)), md5s, saved, push, target, RUN_FILES)
+    return keys, files, problems
+
+
+def _report(root, sdir, name, source, keys, files, problems, push, target, total) -> None:
+    saved = saved_runs(sdir)
     try:
         rebuild(sdir, saved, check=False)
         tables_line = f"tables rebuilt in {(sdir / 'results').relative_to(root)}"
     except UserError as e:  # the runs are saved and pushed all the same; `reanalyze` retries the tables
         tables_line = f"tables NOT rebuilt ({e}); `oodcorr study reanalyze {name}` once that is fixed"
     echo(
-        f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {len(state)} saved"
-        f"{', pushed to the studies remote' if push else ''}); {tables_line}"
+        f"saved {len(keys)} run(s) into {sdir.relative_to(root)} ({len(saved)} of {total} saved"
+        f"{f', pushed to the {target} remote' if push else ''}); {tables_line}"
         + (
-            f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the studies remote): "
-            f"`oodcorr study save {name} --from {source}` again, or `dvc push -r {REMOTE}` its runs/*.dvc"
+            f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the {target} remote): "
+            f"`oodcorr study save {name} --from {source}` again, or `dvc push -r {target}` its runs/*.dvc"
             if problems
             else ""
         )
     )
-    paths = [
-        sdir / "params.yaml",
-        sdir / "dvc.lock",
-        *files,
-        sdir / "runs" / ".gitignore",
-        sdir / "results",
-        root / ".dvc" / "config",
-        root / ".dvc" / REMOTE_URL,
-    ]
+    share_guard.refuse_secrets(root)  # nothing that holds a credential is ever named below
+    paths = [sdir / "params.yaml", sdir / "dvc.lock", *files, sdir / "runs" / ".gitignore", sdir / "results"]
+    paths += [root / ".dvc" / "config"]
+    inside = root / ".dvc" / REMOTE_URL
+    if target == REMOTE and remote.outside(root, target) is None and inside.exists():
+        paths.append(inside)
     echo(
         "commit: git add "
         + " ".join(str(p.relative_to(root)) for p in paths if p.exists())
@@ -248,9 +294,10 @@ def save_cmd(name, source, only, push):
     help="Compare the rebuilt tables with the committed ones; write nothing (exit 1 when one differs).",
 )
 @click.option("--pull/--no-pull", default=True, show_default=True, help="`dvc pull` the saved runs first.")
-def reanalyze_cmd(name, check, pull):
-    """Rebuild studies/NAME's tables from its saved predictions: `dvc pull` of its runs (from the studies remote
-    inside the repository), then the analysis. No train or evaluate stage runs and no model is loaded."""
+@REMOTE_OPTION
+def reanalyze_cmd(name, check, pull, remote_name):
+    """Rebuild studies/NAME's tables from its saved predictions: `dvc pull` of its runs (from the study's remote,
+    each object checked there first), then the analysis. No train or evaluate stage runs and no model is loaded."""
     root = repo_root()
     sdir = study_dir(root, name)
     if not (sdir / "params.yaml").exists():
@@ -264,11 +311,12 @@ def reanalyze_cmd(name, check, pull):
     note = versions.check(sdir / "results" / versions.FILE)  # another major version: refused before any pull
     if note:
         echo(note)
-    if pull:  # every object checked in the remote (present, content == name, dvc.lock's record) before pulling
-        verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=REMOTE, saved=RUN_FILES)
-        dvc(["pull", "-q", "-r", REMOTE, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
+    target = remote.choose(root, sdir, remote_name)
+    if pull:  # every object checked on the remote itself (present, content == name, dvc.lock's record) first
+        verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=target, saved=RUN_FILES)
+        dvc(["pull", "-r", target, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
     verify.check_study(
-        root, sdir, keys, remote=False, workspace=True, remote_name=REMOTE, saved=RUN_FILES, lock=not pull
+        root, sdir, keys, remote=False, workspace=True, remote_name=target, saved=RUN_FILES, lock=not pull
     )  # the pulled copy: what the analysis reads
     same, rounded, differ, missing = rebuild(sdir, keys, check)
     where = (sdir / "results").relative_to(root)

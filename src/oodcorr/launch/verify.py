@@ -16,6 +16,7 @@ object under its name without reading it again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -127,10 +128,6 @@ def lock_problems(
     return problems
 
 
-def object_path(odb, oid: str) -> Path:
-    return Path(odb.oid_to_path(oid))
-
-
 def read_pointer(dvc_file: Path, key: str) -> tuple[str | None, str]:
     """(the folder's md5 a runs/<key>.dvc names, '') or (None, why it is not a saved run's pointer)."""
     from oodcorr.settings.yaml_dialect import read_yaml
@@ -148,37 +145,55 @@ def read_pointer(dvc_file: Path, key: str) -> tuple[str | None, str]:
 
 
 class Stores:
-    """The repository's DVC cache and its `studies` remote (object databases, DVC's own)."""
+    """The repository's DVC cache (a local folder) and the study's remote (remote.Remote: asked itself, opened
+    when first needed)."""
 
     def __init__(self, root: Path, remote: str):
-        from dvc.repo import Repo
-        from dvc.scm import SCMError
+        from oodcorr.launch.remote import open_repo
 
-        self.remote_error = ""
-        try:
-            repo = Repo(str(root))
-        except SCMError:  # a study copied outside a git checkout: DVC's objects are still checked
-            repo = Repo(str(root), config={"core": {"no_scm": True}})
-        with repo:
+        self.root, self.remote_name, self._remote = root, remote, None
+        with open_repo(root) as repo:
             self.cache = repo.cache.local
-            try:
-                self.remote = repo.cloud.get_remote_odb(remote, "verify")
-            except Exception as e:  # noqa: BLE001 - not configured / unreadable config: said, not raised
-                self.remote, self.remote_error = None, str(e).splitlines()[0]
+
+    @property
+    def remote(self):
+        from oodcorr.launch.remote import Remote
+
+        if self._remote is None:
+            self._remote = Remote(self.root, self.remote_name)
+        return self._remote
 
     def listing(self, md5: str, use_remote: bool) -> tuple[dict[str, str] | None, str]:
         """(the folder listing {relpath: md5} named `md5`, checked against its name, '') or (None, why not)."""
-        odbs = [self.remote] if use_remote else [self.cache, self.remote]
-        for odb in (o for o in odbs if o is not None):
-            path = object_path(odb, md5)
-            if path.is_file():
-                if file_md5(path) != md5[: -len(".dir")]:
-                    return None, f"its folder listing {path} does not match its name {md5}: the object was altered"
-                try:
-                    return {str(e["relpath"]): str(e["md5"]) for e in json.loads(path.read_text())}, ""
-                except (ValueError, KeyError, TypeError):
-                    return None, f"its folder listing {path} is not a DVC listing"
-        return None, "missing"
+        from oodcorr.launch.remote import dir_listing
+
+        raw, where = None, ""
+        path = Path(self.cache.oid_to_path(md5))
+        if not use_remote and path.is_file():
+            raw, where = path.read_bytes(), str(path)
+        elif self.remote.present(md5):
+            raw, where = self.remote.read(md5), f"{self.remote.path(md5)} in the {self.remote_name} remote"
+        if raw is None:
+            return None, "missing"
+        if hashlib.md5(raw).hexdigest() != md5[: -len(".dir")]:
+            return None, f"its folder listing {where} does not match its name {md5}: the object was altered"
+        entries = dir_listing(raw)
+        return (entries, "") if entries is not None else (None, f"its folder listing {where} is not a DVC listing")
+
+
+def remote_problems(stores: Stores, key: str, entries: dict[str, str], push: str) -> list[str]:
+    """Each file object of a run on the remote itself: present (one listing), content md5 == its name."""
+    remote, problems = stores.remote, []
+    for rel, oid in entries.items():
+        got = remote.md5(oid) if remote.present(oid) else None
+        if got is None:
+            problems.append(f"run {key}: {rel} (object {oid}) is not in the {remote.name} remote; {push}")
+        elif got != oid:
+            problems.append(
+                f"run {key}: {rel}: the {remote.name} remote's object {remote.path(oid)} does not match its name "
+                f"(content md5 {got}): it was altered after the save"
+            )
+    return problems
 
 
 def study_problems(
@@ -197,14 +212,9 @@ def study_problems(
     study's dvc.lock; with `workspace`, the pulled copy (no link, no extra or missing file, content == name)."""
     name = sdir.name
     stores = Stores(root, remote_name)
-    if remote and stores.remote is None:
-        return [
-            f"the {remote_name!r} remote is not configured here ({stores.remote_error}): commit .dvc/config "
-            f"from the clone that saved the study"
-        ], 0
     push = (
         f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc push -r "
-        f"{remote_name} {{dvc}}`, then commit .dvc/{remote_name}-remote"
+        f"{remote_name} {{dvc}}`"
     )
     problems, checked = [], 0
     for key in keys:
@@ -223,21 +233,8 @@ def study_problems(
             continue
         checked += 1
         if remote:
-            for rel, oid in entries.items():
-                path = object_path(stores.remote, oid)
-                checked += 1
-                if not path.is_file():
-                    problems.append(
-                        f"run {key}: {rel} (object {oid}) is not in the {remote_name} remote; "
-                        + push.format(dvc=rel_dvc)
-                    )
-                elif file_md5(path) != oid:
-                    shown = path.relative_to(root) if path.is_relative_to(root) else path
-                    problems.append(
-                        f"run {key}: {rel}: the {remote_name} remote's object {shown} "
-                        f"does not match its name (content md5 {file_md5(path)}): it was altered after "
-                        "the save"
-                    )
+            checked += len(entries)
+            problems += remote_problems(stores, key, entries, push.format(dvc=rel_dvc))
         recorded = lock_outputs(sdir / "dvc.lock", key, saved) if lock else None
         if recorded:
             problems += lock_problems(key, entries, recorded, (sdir / "dvc.lock").relative_to(root).as_posix(), saved)

@@ -159,7 +159,9 @@ def sync_analysis(params: dict) -> str | None:
     experiment = recorded.pop() if len(recorded) == 1 and None not in recorded else store.experiment_name(project)
     exp_id = store.setup(project, experiment)
     client = MlflowClient(store.tracking_uri(project))
-    found = client.search_runs([exp_id], f"tags.`oodcorr.analysis_inputs` = '{key}'", max_results=1)
+    # a FINISHED one only: a sync cut off mid-upload left its run FAILED, and log_to_mlflow replaces that
+    finished = f"tags.`oodcorr.analysis_inputs` = '{key}' and attributes.status = 'FINISHED'"
+    found = client.search_runs([exp_id], finished, max_results=1)
     if found:
         return found[0].info.run_id
     ids = sorted({rid for rid in (mirror.mlflow_run_id(project, f.parent.parent.name) for f in files) if rid})

@@ -196,7 +196,17 @@ def sync_cmd(runs, params_file):
     if not runs:  # the whole study: its analysis run too (a clone after `dvc pull` has
         from oodcorr.tracking.analysis_run import sync_analysis  # results/ but not the run)
 
-        analysis = sync_analysis(params)
+        try:
+            analysis = sync_analysis(params)
+        except Exception as e:  # noqa: BLE001 - e.g. a server that times out mid-upload: one line, sync again later
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:240]
+            click.echo(
+                mask_secrets(
+                    f"error: the analysis run was not synced ({tracking_uri(params)}: {why}); rerun `oodcorr sync`"
+                ),
+                err=True,
+            )
+            sys.exit(1)
         if analysis:
             click.echo(f"analysis: mlflow run {analysis}")
     if not res and not analysis:
