@@ -128,9 +128,9 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
         res.stdout
     )
     assert (clone / "studies" / "demo" / "runs" / "b-s0" / "eval" / "predictions").is_dir()
-    # the only DVC command was the pull of the saved runs: no stage ran
+    # the only DVC command was the pull of the saved runs: no stage ran (not -q: DVC's ERROR lines are reported)
     assert (tmp_path / "dvc.log").read_text().splitlines() == [
-        "--wait-for-lock pull -q -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"
+        "--wait-for-lock pull -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"
     ]
     assert sh(["git", "status", "--porcelain"], clone).stdout == ""
 
