@@ -106,6 +106,16 @@ def sh(cmd: list, cwd: Path, check: bool = True, **extra) -> subprocess.Complete
     return res
 
 
+def new_repo(root: Path) -> Path:
+    """A new git + DVC repository at `root` (autostage on, as the project's), one commit."""
+    root.mkdir(parents=True)
+    sh(["git", "init", "-q"], root)
+    sh(["dvc", "init", "-q"], root)
+    sh(["dvc", "config", "core.autostage", "true"], root)
+    sh(["git", "commit", "-qm", "init"], root)
+    return root
+
+
 def make_project(root: Path, params: dict) -> Path:
     """A new git + DVC project laid out like this repository, with `params`."""
     root.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from remote_servers import RemoteFiles, add_remote, credentials, object_rel
-from study_helpers import BIN, env, sh
+from study_helpers import BIN, env, new_repo, sh
 from test_studies_saved import source_project
 
 KINDS = ["ssh", "s3"]
@@ -44,15 +44,6 @@ def one_error(res: subprocess.CompletedProcess) -> str:
     lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("warning: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-3000:]
     return lines[0]
-
-
-def new_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    sh(["git", "init", "-q"], root)
-    sh(["dvc", "init", "-q"], root)
-    sh(["dvc", "config", "core.autostage", "true"], root)
-    sh(["git", "commit", "-qm", "init"], root)
-    return root
 
 
 def clone(repo: Path, to: Path, servers, kind: str) -> Path:

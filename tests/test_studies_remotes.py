@@ -16,21 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study_helpers import BIN, sh
+from study_helpers import BIN, new_repo, sh
 from test_studies_integrity import clone, commit, one_error, oodcorr
 from test_studies_saved import lock_entries, source_project
 
 pytestmark = pytest.mark.slow
 S3_ENV = {"AWS_EC2_METADATA_DISABLED": "true"}
-
-
-def new_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    sh(["git", "init", "-q"], root)
-    sh(["dvc", "init", "-q"], root)
-    sh(["dvc", "config", "core.autostage", "true"], root)
-    sh(["git", "commit", "-qm", "init"], root)
-    return root
 
 
 def staged(repo: Path) -> str:
