@@ -66,7 +66,7 @@ def launch_cmd(
     """Run the out-of-date train/evaluate stages of the study as one job per run, then record them in
     dvc.lock (`dvc commit`), so `dvc repro` afterwards runs only the analysis. Relaunching resumes failed or
     preempted runs from their newest checkpoint."""
-    from oodcorr.launch import core, records
+    from oodcorr.launch import core
 
     params = _load(params_file)
     cfg = core.settings(
@@ -83,21 +83,7 @@ def launch_cmd(
     ex = EXECUTORS[cfg["executor"]]()
     ex.check(cfg)
     keys = [k.strip() for k in only.split(",") if k.strip()] if only else None
-    # earlier launches first: commit what finished, and never run a run twice at once
-    previous = records.open_records(root, cfg)
-    busy: set[str] = set()
-    if previous and dry_run:
-        busy = {
-            key
-            for path in previous
-            for key, st in records.run_states(records.read_record(path)).items()
-            if st["state"] in records.ACTIVE or st["state"] == "UNKNOWN"
-        }
-    elif previous:
-        outcome = core.collect(params, cfg, previous, quiet=True)
-        busy = set(outcome["active"])
-        if outcome["committed"]:
-            echo(f"committed {len(outcome['committed'])} run(s) finished in an earlier launch", err=True)
+    busy = _busy(params, cfg, root, dry_run)
     stale, _ = core.plan(params, cfg, keys, prepare=not dry_run)
     for key in sorted(busy & set(stale)):
         echo(
@@ -120,6 +106,34 @@ def launch_cmd(
     if not ex.detached and not wait:
         detached = " or ".join(n for n, c in EXECUTORS.items() if c.detached)
         raise UserError(f"--no-wait needs --executor {detached} ({ex.name} runs are child processes of this command)")
+    _submit(params, cfg, root, stale, wait)
+
+
+def _busy(params: dict, cfg: dict, root: Path, dry_run: bool) -> set[str]:
+    """Earlier launches first: commit what finished (not in a dry run), and return the runs still queued or
+    running there, so a run never runs twice at once."""
+    from oodcorr.launch import core, records
+
+    previous = records.open_records(root, cfg)
+    if previous and dry_run:
+        return {
+            key
+            for path in previous
+            for key, st in records.run_states(records.read_record(path)).items()
+            if st["state"] in records.ACTIVE or st["state"] == "UNKNOWN"
+        }
+    if not previous:
+        return set()
+    outcome = core.collect(params, cfg, previous, quiet=True)
+    if outcome["committed"]:
+        echo(f"committed {len(outcome['committed'])} run(s) finished in an earlier launch", err=True)
+    return set(outcome["active"])
+
+
+def _submit(params: dict, cfg: dict, root: Path, stale: dict, wait: bool) -> None:
+    """Submit the stale runs; with `wait`, wait for them and record the finished ones in dvc.lock (exit 1 when
+    one failed or is still stale)."""
+    from oodcorr.launch import core, records
     from oodcorr.tracking import store as tracking
 
     tracking.setup(params)  # create the store and experiment once, before jobs log to it concurrently
