@@ -130,16 +130,16 @@ def test_a_label_outside_the_map_names_file_and_line(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     nli_csv(tmp_path / "data" / "raw" / "my_set.csv", 8, seed=1)
     lines = (tmp_path / "data" / "raw" / "my_set.csv").read_text().splitlines()
-    lines[4] = lines[4].rsplit(",", 2)[0] + ",maybe," + lines[4].rsplit(",", 1)[1]  # line 5: label outside the map
+    lines[4] = lines[4].rsplit(",", 2)[0] + ",unsure," + lines[4].rsplit(",", 1)[1]  # line 5: label outside the map
     lines[6] = lines[6].rsplit(",", 2)[0] + ",perhaps," + lines[6].rsplit(",", 1)[1]
     (tmp_path / "data" / "raw" / "my_set.csv").write_text("\n".join(lines) + "\n")
     res = sh(["oodcorr", "data", "prepare", "--only", "my_set"], tmp_path, check=False)
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
-        "error: data/raw/my_set.csv:5: testset my_set: label 'maybe' not in label_map (values outside it: "
-        "'maybe' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', '-'. Fix: add each value to "
+        "error: data/raw/my_set.csv:5: testset my_set: label 'unsure' not in label_map (values outside it: "
+        "'unsure' (1), 'perhaps' (1)); label_map keys: 'yes', 'no', 'maybe', '-'. Fix: add each value to "
         "data.testsets.my_set.label_map in params.yaml, mapped to entailment, non_entailment, neutral or drop "
-        "(e.g. 'maybe': drop)"
+        "(e.g. 'unsure': drop)"
     ], res.stderr
     assert not (tmp_path / "data" / "prepared").exists()
 
@@ -185,14 +185,14 @@ def test_a_rejected_data_file_leaves_data_dvc_as_committed(tmp_path):
     committed = (root / "data.dvc").read_bytes()
     good = (root / "data" / "raw" / "my_set.csv").read_text()
     lines = good.splitlines()
-    lines[3] = lines[3].rsplit(",", 2)[0] + ",maybe," + lines[3].rsplit(",", 1)[1]  # line 4: a label outside the map
+    lines[3] = lines[3].rsplit(",", 2)[0] + ",unsure," + lines[3].rsplit(",", 1)[1]  # line 4: a label outside the map
     (root / "data" / "raw" / "my_set.csv").write_text("\n".join(lines) + "\n")
     res = sh(["dvc", "repro", "prepare"], root, check=False)
     assert res.returncode != 0
     errors = [x for x in res.stdout.splitlines() + res.stderr.splitlines() if x.startswith("error: ")]
     assert (
         len(errors) == 1
-        and errors[0].startswith("error: data/raw/my_set.csv:4: testset my_set: label 'maybe'")
+        and errors[0].startswith("error: data/raw/my_set.csv:4: testset my_set: label 'unsure'")
         and errors[0].endswith(
             "; data.dvc put back as committed (DVC had recorded the rejected data; fix the file, "
             "then `dvc repro` again)"
