@@ -13,6 +13,10 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
+from oodcorr.core import numerics  # noqa: E402
+
+numerics.pin()  # as `import oodcorr` does, before any test module imports torch (MKL reads it once)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_NLI = REPO.parent / "shared" / "data" / "nli"
 

@@ -171,17 +171,12 @@ def test_a_run_folder_restored_with_other_timestamps_is_not_rebuilt(reproduced, 
     assert _outputs(root) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-07 (issue 64 item 1, open): trained under two threads, the tiny run's LoRA checkpoints "
-    "2-8 differ from one thread's (checkpoint-0 does not), so 57 outputs downstream differ; the full model's forward "
-    "pass and gradients on a random batch, and dropout masks, are identical under 1 and 2 threads, so the source is "
-    "likely in the LoRA step (clipping's norm, the optimiser's updates): not yet isolated",
-)
 def test_two_threads_reproduce_the_one_thread_outputs_bit_for_bit(reproduced, tmp_path):
     """The study was reproduced with one thread; a clone that runs every stage again with two (what `auto`
     picks on an idle 2-core machine) writes the same outputs, so dvc.lock and `git status` stay clean: the thread
-    count is kept out of run.json and every aggregate is computed from the stored per-item predictions."""
+    count is kept out of run.json, every aggregate is computed from the stored per-item predictions, and MKL's
+    matrix products run in its strict reproducible mode (core/numerics.py; without it, checkpoints 2-8 of this
+    run differed under two threads and 57 outputs moved)."""
     root = _copy(reproduced, tmp_path)
     before = _outputs(root)
     for d in ("runs", "results"):

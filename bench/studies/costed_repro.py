@@ -6,7 +6,8 @@ In PROJECT (a clone with the study's params.yaml and data/items.json), `dvc repr
 params' order, or --runs) `dvc repro train@KEY` and `dvc repro evaluate@KEY`, each a child process whose CPU time
 (user + system, from getrusage of the children) and wall time are added to PROJECT/cost.json after every stage, so
 a run that finished is recorded even when a later one is cut short. A stage DVC finds up to date costs ~0 and is
-recorded as such. The pilot's cost (measured when it ran) is stated on the command line and kept beside the runs;
+recorded as such. Work done and then discarded (a stage redone after a code change, a scoring killed before
+its pairs were cached) is kept under `superseded` and counted in the total. The pilot's cost (measured when it ran) is stated on the command line and kept beside the runs;
 `total_cpu_hours` sums the pilot and every stage recorded. Run it under `nice -n 15` with OODCORR_THREADS=1 on a
 shared machine."""
 
@@ -41,8 +42,10 @@ def stage(project: Path, target: str, log) -> dict:
 def save(path: Path, cost: dict) -> None:
     runs = cost["runs"].values()
     cost["runs_cpu_hours"] = round(sum(s.get("cpu_hours", 0) for r in runs for s in r.values()), 3)
+    # stages whose outputs were discarded (e.g. retrained after a code change) still cost what they cost
+    superseded = sum(s.get("cpu_hours", 0) for s in cost.get("superseded", {}).values())
     cost["total_cpu_hours"] = round(
-        cost["pilot"]["cpu_hours"] + cost["prepare"].get("cpu_hours", 0) + cost["runs_cpu_hours"], 3
+        cost["pilot"]["cpu_hours"] + cost["prepare"].get("cpu_hours", 0) + cost["runs_cpu_hours"] + superseded, 3
     )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(cost, indent=2) + "\n")

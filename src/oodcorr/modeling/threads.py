@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from oodcorr.core import numerics
 from oodcorr.core.choices import MAX_THREADS  # noqa: F401
 from oodcorr.core.choices import THREADS_ENV as ENV
 from oodcorr.core.choices import parse_threads as parse
@@ -98,7 +99,10 @@ def kept(run_dir) -> int | None:
 
 
 def apply(project: Project | dict | None, kept: int | None = None) -> int:
-    """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work)."""
+    """Set torch's intra-op threads by the policy (CUDA runs are unaffected: the GPU does the work). Outputs do
+    not depend on the count where MKL's strict reproducible mode is on (core/numerics.py: pinned when oodcorr is
+    imported, before torch loads MKL)."""
+    numerics.pin()
     import torch
 
     n, _ = resolve(project, kept)
