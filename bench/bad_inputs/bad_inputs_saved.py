@@ -186,8 +186,8 @@ def results_link(root):
 
 
 def no_remote(root):
-    cfg = root / ".dvc" / "config"
-    cfg.write_text(cfg.read_text().replace('[\'remote "studies"\']\n    url = studies-remote\n', ""))
+    cfg = root / "studies" / ".dvc" / "config"  # the studies subrepo's, which holds the in-git remote
+    cfg.write_text(cfg.read_text().replace('[\'remote "studies"\']\n    url = ../../.dvc/studies-remote\n', ""))
 
 
 def ran_file(rel: str, how):
