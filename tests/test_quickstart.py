@@ -66,7 +66,7 @@ def test_quickstart_runs_offline_with_both_families_and_an_honest_report(tmp_pat
 @pytest.mark.xfail(
     strict=False,
     reason="issue 64 item 1 is open: outputs measured to depend on the thread count (test_faults_dvc.py's two-thread "
-    "test); `dvc status` of the whole repository also lists saved studies' pointers until issue 60 item 5 lands",
+    "test); the saved studies' pointers no longer show in `dvc status` (studies/ is a DVC subrepo: issue 60 item 5)",
 )
 def test_quickstart_with_the_default_threads_changes_no_tracked_file_and_rebuilds_a_deleted_checkpoint(tmp_path):
     """What a user does: a fresh clone, `dvc repro` with the default threads (`auto`: the idle cores, 2 on an idle

@@ -108,11 +108,16 @@ def test_a_fresh_clone_with_a_saved_study_reads_up_to_date_and_still_reanalyses_
     stage = {"stages": {"copy": {"cmd": "cp in.txt out.txt", "deps": ["in.txt"], "outs": ["out.txt"]}}}
     (repo / "dvc.yaml").write_text(yaml.safe_dump(stage))
     sh(["dvc", "repro", "-q"], repo)
-    sh([BIN / "oodcorr", "study", "save", "demo", "--from", src], repo)
-    assert (repo / "studies" / ".dvc" / "cache").is_dir()  # the subrepo's own cache, ignored by git:
-    sh(["git", "check-ignore", "-q", "studies/.dvc/cache", "studies/.dvc/config.local"], repo)
     sh(["git", "add", "-A"], repo)
-    sh(["git", "commit", "-qm", "pipeline and study demo"], repo)
+    sh(["git", "commit", "-qm", "pipeline"], repo)
+    res = sh([BIN / "oodcorr", "study", "save", "demo", "--from", src], repo)
+    line = [x for x in res.stdout.splitlines() if x.startswith("commit: git add ")][0]
+    assert "studies/.dvc/config " in line and "config.local" not in line, line
+    sh(["bash", "-c", line[len("commit: ") :]], repo)  # the printed line commits all the save wrote
+    assert sh(["git", "status", "--porcelain"], repo).stdout == ""
+    assert (repo / "studies" / ".dvc" / "cache").is_dir()  # the subrepo's own cache, ignored by git:
+    ignored = sh(["git", "check-ignore", "studies/.dvc/cache", "studies/.dvc/config.local"], repo).stdout.split()
+    assert ignored == ["studies/.dvc/cache", "studies/.dvc/config.local"], ignored
     tracked = sh(["git", "ls-files", "studies/.dvc", "studies/.dvcignore"], repo).stdout.split()
     assert tracked == ["studies/.dvc/.gitignore", "studies/.dvc/config", "studies/.dvcignore"], tracked
 
