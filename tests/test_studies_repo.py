@@ -43,8 +43,10 @@ def test_a_project_remote_is_copied_with_its_url_rebased_and_its_secrets_kept_lo
     sh(["dvc", "remote", "add", "team", "s3://bucket/studies"], repo)
     sh(["dvc", "remote", "modify", "team", "endpointurl", "http://127.0.0.1:9"], repo)
     sh(["dvc", "remote", "modify", "--local", "team", "secret_access_key", "s3cr3t"], repo)
+    sub = studies_repo.ensure(repo)
+    (sub / ".dvc" / ".gitignore").write_text("/tmp\n/cache")  # config.local's line lost (a merge, an edit)
     assert studies_repo.sync(repo, "drop") and studies_repo.sync(repo, "team")
-    sub = repo / "studies"
+    assert sh(["git", "check-ignore", "studies/.dvc/config.local"], repo).stdout.strip() == "studies/.dvc/config.local"
     remotes = dvc_remotes(sub)
     assert remotes["drop"]["url"] == dvc_remotes(repo)["drop"]["url"] == str(tmp_path / "shared" / "drop")
     assert remotes["team"] == {**dvc_remotes(repo)["team"]} and remotes["team"]["secret_access_key"] == "s3cr3t"

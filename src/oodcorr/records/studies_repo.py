@@ -85,6 +85,14 @@ def rebase(url: str, project_dvc: Path, sub_dvc: Path) -> str:
     return Path(os.path.relpath(os.path.normpath(project_dvc / url), sub_dvc)).as_posix()
 
 
+def keep_local(sub_dvc: Path) -> None:
+    """studies/.dvc/.gitignore names config.local (credentials never committed), whatever was done to it."""
+    ignore = sub_dvc / ".gitignore"
+    text = ignore.read_text() if ignore.is_file() else ""
+    if "/config.local" not in text.split():
+        ignore.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "/config.local\n")
+
+
 def sync(root: Path, name: str) -> bool:
     """Remote `name` as the project's .dvc/config and .dvc/config.local configure it, copied into the subrepo's
     (committed and git-ignored) configs, replacing its section there; True when studies/.dvc/config changed.
@@ -103,6 +111,8 @@ def sync(root: Path, name: str) -> bool:
         values = {k: str(v) for k, v in conf[key].items()}
         if "url" in values:
             values["url"] = rebase(values["url"], project_dvc, sub_dvc)
+        if leaf == "config.local":
+            keep_local(sub_dvc)
         dst = _read(sub_dvc / leaf)
         old = _section(dst, name)
         if old is not None and {k: str(v) for k, v in dst[old].items()} == values:
