@@ -24,7 +24,7 @@ def readme_plan_lines() -> list[str]:
     """The `dvc pull` and `oodcorr plan` lines of README's fenced bash blocks, comments cut."""
     text = (REPO / "README.md").read_text()
     lines = [ln.split("  #")[0].strip() for b in re.findall(r"```bash\n(.*?)```", text, re.S) for ln in b.splitlines()]
-    return [ln for ln in lines if ln.startswith(("oodcorr plan", "dvc --cd studies pull -r studies pilot"))]
+    return [ln for ln in lines if ln.startswith(("oodcorr plan", "dvc --cd studies pull -R -r studies pilot"))]
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_the_pilot_unpulled_says_to_pull_then_plans_each_pair_with_its_own_tests
     res = sh(["oodcorr", "plan", "--pilot", "studies/pilot", "--budget", "20", *PLAN], project, check=False)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "not a metrics.jsonl" not in res.stderr
-    assert "`dvc --cd studies pull -r studies pilot/runs/*.dvc`" in res.stderr, res.stderr
+    assert "`dvc --cd studies pull -R -r studies pilot/runs`" in res.stderr, res.stderr
     runs = sorted(str(p.relative_to(project / "studies")) for p in project.glob("studies/pilot/runs/*.dvc"))
     sh(["dvc", "pull", "-q", "-r", "studies", *runs], project / "studies")
     out = sh(["oodcorr", "plan", "--pilot", "studies/pilot", "--budget", "20", *PLAN, "--details"], project).stdout

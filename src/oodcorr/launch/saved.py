@@ -275,8 +275,8 @@ def _report(root, sdir, name, source, keys, files, problems, push, target, total
         f"{f', pushed to the {target} remote' if push else ''}); {tables_line}"
         + (
             f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the {target} remote): "
-            f"`oodcorr study save {name} --from {source}` again, or `dvc --cd {STUDIES} push -r {target} "
-            f"{name}/runs/*.dvc`"
+            f"`oodcorr study save {name} --from {source}` again, or `dvc --cd {STUDIES} push -R -r {target} "
+            f"{name}/runs`"
             if problems
             else ""
         )

@@ -53,13 +53,14 @@ def pilot_files(paths) -> list[str]:
 
 def _pull_line(p: Path, dvc_file: Path) -> str:
     """`dvc pull` of a project's runs/*.dvc, run in the DVC repository holding them: a saved study's in the
-    studies subrepo (`dvc --cd studies pull -r studies NAME/runs/*.dvc`)."""
+    studies subrepo (`dvc --cd studies pull -R -r studies NAME/runs`: a folder, not a glob the shell would expand
+    from the cwd)."""
     here = Path(p).resolve()
     repo = next((d for d in (here, *here.parents) if (d / ".dvc").is_dir()), None)
     if repo is None or repo == Path.cwd().resolve():
         return f"dvc pull{_remote_flag(dvc_file)} {(Path(p) / 'runs').as_posix()}/*.dvc"
     cd = Path(os.path.relpath(repo)).as_posix()
-    return f"dvc --cd {cd} pull{_remote_flag(dvc_file)} {(here / 'runs').relative_to(repo).as_posix()}/*.dvc"
+    return f"dvc --cd {cd} pull -R{_remote_flag(dvc_file)} {(here / 'runs').relative_to(repo).as_posix()}"
 
 
 def _remote_flag(dvc_file: Path) -> str:
