@@ -24,7 +24,18 @@ _SAVED: list[Path] = []
 _LOCK = threading.Lock()
 OOD = ["hans", "anli", "wnli"]
 # what a refused save or reanalysis may still touch: DVC's own cache and state, and the pulled copies
-DVC_OWN = (".dvc/tmp", ".dvc/tmp/**", ".dvc/cache", ".dvc/cache/**", "studies/*/runs/*", "studies/*/runs/**")
+DVC_OWN = (
+    ".dvc/tmp",
+    ".dvc/tmp/**",
+    ".dvc/cache",
+    ".dvc/cache/**",
+    "studies/.dvc/tmp",  # the studies subrepo's own (oodcorr.records.studies_repo)
+    "studies/.dvc/tmp/**",
+    "studies/.dvc/cache",
+    "studies/.dvc/cache/**",
+    "studies/*/runs/*",
+    "studies/*/runs/**",
+)
 
 
 def _source(root: Path) -> None:
