@@ -45,7 +45,11 @@ def test_a_project_remote_is_copied_with_its_url_rebased_and_its_secrets_kept_lo
     sh(["dvc", "remote", "modify", "--local", "team", "secret_access_key", "s3cr3t"], repo)
     sub = studies_repo.ensure(repo)
     (sub / ".dvc" / ".gitignore").write_text("/tmp\n/cache")  # config.local's line lost (a merge, an edit)
-    assert studies_repo.sync(repo, "drop") and studies_repo.sync(repo, "team")
+    assert not studies_repo.sync(repo, "team")  # a read (verify, reanalyze): config.local only
+    assert (
+        "team" not in (sub / ".dvc" / "config").read_text() and dvc_remotes(sub)["team"]["url"] == "s3://bucket/studies"
+    )
+    assert studies_repo.sync(repo, "drop", commit=True) and studies_repo.sync(repo, "team", commit=True)  # a save
     assert sh(["git", "check-ignore", "studies/.dvc/config.local"], repo).stdout.strip() == "studies/.dvc/config.local"
     remotes = dvc_remotes(sub)
     assert remotes["drop"]["url"] == dvc_remotes(repo)["drop"]["url"] == str(tmp_path / "shared" / "drop")
@@ -53,9 +57,11 @@ def test_a_project_remote_is_copied_with_its_url_rebased_and_its_secrets_kept_lo
     committed = (sub / ".dvc" / "config").read_text()
     assert "s3cr3t" not in committed and "endpointurl" in committed and "studies-remote" in committed
     assert "s3cr3t" in (sub / ".dvc" / "config.local").read_text()
-    assert not studies_repo.sync(repo, "team")  # nothing changed: the committed config is left as it is
+    assert not studies_repo.sync(repo, "team", commit=True)  # nothing changed: the committed config is left as is
 
-    sh(["dvc", "remote", "modify", "team", "url", "s3://other/studies"], repo)  # the project's section wins
-    assert studies_repo.sync(repo, "team") and dvc_remotes(sub)["team"]["url"] == "s3://other/studies"
+    sh(["dvc", "remote", "modify", "team", "url", "s3://other/studies"], repo)  # the project's options win
+    assert not studies_repo.sync(repo, "team") and dvc_remotes(sub)["team"]["url"] == "s3://other/studies"
+    assert "s3://bucket/studies" in (sub / ".dvc" / "config").read_text()  # a read left the committed file as is
+    assert studies_repo.sync(repo, "team", commit=True) and "s3://other" in (sub / ".dvc" / "config").read_text()
     assert not studies_repo.sync(repo, "elsewhere")  # a remote the project does not name: nothing copied
     assert set(dvc_remotes(sub)) == {"studies", "drop", "team"}

@@ -115,7 +115,7 @@ class Remote:
         from dvc.config import RemoteNotFoundError
 
         self.name = name
-        studies_repo.sync(root, name)
+        studies_repo.sync(root, name)  # into studies/.dvc/config.local only: a read changes nothing git tracks
         urls, _ = remotes(root)
         self.url = mask_secrets(urls.get(name, ""))
         repo = open_repo(studies_repo.path(root))

@@ -91,7 +91,7 @@ def ensure_remote(root: Path, name: str) -> None:
     """Remote `name` usable in the studies subrepo: the project's section copied there (studies_repo.sync); the
     `studies` remote, inside the repository when nothing else is configured, so it travels with every clone
     (like .dvc/demo-remote): for the small bundled studies."""
-    studies_repo.sync(root, name)
+    studies_repo.sync(root, name, commit=True)
     if name == REMOTE and REMOTE not in remote.remotes(root)[0]:
         dvc(["remote", "add", REMOTE, "../.dvc/" + REMOTE_URL], root)  # given from studies/, stored rebased
 

@@ -1,16 +1,17 @@
 """studies/ is a DVC repository of its own (a subrepo, as `dvc init --subdir` makes it), so the project's
 `dvc status` never lists the saved studies' runs/<run>.dvc pointers (their outputs are pulled only on demand).
 
-Every DVC command on a saved study runs inside it (cwd studies/, paths relative to it: `dvc --cd studies pull -r
-studies NAME/runs/*.dvc` by hand), with its own cache (studies/.dvc/cache, git-ignored) and its own config:
+Every DVC command on a saved study runs inside it (cwd studies/, paths relative to it: `dvc --cd studies pull -R
+-r studies NAME/runs` by hand), with its own cache (studies/.dvc/cache, git-ignored) and its own config:
 
     studies/.dvc/config         committed: the in-git `studies` remote (url ../../.dvc/studies-remote, relative
-                                to studies/.dvc/) and the sections of the remotes a study uses, copied from the
-                                project's .dvc/config (a relative local url rebased)
-    studies/.dvc/config.local   git-ignored: the credentials copied from the project's .dvc/config.local
+                                to studies/.dvc/) and the sections of the remotes studies were saved to, copied
+                                from the project's .dvc/config by `study save` (a relative local url rebased)
+    studies/.dvc/config.local   git-ignored: every option of the remote a study command uses, as the project's
+                                .dvc/config and .dvc/config.local set it (credentials only ever here)
 
 Users name remotes in the project (`dvc remote add`, `dvc remote modify --local`); `sync` copies the one a
-study command uses into the subrepo, the project's section winning."""
+study command uses into the subrepo, the project's options winning."""
 
 from __future__ import annotations
 
@@ -93,33 +94,48 @@ def keep_local(sub_dvc: Path) -> None:
         ignore.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "/config.local\n")
 
 
-def sync(root: Path, name: str) -> bool:
-    """Remote `name` as the project's .dvc/config and .dvc/config.local configure it, copied into the subrepo's
-    (committed and git-ignored) configs, replacing its section there; True when studies/.dvc/config changed.
-    Nothing is copied for a remote the project does not configure (the subrepo's own, e.g. the in-git one)."""
+def _project_section(project_dvc: Path, sub_dvc: Path, leaf: str, name: str) -> dict[str, str] | None:
+    """Remote `name`'s options in the project's .dvc/<leaf> (a relative url rebased for studies/.dvc/)."""
+    if not (project_dvc / leaf).is_file():
+        return None
+    conf = _read(project_dvc / leaf)
+    key = _section(conf, name)
+    if key is None:
+        return None
+    values = {k: str(v) for k, v in conf[key].items()}
+    if "url" in values:
+        values["url"] = rebase(values["url"], project_dvc, sub_dvc)
+    return values
+
+
+def _write(config: Path, name: str, values: dict[str, str], replace: bool) -> bool:
+    """Remote `name`'s section in `config` set to `values` (`replace`: exactly; else those keys overwritten, the
+    others kept); True when the file changed."""
+    dst = _read(config)
+    key = _section(dst, name) or f'remote "{name}"'
+    old = {k: str(v) for k, v in dst[key].items()} if key in dst else {}
+    new = dict(values) if replace else {**old, **values}
+    if new == old:
+        return False
+    dst[key] = new
+    dst.write()
+    return True
+
+
+def sync(root: Path, name: str, commit: bool = False) -> bool:
+    """Remote `name` as the project's .dvc/config and .dvc/config.local configure it, made what the subrepo's
+    DVC reads: every option into its git-ignored studies/.dvc/config.local (credentials only ever there), and
+    with `commit` (a save, whose commit line names it) the project's committed section into the committed
+    studies/.dvc/config, so a clone has it; True when studies/.dvc/config changed. Nothing is copied for a remote
+    the project does not configure (the subrepo's own, e.g. the in-git one); a read (verify, reanalyze) changes
+    no file git tracks."""
     sub_dvc = ensure(root) / ".dvc"
     project_dvc = Path(root) / ".dvc"
-    changed = False
-    for leaf in ("config", "config.local"):
-        src = project_dvc / leaf
-        if not src.is_file():
-            continue
-        conf = _read(src)
-        key = _section(conf, name)
-        if key is None:
-            continue
-        values = {k: str(v) for k, v in conf[key].items()}
-        if "url" in values:
-            values["url"] = rebase(values["url"], project_dvc, sub_dvc)
-        if leaf == "config.local":
-            keep_local(sub_dvc)
-        dst = _read(sub_dvc / leaf)
-        old = _section(dst, name)
-        if old is not None and {k: str(v) for k, v in dst[old].items()} == values:
-            continue
-        if old is not None:
-            del dst[old]
-        dst[f'remote "{name}"'] = values
-        dst.write()
-        changed |= leaf == "config"
-    return changed
+    shared = _project_section(project_dvc, sub_dvc, "config", name)
+    local = _project_section(project_dvc, sub_dvc, "config.local", name)
+    if shared is None and local is None:
+        return False
+    changed = commit and shared is not None and _write(sub_dvc / "config", name, shared, replace=True)
+    keep_local(sub_dvc)
+    _write(sub_dvc / "config.local", name, {**(shared or {}), **(local or {})}, replace=False)
+    return bool(changed)
