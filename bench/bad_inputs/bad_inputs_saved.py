@@ -33,6 +33,7 @@ DVC_OWN = (
     "studies/.dvc/tmp/**",
     "studies/.dvc/cache",
     "studies/.dvc/cache/**",
+    "studies/.dvc/config.local",  # git-ignored: the remote's options a study command copies from the project
     "studies/*/runs/*",
     "studies/*/runs/**",
 )
@@ -394,7 +395,8 @@ def cases() -> list[Case]:
             "saved:reanalyze-missing-object",
             CHECK,
             saved(lose_object("b-s0", "eval/metrics.jsonl")),
-            must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*dvc push",
+            must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*"
+            r"dvc --cd studies push -r studies demo/runs/b-s0\.dvc",
             allowed=DVC_OWN,
             item="`dvc pull` failed: no output",
         ),
@@ -402,7 +404,7 @@ def cases() -> list[Case]:
             "saved:reanalyze-interrupted-push",
             CHECK,
             saved(unpushed("b-s0")),
-            must=r"run b-s0: .*not in the studies remote.*dvc push",
+            must=r"run b-s0: .*not in the studies remote.*dvc --cd studies push",
             allowed=DVC_OWN,
             item="a save killed as dvc push started: No remote provided",
         ),
