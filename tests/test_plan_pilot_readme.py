@@ -1,7 +1,7 @@
 """`oodcorr plan` on this repository's own pilot (studies/pilot, its runs pulled from the studies remote in a temp
-project, as a fresh clone does), and README's `oodcorr plan` lines and the planner's `next:` line typed as written:
-each exits 0. A testset that cannot be read in some family is left out by name with its reliability and costs only
-its own pairs; the power per pair, the pairs it settles and the gate line agree."""
+project's studies subrepo, as a fresh clone does), and README's `oodcorr plan` lines and the planner's `next:` line
+typed as written: each exits 0. A testset that cannot be read in some family is left out by name with its
+reliability and costs only its own pairs; the power per pair, the pairs it settles and the gate line agree."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def readme_plan_lines() -> list[str]:
     """The `dvc pull` and `oodcorr plan` lines of README's fenced bash blocks, comments cut."""
     text = (REPO / "README.md").read_text()
     lines = [ln.split("  #")[0].strip() for b in re.findall(r"```bash\n(.*?)```", text, re.S) for ln in b.splitlines()]
-    return [ln for ln in lines if ln.startswith(("oodcorr plan", "dvc pull -r studies studies/pilot"))]
+    return [ln for ln in lines if ln.startswith(("oodcorr plan", "dvc --cd studies pull -R -r studies pilot"))]
 
 
 @pytest.fixture
@@ -43,7 +43,8 @@ def project(tmp_path) -> Path:
         shutil.copy(f, pilot / "runs" / f.name)
     sh(["git", "init", "-q"], root)
     sh(["dvc", "init", "-q"], root)
-    sh(["dvc", "remote", "add", "studies", str(REPO / ".dvc" / "studies-remote")], root)
+    sh(["dvc", "init", "-q", "--subdir"], root / "studies")  # studies/: a DVC subrepo, as in this repository
+    sh(["dvc", "remote", "add", "studies", str(REPO / ".dvc" / "studies-remote")], root / "studies")
     return root
 
 
@@ -55,9 +56,9 @@ def test_the_pilot_unpulled_says_to_pull_then_plans_each_pair_with_its_own_tests
     res = sh(["oodcorr", "plan", "--pilot", "studies/pilot", "--budget", "20", *PLAN], project, check=False)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "not a metrics.jsonl" not in res.stderr
-    assert "`dvc pull -r studies studies/pilot/runs/*.dvc`" in res.stderr, res.stderr
-    runs = sorted(str(p.relative_to(project)) for p in project.glob("studies/pilot/runs/*.dvc"))
-    sh(["dvc", "pull", "-q", "-r", "studies", *runs], project)
+    assert "`dvc --cd studies pull -R -r studies pilot/runs`" in res.stderr, res.stderr
+    runs = sorted(str(p.relative_to(project / "studies")) for p in project.glob("studies/pilot/runs/*.dvc"))
+    sh(["dvc", "pull", "-q", "-r", "studies", *runs], project / "studies")
     out = sh(["oodcorr", "plan", "--pilot", "studies/pilot", "--budget", "20", *PLAN, "--details"], project).stdout
     # the pilot: SciTail and SNLI readable in both families; HANS reads in SmolLM2 but not in Gemma
     left = re.search(r"left out \(not scored\): (.*)", out).group(1)

@@ -54,12 +54,12 @@ def clone(repo: Path, to: Path, servers, kind: str) -> Path:
 
 
 def file_objects(repo: Path, run: str) -> dict[str, str]:
-    """{file inside the run: md5} of a saved run, from its folder listing in the owner's DVC cache."""
+    """{file inside the run: md5} of a saved run, from its folder listing in the owner's studies subrepo cache."""
     import yaml
 
     pointer = yaml.safe_load((repo / "studies" / STUDY / "runs" / f"{run}.dvc").read_text())
     dir_md5 = pointer["outs"][0]["md5"]
-    listing = json.loads((repo / ".dvc" / "cache" / object_rel(dir_md5)).read_text())
+    listing = json.loads((repo / "studies" / ".dvc" / "cache" / object_rel(dir_md5)).read_text())  # the subrepo's
     return {e["relpath"]: e["md5"] for e in listing}
 
 

@@ -44,9 +44,9 @@ def copied(tmp_path_factory):
             "-q",
             "-r",
             "studies",
-            *[str(p.relative_to(root)) for p in sorted((src / "runs").glob("*.dvc"))],
+            *[str(p.relative_to(root / "studies")) for p in sorted((src / "runs").glob("*.dvc"))],
         ],
-        root,
+        root / "studies",  # a DVC subrepo: its pointers are pulled there
     )
     return root
 

@@ -181,7 +181,7 @@ def test_a_missing_object_says_which_run_and_file_and_what_to_do(saved, tmp_path
     commit(work, "object lost")
     fresh = clone(work, tmp_path / "fresh")
     line = one_error(oodcorr(["study", "reanalyze", "demo", "--check"], fresh))
-    assert f"run b-s0: {rel}" in line and "not in the studies remote" in line and "dvc push -r studies" in line, line
+    assert f"run b-s0: {rel}" in line and "not in the studies remote" in line and "push -r studies" in line, line
     assert "failed" not in line
 
 
@@ -209,12 +209,12 @@ def test_an_interrupted_push_leaves_a_study_reported_incomplete(saved, tmp_path)
     line = one_error(oodcorr(["study", "verify", "late"], fresh))
     assert "INCOMPLETE" in line and "run a-s0" in line and "not in the studies remote" in line, line
     line = one_error(oodcorr(["study", "reanalyze", "late", "--check"], fresh))
-    assert "No remote provided" not in line and "not in the studies remote" in line and "dvc push" in line, line
+    assert "No remote provided" not in line and "not in the studies remote" in line and "push -r" in line, line
     assert "complete: 2 run(s)" in sh([BIN / "oodcorr", "study", "verify", "demo"], fresh).stdout
 
     # pushed at last (the next save pushes what the interrupted one left out): complete, and the link-less
     # .dvc file pulls from the studies remote all the same
-    sh([BIN / "dvc", "push", "-q", "-r", "studies", "studies/late/runs/a-s0.dvc", "studies/late/runs/b-s0.dvc"], work)
+    sh([BIN / "dvc", "push", "-q", "-r", "studies", "late/runs/a-s0.dvc", "late/runs/b-s0.dvc"], work / "studies")
     commit(work, "pushed")
     fresh2 = clone(work, tmp_path / "fresh2")
     assert "late: complete" in sh([BIN / "oodcorr", "study", "verify", "late"], fresh2).stdout

@@ -14,7 +14,7 @@ import yaml
 from oodcorr.core.io import write_json, write_jsonl
 from oodcorr.records.simulated_runs import write_predictions
 from oodcorr.stats.simulate import irt_metrics_rows, irt_study
-from study_helpers import BIN, sh
+from study_helpers import BIN, new_repo, sh
 
 OOD = ["hans", "anli", "wnli"]
 SIGMA = np.array([[1, 0.5, 0.0], [0.5, 1, 0.0], [0.0, 0.0, 1]])
@@ -94,6 +94,51 @@ def no_models_env(tmp: Path) -> dict:
     }
 
 
+UP_TO_DATE = "Data and pipelines are up to date."
+
+
+@pytest.mark.slow  # two analyses and three DVC repositories: about 30 s of CPU
+def test_a_fresh_clone_with_a_saved_study_reads_up_to_date_and_still_reanalyses_it(tmp_path):
+    """The project's `dvc status` in a fresh clone (a pipeline output built, deleted and rebuilt by `dvc repro`):
+    up to date, the saved study's runs/*.dvc (outputs never pulled) not listed, since studies/ is a DVC subrepo;
+    `study reanalyze --check` still pulls and checks the study, and the status stays up to date after that."""
+    src = source_project(tmp_path / "ran")
+    repo = new_repo(tmp_path / "repo")
+    (repo / "in.txt").write_text("pipeline input\n")
+    stage = {"stages": {"copy": {"cmd": "cp in.txt out.txt", "deps": ["in.txt"], "outs": ["out.txt"]}}}
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(stage))
+    sh(["dvc", "repro", "-q"], repo)
+    sh(["git", "add", "-A"], repo)
+    sh(["git", "commit", "-qm", "pipeline"], repo)
+    res = sh([BIN / "oodcorr", "study", "save", "demo", "--from", src], repo)
+    line = [x for x in res.stdout.splitlines() if x.startswith("commit: git add ")][0]
+    assert "studies/.dvc/config " in line and "config.local" not in line, line
+    sh(["bash", "-c", line[len("commit: ") :]], repo)  # the printed line commits all the save wrote
+    assert sh(["git", "status", "--porcelain"], repo).stdout == ""
+    assert (repo / "studies" / ".dvc" / "cache").is_dir()  # the subrepo's own cache, ignored by git:
+    ignored = sh(["git", "check-ignore", "studies/.dvc/cache", "studies/.dvc/config.local"], repo).stdout.split()
+    assert ignored == ["studies/.dvc/cache", "studies/.dvc/config.local"], ignored
+    tracked = sh(["git", "ls-files", "studies/.dvc", "studies/.dvcignore"], repo).stdout.split()
+    assert tracked == ["studies/.dvc/.gitignore", "studies/.dvc/config", "studies/.dvcignore"], tracked
+
+    clone = tmp_path / "clone"
+    sh(["git", "clone", "-q", repo, clone], tmp_path)
+    sh(["dvc", "repro", "-q"], clone)  # the quickstart's step: the pipeline's outputs built
+    assert sh(["dvc", "status"], clone).stdout.strip() == UP_TO_DATE
+    (clone / "out.txt").unlink()  # an output deleted (as a checkpoint folder), rebuilt by `dvc repro`
+    sh(["dvc", "repro", "-q"], clone)
+    assert sh(["dvc", "status"], clone).stdout.strip() == UP_TO_DATE
+    assert "not in cache" in sh(["dvc", "--cd", "studies", "status"], clone).stdout  # the subrepo sees the study
+
+    res = sh([BIN / "oodcorr", "study", "reanalyze", "demo", "--check"], clone, **no_models_env(tmp_path))
+    assert "2 run(s) analysed" in res.stdout and " differ" not in res.stdout, res.stdout
+    assert (clone / "studies" / "demo" / "runs" / "a-s0" / "eval" / "metrics.jsonl").is_file()  # pulled
+    assert (clone / "studies" / ".dvc" / "cache").is_dir() and not any((clone / ".dvc" / "cache").rglob("*.dir"))
+    assert sh(["dvc", "status"], clone).stdout.strip() == UP_TO_DATE
+    assert sh(["dvc", "--cd", "studies", "status"], clone).stdout.strip() == UP_TO_DATE
+    assert sh(["git", "status", "--porcelain"], clone).stdout == ""
+
+
 @pytest.mark.slow  # three analyses and a DVC repository: about 45 s of CPU
 def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path):
     src = source_project(tmp_path / "ran")
@@ -111,7 +156,7 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
     assert yaml.safe_load((sdir / "runs" / "a-s0.dvc").read_text())["outs"][0]["remote"] == "studies"
     assert (sdir / "dvc.lock").read_text() == (src / "dvc.lock").read_text()
     assert (sdir / "results" / "partial_correlations.csv").is_file()
-    assert "studies-remote" in (repo / ".dvc" / "config").read_text()
+    assert "../../.dvc/studies-remote" in (repo / "studies" / ".dvc" / "config").read_text()  # the subrepo's
     assert any((repo / ".dvc" / "studies-remote").rglob("*"))  # pushed inside the repository
     sh(["git", "add", "-A"], repo)
     sh(["git", "commit", "-qm", "study demo"], repo)
@@ -130,7 +175,7 @@ def test_a_saved_study_is_reanalysed_from_a_fresh_clone_without_scoring(tmp_path
     assert (clone / "studies" / "demo" / "runs" / "b-s0" / "eval" / "predictions").is_dir()
     # the only DVC command was the pull of the saved runs: no stage ran (not -q: DVC's ERROR lines are reported)
     assert (tmp_path / "dvc.log").read_text().splitlines() == [
-        "--wait-for-lock pull -r studies studies/demo/runs/a-s0.dvc studies/demo/runs/b-s0.dvc"
+        "--wait-for-lock pull -r studies demo/runs/a-s0.dvc demo/runs/b-s0.dvc"  # in the studies subrepo
     ]
     assert sh(["git", "status", "--porcelain"], clone).stdout == ""
 

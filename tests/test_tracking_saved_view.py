@@ -32,7 +32,8 @@ RUNS = {"smollm2-135m_mnli_real_16_s0": "smollm2-135m", "gemma3-270m_mnli_real_1
 
 
 def saved_study(repo):
-    """A git + DVC repository holding studies/demo: params (tracking: none) and two `dvc add`ed run folders."""
+    """A git + DVC repository holding studies/demo: params (tracking: none) and two run folders `dvc add`ed in the
+    studies subrepo."""
     sh(["git", "init", "-q"], repo)
     sh(["dvc", "init", "-q"], repo)
     (repo / ".gitignore").write_text("/mlruns/\n")
@@ -70,14 +71,15 @@ def saved_study(repo):
         "analyze": {"out": "results", "methods": ["linear"], "bootstrap": 20, "seed": 0},
     }
     (sdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    sh(["dvc", "add", "-q", *[f"studies/demo/runs/{k}" for k in RUNS]], repo)
+    sh(["dvc", "init", "-q", "--subdir"], repo / "studies")  # studies/: a DVC subrepo, as in this repository
+    sh(["dvc", "add", "-q", *[f"demo/runs/{k}" for k in RUNS]], repo / "studies")
     sh(["git", "add", "-A"], repo)
     sh(["git", "commit", "-qm", "study demo"], repo)
     return sdir
 
 
 def untouched(repo) -> None:
-    assert "up to date" in sh(["dvc", "status", *[f"studies/demo/runs/{k}.dvc" for k in RUNS]], repo).stdout
+    assert "up to date" in sh(["dvc", "--cd", "studies", "status", *[f"demo/runs/{k}.dvc" for k in RUNS]], repo).stdout
     assert sh(["git", "status", "--porcelain"], repo).stdout == ""
     assert not list((repo / "studies").rglob("tracking")) and not (repo / "studies" / "demo" / "mlruns").exists()
 

@@ -24,7 +24,19 @@ _SAVED: list[Path] = []
 _LOCK = threading.Lock()
 OOD = ["hans", "anli", "wnli"]
 # what a refused save or reanalysis may still touch: DVC's own cache and state, and the pulled copies
-DVC_OWN = (".dvc/tmp", ".dvc/tmp/**", ".dvc/cache", ".dvc/cache/**", "studies/*/runs/*", "studies/*/runs/**")
+DVC_OWN = (
+    ".dvc/tmp",
+    ".dvc/tmp/**",
+    ".dvc/cache",
+    ".dvc/cache/**",
+    "studies/.dvc/tmp",  # the studies subrepo's own (oodcorr.records.studies_repo)
+    "studies/.dvc/tmp/**",
+    "studies/.dvc/cache",
+    "studies/.dvc/cache/**",
+    "studies/.dvc/config.local",  # git-ignored: the remote's options a study command copies from the project
+    "studies/*/runs/*",
+    "studies/*/runs/**",
+)
 
 
 def _source(root: Path) -> None:
@@ -186,8 +198,8 @@ def results_link(root):
 
 
 def no_remote(root):
-    cfg = root / ".dvc" / "config"
-    cfg.write_text(cfg.read_text().replace('[\'remote "studies"\']\n    url = studies-remote\n', ""))
+    cfg = root / "studies" / ".dvc" / "config"  # the studies subrepo's, which holds the in-git remote
+    cfg.write_text(cfg.read_text().replace('[\'remote "studies"\']\n    url = ../../.dvc/studies-remote\n', ""))
 
 
 def ran_file(rel: str, how):
@@ -383,7 +395,8 @@ def cases() -> list[Case]:
             "saved:reanalyze-missing-object",
             CHECK,
             saved(lose_object("b-s0", "eval/metrics.jsonl")),
-            must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*dvc push",
+            must=r"run b-s0: eval/metrics\.jsonl .*not in the studies remote.*"
+            r"dvc --cd studies push -r studies demo/runs/b-s0\.dvc",
             allowed=DVC_OWN,
             item="`dvc pull` failed: no output",
         ),
@@ -391,7 +404,7 @@ def cases() -> list[Case]:
             "saved:reanalyze-interrupted-push",
             CHECK,
             saved(unpushed("b-s0")),
-            must=r"run b-s0: .*not in the studies remote.*dvc push",
+            must=r"run b-s0: .*not in the studies remote.*dvc --cd studies push",
             allowed=DVC_OWN,
             item="a save killed as dvc push started: No remote provided",
         ),

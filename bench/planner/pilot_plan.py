@@ -3,7 +3,7 @@ today's planner; prints the design beside the one bench/planner/results/pilot_pl
 checkpoints, 19.7 h, power 0.68: a planner that priced every pair with the pooled median testset and kept HANS) and
 writes the plan to pilot_plan_now.txt beside this script.
 
-  dvc pull -r studies studies/pilot/runs/*.dvc   # once: the pilot's runs (2 MB)
+  dvc --cd studies pull -R -r studies pilot/runs   # once: the pilot's runs (2 MB)
   python bench/planner/pilot_plan.py
 """
 
@@ -24,7 +24,7 @@ RECORDED = {"seeds": 9, "checkpoints": 9, "hours": 19.7, "power": 0.68}  # bench
 
 def main() -> None:
     if not list((ROOT / "studies" / "pilot" / "runs").glob("*/eval/metrics.jsonl")):
-        sys.exit("pull the pilot's runs first: dvc pull -r studies studies/pilot/runs/*.dvc")
+        sys.exit("pull the pilot's runs first: dvc --cd studies pull -R -r studies pilot/runs")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "oodcorr", "plan", *ARGS]
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)

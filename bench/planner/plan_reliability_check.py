@@ -15,7 +15,7 @@ shared by all checkpoints and leaves with the intercept and the ID slope).
   python bench/planner/plan_reliability_check.py              # writes bench/planner/results/plan_reliability_check.json
   python bench/planner/plan_reliability_check.py --markdown   # the table in docs/statistics-reference.md
 
-Needs the pilots' predictions (`dvc pull studies/NAME` or `oodcorr study reanalyze NAME` fetches them).
+Needs the pilots' predictions (`dvc --cd studies pull -R NAME/runs` or `oodcorr study reanalyze NAME` fetches them).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ CPU-hours per settled pair where the study's CPU time was measured (docs/benchma
   python bench/planner/plan_settled_check.py [--studies DIR]     # writes bench/planner/results/plan_settled_check.json
   python bench/planner/plan_settled_check.py --markdown          # the table in docs/benchmarks.md
 
-Needs the studies' predictions (`dvc pull studies/NAME`); --studies points at a checkout that has them.
+Needs the studies' predictions (`dvc --cd studies pull -R NAME/runs`); --studies points at a checkout that has them.
 """
 
 from __future__ import annotations

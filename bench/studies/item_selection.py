@@ -16,7 +16,7 @@ item_selection_partial.csv (per study, family and pair: the partial r on all ite
 both families' seed 0, read on seeds 1-3, each with a 95 % Fisher interval of the pooled residuals) and
 item_selection_pilot.csv (studies/pilot's 7 testsets at 128 items: chosen on one family's run, read on the
 other's, against random subsets).
-Needs the studies' predictions: dvc pull -r studies studies/{sick,twofamily,pilot}/runs/*.dvc
+Needs the studies' predictions: dvc --cd studies pull -R -r studies {sick,twofamily,pilot}/runs
 """
 
 from __future__ import annotations

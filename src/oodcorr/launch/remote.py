@@ -15,6 +15,7 @@ from pathlib import Path
 
 from oodcorr.core.credentials import mask_secrets
 from oodcorr.core.errors import UserError
+from oodcorr.records import studies_repo
 
 DEFAULT = "studies"  # the in-repository remote of the bundled demo studies (.dvc/studies-remote)
 EXTRAS = {"s3": "s3", "ssh": "ssh", "gs": "gs", "gcs": "gs", "azure": "azure", "az": "azure"}
@@ -40,12 +41,26 @@ def open_repo(root: Path):
         return Repo(str(root), config={"core": {"no_scm": True}})
 
 
+def _config(dvc_dir: Path) -> dict:
+    from dvc.config import Config
+
+    if not dvc_dir.is_dir():
+        return {}
+    try:
+        return Config(dvc_dir=str(dvc_dir), validate=False)
+    except Exception as e:  # noqa: BLE001 - a damaged config: said with DVC's reason
+        raise UserError(f"{dvc_dir / 'config'}: not a readable DVC config ({reason(e)})") from None
+
+
 def remotes(root: Path) -> tuple[dict[str, str], str]:
-    """({remote name: url}, default remote name or '') from the project's merged DVC config."""
-    with open_repo(root) as repo:
-        conf = repo.config
-        urls = {name: str(sect.get("url", "")) for name, sect in (conf.get("remote") or {}).items()}
-        return urls, str((conf.get("core") or {}).get("remote") or "")
+    """({remote name: url}, default remote name or '') that a study command sees: the saved studies' subrepo's
+    merged DVC config (studies/.dvc) under the project's (.dvc), whose remotes `studies_repo.sync` copies there;
+    local urls resolved."""
+    urls, default = {}, ""
+    for conf in (_config(studies_repo.path(root) / ".dvc"), _config(Path(root) / ".dvc")):
+        urls.update({name: str(sect.get("url", "")) for name, sect in (conf.get("remote") or {}).items()})
+        default = str((conf.get("core") or {}).get("remote") or "") or default
+    return urls, default
 
 
 def pointer_remote(sdir: Path) -> str:
@@ -84,7 +99,7 @@ def scheme(url: str) -> str:
 
 def outside(root: Path, name: str) -> Path | None:
     """The folder a local-path remote `name` writes to when it lies outside the project (else None); DVC's
-    config holds it resolved (a relative url is relative to .dvc/)."""
+    config holds it resolved (a relative url is relative to the .dvc/ folder of the config naming it)."""
     url = remotes(root)[0].get(name, "")
     if not url or (scheme(url) and scheme(url) != "file"):
         return None
@@ -93,21 +108,23 @@ def outside(root: Path, name: str) -> Path | None:
 
 
 class Remote:
-    """One DVC remote's object database, for reading and hashing its objects (and deleting a damaged one)."""
+    """One DVC remote's object database as the saved studies' subrepo opens it (the project's section of it
+    copied there first), for reading and hashing its objects (and deleting a damaged one)."""
 
     def __init__(self, root: Path, name: str):
         from dvc.config import RemoteNotFoundError
 
         self.name = name
+        studies_repo.sync(root, name)  # into studies/.dvc/config.local only: a read changes nothing git tracks
         urls, _ = remotes(root)
         self.url = mask_secrets(urls.get(name, ""))
-        repo = open_repo(root)
+        repo = open_repo(studies_repo.path(root))
         try:
             self.odb = repo.cloud.get_remote_odb(name, "verify")
         except RemoteNotFoundError as e:
             raise UserError(
                 f"the {name!r} remote is not configured here ({reason(e)}): commit .dvc/config from the clone "
-                f"that saved the study, or add it (`dvc remote add {name} URL`)"
+                f"that saved the study, or add it (`dvc remote add {name} URL` in the project)"
             ) from None
         except ImportError as e:
             extra = EXTRAS.get(scheme(urls.get(name, "")))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from oodcorr.core.errors import UserError
 from oodcorr.launch import share_guard, verify
+from oodcorr.records import studies_repo
 
 
 def copy_run(source: Path, sdir: Path, key: str, run_files: tuple[str, ...]) -> tuple[Path, str]:
@@ -93,7 +94,7 @@ def damaged(rem, root: Path, dvc_files: list[Path]) -> list[str]:
     and the folder listings of runs with such (or missing) files: what DVC must write again."""
     from oodcorr.launch.remote import open_repo
 
-    with open_repo(root) as repo:
+    with open_repo(studies_repo.path(root)) as repo:
         cache = repo.cache.local
     bad = []
     for f in dvc_files:
@@ -101,7 +102,7 @@ def damaged(rem, root: Path, dvc_files: list[Path]) -> list[str]:
         path = Path(cache.oid_to_path(md5)) if md5 else None
         if path is None or not path.is_file():
             continue
-        entries = verify.cache_listing(root)(md5) or {}
+        entries = verify.cache_listing(studies_repo.path(root))(md5) or {}
         wrong = [oid for oid in entries.values() if rem.present(oid) and rem.md5(oid) != oid]
         if (
             wrong
@@ -113,11 +114,11 @@ def damaged(rem, root: Path, dvc_files: list[Path]) -> list[str]:
 
 
 def push(root: Path, name: str, dvc_files: list[Path], dvc) -> None:
-    """`dvc push` of the study's runs to remote `name`; objects found damaged there afterwards (DVC skips what it
-    believes present) are deleted and pushed again, once."""
+    """`dvc push` of the study's runs to remote `name` (in the studies subrepo); objects found damaged there
+    afterwards (DVC skips what it believes present) are deleted and pushed again, once."""
     from oodcorr.launch.remote import Remote
 
-    args = ["push", "-r", name, *sorted({str(f.relative_to(root)) for f in dvc_files})]
+    args = ["push", "-r", name, *sorted({studies_repo.rel(root, f) for f in dvc_files})]
     dvc(args, root)
     rem = Remote(root, name)
     bad = damaged(rem, root, dvc_files)

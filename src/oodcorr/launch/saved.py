@@ -6,6 +6,8 @@ clone re-analyses it without scoring.
     studies/<name>/runs/<run>.dvc       DVC-tracked: the run's run.json and eval/ (metrics.jsonl, predictions/,
                                         summary.json, accuracy.csv), never its checkpoints; pushed to the
                                         `studies` remote, which lives in the repository (.dvc/studies-remote)
+    studies/.dvc/                       studies/ is a DVC subrepo (records/studies_repo.py): every dvc command
+                                        on a study runs there, so the project's `dvc status` never lists them
     studies/<name>/results/             the tables the analysis writes from those runs (git; figures and the
                                         report are rebuilt, not committed)
 
@@ -31,14 +33,14 @@ from oodcorr.core.errors import UserError
 from oodcorr.launch import remote, save_runs, share_guard, verify
 from oodcorr.launch.common import echo
 from oodcorr.launch.compare import compare
-from oodcorr.records import versions
+from oodcorr.records import studies_repo, versions
 from oodcorr.tracking.saved_view import (  # the saved-study layout and analysis, written once
     STUDIES,
     analyse_saved,
 )
 
-REMOTE = "studies"  # .dvc/config: ['remote "studies"'] url = studies-remote (inside the repository)
-REMOTE_URL = "studies-remote"
+REMOTE = studies_repo.IN_GIT  # studies/.dvc/config: url = ../../.dvc/studies-remote (inside the repository)
+REMOTE_URL = "studies-remote"  # the folder under the project's .dvc/
 # what a saved run keeps: everything the analysis reads (rundir's layout), not the checkpoints
 RUN_FILES = ("run.json", "eval/metrics.jsonl", "eval/predictions", "eval/summary.json", "eval/accuracy.csv")
 RUNS_GITIGNORE = "# the saved runs' folders: DVC-tracked by runs/<run>.dvc (`dvc pull` brings them)\n/*/\n"
@@ -49,10 +51,11 @@ RESULTS_GITIGNORE = (
 
 
 def repo_root(start: Path | None = None) -> Path:
-    """The DVC repository holding studies/ (the folder with .dvc/, walking up from `start` or the cwd)."""
+    """The DVC repository holding studies/ (the folder with .dvc/, walking up from `start` or the cwd; the studies
+    subrepo, a .dvc/ under the project's, is not it)."""
     here = Path(start or os.getcwd()).resolve()
     for d in (here, *here.parents):
-        if (d / ".dvc").is_dir():
+        if (d / ".dvc").is_dir() and not (d.name == STUDIES and (d.parent / ".dvc").is_dir()):
             return d
     raise UserError(f"{here}: not inside a DVC repository (no .dvc/ folder above it); run this in the oodcorr clone")
 
@@ -73,20 +76,24 @@ def saved_runs(sdir: Path) -> list[str]:
 
 
 def dvc(args: list[str], root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """One dvc command in the repository (waiting for a lock another dvc process holds)."""
+    """One dvc command in the saved studies' subrepo (cwd studies/: paths relative to it), waiting for a lock
+    another dvc process holds."""
     exe = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
     env = dict(os.environ, DVC_NO_ANALYTICS="1")
-    res = subprocess.run([exe, "--wait-for-lock", *args], cwd=root, env=env, capture_output=True, text=True)
+    sub = studies_repo.ensure(root)
+    res = subprocess.run([exe, "--wait-for-lock", *args], cwd=sub, env=env, capture_output=True, text=True)
     if check and res.returncode != 0:
-        raise UserError(share_guard.dvc_failure(args, root, res))
+        raise UserError(share_guard.dvc_failure(args, sub, res))
     return res
 
 
 def ensure_remote(root: Path, name: str) -> None:
-    """The `studies` remote, inside the repository when nothing else is configured, so it travels with every
-    clone (like .dvc/demo-remote): for the small bundled studies; any other remote the user configured."""
-    if name == REMOTE and dvc(["remote", "list"], root).stdout.split().count(REMOTE) == 0:
-        dvc(["remote", "add", REMOTE, str(Path(".dvc") / REMOTE_URL)], root)  # stored relative to .dvc/
+    """Remote `name` usable in the studies subrepo: the project's section copied there (studies_repo.sync); the
+    `studies` remote, inside the repository when nothing else is configured, so it travels with every clone
+    (like .dvc/demo-remote): for the small bundled studies."""
+    studies_repo.sync(root, name, commit=True)
+    if name == REMOTE and REMOTE not in remote.remotes(root)[0]:
+        dvc(["remote", "add", REMOTE, "../.dvc/" + REMOTE_URL], root)  # given from studies/, stored rebased
 
 
 def md5(path: Path) -> str:
@@ -130,7 +137,7 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = (), name
     from oodcorr.core.io import write_text
     from oodcorr.settings.yaml_dialect import read_yaml
 
-    rel = [str(r.relative_to(root)) for r in runs]
+    rel = [studies_repo.rel(root, r) for r in runs]
     (runs[0].parent / ".gitignore").write_text(RUNS_GITIGNORE)  # one static rule: no per-run lines to conflict
     dvc(["add", *rel], root)
     files = [r.with_name(r.name + ".dvc") for r in runs]
@@ -140,7 +147,7 @@ def track(root: Path, runs: list[Path], push: bool, study: list[Path] = (), name
             out["remote"] = name  # `dvc pull` / `dvc push` of this file use the study's remote
         write_text(f, yaml.safe_dump(doc, sort_keys=False))
     if push:
-        dvc(["push", "-r", name, *sorted({str(f.relative_to(root)) for f in (*files, *study)})], root)
+        dvc(["push", "-r", name, *sorted({studies_repo.rel(root, f) for f in (*files, *study)})], root)
     return files
 
 
@@ -268,14 +275,15 @@ def _report(root, sdir, name, source, keys, files, problems, push, target, total
         f"{f', pushed to the {target} remote' if push else ''}); {tables_line}"
         + (
             f"; the study is INCOMPLETE until pushed ({len(problems)} object(s) not in the {target} remote): "
-            f"`oodcorr study save {name} --from {source}` again, or `dvc push -r {target}` its runs/*.dvc"
+            f"`oodcorr study save {name} --from {source}` again, or `dvc --cd {STUDIES} push -R -r {target} "
+            f"{name}/runs`"
             if problems
             else ""
         )
     )
     share_guard.refuse_secrets(root)  # nothing that holds a credential is ever named below
     paths = [sdir / "params.yaml", sdir / "dvc.lock", *files, sdir / "runs" / ".gitignore", sdir / "results"]
-    paths += [root / ".dvc" / "config"]
+    paths += [root / ".dvc" / "config", *studies_repo.files(root)]
     inside = root / ".dvc" / REMOTE_URL
     if target == REMOTE and remote.outside(root, target) is None and inside.exists():
         paths.append(inside)
@@ -314,7 +322,7 @@ def reanalyze_cmd(name, check, pull, remote_name):
     target = remote.choose(root, sdir, remote_name)
     if pull:  # every object checked on the remote itself (present, content == name, dvc.lock's record) first
         verify.check_study(root, sdir, keys, remote=True, workspace=False, remote_name=target, saved=RUN_FILES)
-        dvc(["pull", "-r", target, *[f"{STUDIES}/{name}/runs/{k}.dvc" for k in keys]], root)
+        dvc(["pull", "-r", target, *[f"{name}/runs/{k}.dvc" for k in keys]], root)
     verify.check_study(
         root, sdir, keys, remote=False, workspace=True, remote_name=target, saved=RUN_FILES, lock=not pull
     )  # the pulled copy: what the analysis reads

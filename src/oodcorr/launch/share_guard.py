@@ -1,7 +1,8 @@
 """What `oodcorr study save` checks before it writes, pushes or prints a commit line, and how it undoes a failed
-save: a credential in the committed .dvc/config (refused: `dvc remote modify --local` keeps it out of git), git
-conflict markers in the study, prediction files the analysis would refuse (read by its own reader), DVC's own
-error lines, and a snapshot of the git index and the study's files restored when the save fails."""
+save: a credential in a committed DVC config, the project's .dvc/config or studies/.dvc/config (refused: `dvc
+remote modify --local` keeps it out of git), git conflict markers in the study, prediction files the analysis
+would refuse (read by its own reader), DVC's own error lines, and a snapshot of the git index and the study's files
+restored when the save fails."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def password_in_url(url: str) -> bool:
 
 
 def refuse_secrets(root: Path) -> None:
-    """One line naming the remote, the key and the fix when the committed .dvc/config holds a credential."""
+    """One line naming the remote, the key and the fix when a committed DVC config (the project's, or the studies
+    subrepo's, where `studies_repo.sync` copies remotes) holds a credential."""
     for config in (root / ".dvc" / "config", root / "studies" / ".dvc" / "config"):
         found = committed_secrets(config)
         if found:
@@ -147,7 +149,10 @@ class Rollback:
         self.index = (root / git.stdout.strip()) if git.returncode == 0 and git.stdout.strip() else None
         self.index_bytes = self.index.read_bytes() if self.index and self.index.is_file() else None
         self.files = {}
-        for p in [root / ".dvc" / "config", *self._small(sdir)]:
+        sub = root / "studies"  # the saved studies' DVC subrepo (records/studies_repo.py): a save may create it
+        self.sub_new = None if (sub / ".dvc").exists() else sub
+        configs = [root / ".dvc" / "config", sub / ".dvc" / "config", sub / ".dvc" / "config.local"]
+        for p in [*configs, *self._small(sdir)]:
             self.files[p] = p.read_bytes() if p.is_file() else None
         self.runs = {p for p in (sdir / "runs").iterdir() if p.is_dir()} if (sdir / "runs").is_dir() else set()
 
@@ -161,6 +166,9 @@ class Rollback:
                 self.index.unlink(missing_ok=True)
             else:
                 self.index.write_bytes(self.index_bytes)
+        if self.sub_new is not None:  # a subrepo this save created: gone again
+            shutil.rmtree(self.sub_new / ".dvc", ignore_errors=True)
+            (self.sub_new / ".dvcignore").unlink(missing_ok=True)
         if self.new:
             shutil.rmtree(self.sdir, ignore_errors=True)
             if self.new_parent and self.sdir.parent.is_dir() and not any(self.sdir.parent.iterdir()):
@@ -175,7 +183,7 @@ class Rollback:
                         shutil.rmtree(p, ignore_errors=True)
         for p, data in self.files.items():
             if data is None:
-                if p.parent.exists() and not self.new:
+                if p.parent.exists() and (not self.new or not p.is_relative_to(self.sdir)):
                     p.unlink(missing_ok=True)
             elif p.parent.is_dir() or p.parent == self.root / ".dvc":
                 p.write_bytes(data)

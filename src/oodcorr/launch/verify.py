@@ -150,9 +150,10 @@ class Stores:
 
     def __init__(self, root: Path, remote: str):
         from oodcorr.launch.remote import open_repo
+        from oodcorr.records import studies_repo
 
         self.root, self.remote_name, self._remote = root, remote, None
-        with open_repo(root) as repo:
+        with open_repo(studies_repo.ensure(root)) as repo:  # the studies subrepo's own cache
             self.cache = repo.cache.local
 
     @property
@@ -213,13 +214,13 @@ def study_problems(
     name = sdir.name
     stores = Stores(root, remote_name)
     push = (
-        f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc push -r "
-        f"{remote_name} {{dvc}}`"
+        f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc --cd studies push "
+        f"-r {remote_name} {{dvc}}`"
     )
     problems, checked = [], 0
     for key in keys:
         dvc_file = sdir / "runs" / f"{key}.dvc"
-        rel_dvc = dvc_file.relative_to(root).as_posix()
+        rel_dvc, sub_dvc = dvc_file.relative_to(root).as_posix(), f"{name}/runs/{key}.dvc"  # the latter in studies/
         md5, why = read_pointer(dvc_file, key)
         if md5 is None:
             problems.append(f"run {key}: {rel_dvc} {why}")
@@ -228,13 +229,13 @@ def study_problems(
         if entries is None:
             problems.append(
                 f"run {key}: {why if why != 'missing' else f'its folder listing (object {md5})'}"
-                + (f" is not in the {remote_name} remote; " + push.format(dvc=rel_dvc) if why == "missing" else "")
+                + (f" is not in the {remote_name} remote; " + push.format(dvc=sub_dvc) if why == "missing" else "")
             )
             continue
         checked += 1
         if remote:
             checked += len(entries)
-            problems += remote_problems(stores, key, entries, push.format(dvc=rel_dvc))
+            problems += remote_problems(stores, key, entries, push.format(dvc=sub_dvc))
         recorded = lock_outputs(sdir / "dvc.lock", key, saved) if lock else None
         if recorded:
             problems += lock_problems(key, entries, recorded, (sdir / "dvc.lock").relative_to(root).as_posix(), saved)

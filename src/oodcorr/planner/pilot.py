@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ def pilot_files(paths) -> list[str]:
         elif unpulled:
             raise UserError(
                 f"plan --pilot: {p}: {len(unpulled)} of its runs are tracked by DVC but not pulled here; run "
-                f"`dvc pull{_remote_flag(unpulled[0])} {(p / 'runs').as_posix()}/*.dvc`, then plan again"
+                f"`{_pull_line(p, unpulled[0])}`, then plan again"
             )
         elif (p / "runs").is_dir() and sorted((p / "runs").glob(f"*/{METRICS}")):
             files += sorted((p / "runs").glob(f"*/{METRICS}"))
@@ -48,6 +49,18 @@ def pilot_files(paths) -> list[str]:
                 f"{METRICS}) or a project with evaluated runs under runs/"
             )
     return [str(f) for f in files]
+
+
+def _pull_line(p: Path, dvc_file: Path) -> str:
+    """`dvc pull` of a project's runs/*.dvc, run in the DVC repository holding them: a saved study's in the
+    studies subrepo (`dvc --cd studies pull -R -r studies NAME/runs`: a folder, not a glob the shell would expand
+    from the cwd)."""
+    here = Path(p).resolve()
+    repo = next((d for d in (here, *here.parents) if (d / ".dvc").is_dir()), None)
+    if repo is None or repo == Path.cwd().resolve():
+        return f"dvc pull{_remote_flag(dvc_file)} {(Path(p) / 'runs').as_posix()}/*.dvc"
+    cd = Path(os.path.relpath(repo)).as_posix()
+    return f"dvc --cd {cd} pull -R{_remote_flag(dvc_file)} {(here / 'runs').relative_to(repo).as_posix()}"
 
 
 def _remote_flag(dvc_file: Path) -> str:

@@ -25,7 +25,8 @@ def pilot_metrics_files(paths) -> list[Path]:
         if not found:
             raise UserError(
                 f"select-items --pilot {p}: no evaluated run (runs/<run>/eval/metrics.jsonl) there; give a project "
-                "or saved study whose runs were scored (`dvc pull -r studies studies/NAME/runs/*.dvc` for a saved one)"
+                "or saved study whose runs were scored (`dvc --cd studies pull -R -r studies NAME/runs` for a saved "
+                "one)"
             )
         files += found
     return files

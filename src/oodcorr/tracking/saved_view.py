@@ -26,8 +26,9 @@ from pathlib import Path
 import click
 
 from oodcorr.core.errors import UserError
+from oodcorr.records import studies_repo
 
-STUDIES = "studies"
+STUDIES = studies_repo.STUDIES
 VIEWS = Path("mlruns") / "studies"  # under the project's mlruns/: ignored by git, tracked by nothing
 LINKED = ("run.json", "eval")  # what the records and the analysis read from a saved run
 # the analysis runs single-threaded, so its numbers do not depend on the machine's load or core count
@@ -60,10 +61,12 @@ def pull(root: Path, name: str, keys: list[str]) -> None:
         return
     click.echo(f"pulling {len(missing)} saved run(s) of study {name} from the studies remote", err=True)
     exe = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
-    targets = [f"{STUDIES}/{name}/runs/{k}.dvc" for k in missing]
+    targets = [f"{name}/runs/{k}.dvc" for k in missing]  # in the studies subrepo (records/studies_repo.py)
+    for remote in _pointer_remotes([sdir / "runs" / f"{k}.dvc" for k in missing]):
+        studies_repo.sync(root, remote)  # a remote the project configures, usable there
     res = subprocess.run(
         [exe, "pull", "-q", *targets],
-        cwd=root,
+        cwd=studies_repo.path(root),
         capture_output=True,
         text=True,
         env=dict(os.environ, DVC_NO_ANALYTICS="1"),
@@ -73,8 +76,22 @@ def pull(root: Path, name: str, keys: list[str]) -> None:
         last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise UserError(
             f"study {name}: {len(still) or len(missing)} saved run(s) could not be pulled "
-            f"(`dvc pull {' '.join(targets[:2])}{' ...' if len(targets) > 2 else ''}`: {last[0]})"
+            f"(`dvc --cd {STUDIES} pull {' '.join(targets[:2])}{' ...' if len(targets) > 2 else ''}`: {last[0]})"
         )
+
+
+def _pointer_remotes(dvc_files: list[Path]) -> set[str]:
+    """The remotes the `remote:` fields of these .dvc files name."""
+    from oodcorr.settings.yaml_dialect import read_yaml
+
+    names = set()
+    for f in dvc_files:
+        try:
+            outs = (read_yaml(f.read_text()) or {}).get("outs") or []
+        except Exception:  # noqa: BLE001 - a damaged pointer: `dvc pull` names it
+            continue
+        names |= {str(o["remote"]) for o in outs if isinstance(o, dict) and o.get("remote")}
+    return names
 
 
 def _link_runs(sdir: Path, project: Path, keys: list[str]) -> None:
