@@ -7,8 +7,10 @@ params' order, or --runs) `dvc repro train@KEY` and `dvc repro evaluate@KEY`, ea
 (user + system, from getrusage of the children) and wall time are added to PROJECT/cost.json after every stage, so
 a run that finished is recorded even when a later one is cut short. A stage DVC finds up to date costs ~0 and is
 recorded as such. Work done and then discarded (a stage redone after a code change, a scoring killed before
-its pairs were cached) is kept under `superseded` and counted in the total. The pilot's cost (measured when it ran) is stated on the command line and kept beside the runs;
-`total_cpu_hours` sums the pilot and every stage recorded. Run it under `nice -n 15` with OODCORR_THREADS=1 on a
+its pairs were cached) is kept under `superseded` and counted in the total; a stage stopped part-way (rc != 0: kill
+the stage's own process, not this script, so its CPU time is recorded) is kept as a stopped attempt of its run and
+counted too, while the rerun resumes from what it cached. The pilot's cost (measured when it ran) is stated on
+the command line and kept beside the runs; `total_cpu_hours` sums the pilot and every stage recorded. Run it under `nice -n 15` with OODCORR_THREADS=1 on a
 shared machine."""
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def stage(project: Path, target: str, log) -> dict:
 
 def save(path: Path, cost: dict) -> None:
     runs = cost["runs"].values()
-    cost["runs_cpu_hours"] = round(sum(s.get("cpu_hours", 0) for r in runs for s in r.values()), 3)
+    entries = [e for r in runs for s in r.values() for e in (s if isinstance(s, list) else [s])]
+    cost["runs_cpu_hours"] = round(sum(e.get("cpu_hours", 0) for e in entries), 3)
     # stages whose outputs were discarded (e.g. retrained after a code change) still cost what they cost
     superseded = sum(s.get("cpu_hours", 0) for s in cost.get("superseded", {}).values())
     cost["total_cpu_hours"] = round(
@@ -85,6 +88,8 @@ def main() -> int:
             for kind, target in (("train", f"train@{key}"), ("score", f"evaluate@{key}")):
                 if done.get(kind, {}).get("rc") == 0:
                     continue
+                if kind in done:  # an earlier attempt that stopped part-way: its CPU time still counts
+                    done.setdefault(f"{kind} (stopped attempts)", []).append(done.pop(kind))
                 done[kind] = stage(a.project, target, log)
                 save(path, cost)
                 print(f"{key} {kind}: {done[kind]}", flush=True)
