@@ -10,8 +10,8 @@ recorded as such. Work done and then discarded (a stage redone after a code chan
 its pairs were cached) is kept under `superseded` and counted in the total; a stage stopped part-way (rc != 0: kill
 the stage's own process, not this script, so its CPU time is recorded) is kept as a stopped attempt of its run and
 counted too, while the rerun resumes from what it cached. The pilot's cost (measured when it ran) is stated on
-the command line and kept beside the runs; `total_cpu_hours` sums the pilot and every stage recorded. Run it under `nice -n 15` with OODCORR_THREADS=1 on a
-shared machine."""
+the command line and kept beside the runs; `total_cpu_hours` sums the pilot and every stage recorded. Run it
+under `nice -n 15` with OODCORR_THREADS=1 on a shared machine."""
 
 from __future__ import annotations
 
