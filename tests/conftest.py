@@ -13,9 +13,7 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
-from oodcorr.core import numerics  # noqa: E402
-
-numerics.pin()  # as `import oodcorr` does, before any test module imports torch (MKL reads it once)
+import oodcorr  # noqa: E402,F401  (its __init__ pins MKL's strict mode before any test module imports torch)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_NLI = REPO.parent / "shared" / "data" / "nli"
