@@ -13,6 +13,7 @@ from pathlib import Path
 
 from oodcorr.core.credentials import mask_secrets
 from oodcorr.core.errors import UserError
+from oodcorr.records import studies_repo
 
 # DVC remote options that hold a secret (a key file's path is not one; its passphrase is)
 SECRET_KEYS = (
@@ -47,17 +48,11 @@ def dvc_failure(args: list[str], where: Path, res: subprocess.CompletedProcess) 
 def committed_secrets(config: Path) -> list[tuple[str, str]]:
     """[(remote, key)] of every credential a committed DVC config holds (a secret key, or user:password@ in a
     url)."""
-    from configobj import ConfigObj, ConfigObjError
-
     if not config.is_file():
         return []
-    try:
-        conf = ConfigObj(str(config), encoding="utf-8", list_values=False)
-    except (ConfigObjError, OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{config}: not a readable DVC config ({str(e).splitlines()[0]})") from None
     found = []
-    for section, values in conf.items():
-        m = re.fullmatch(r'\s*remote\s+"(.+)"\s*', section)
+    for section, values in studies_repo.read_config(config).items():
+        m = studies_repo.REMOTE_SECTION.fullmatch(section)
         if not (m and isinstance(values, dict)):
             continue
         for key, value in values.items():

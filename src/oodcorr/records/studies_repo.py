@@ -62,7 +62,11 @@ def ensure(root: Path) -> Path:
     return sub
 
 
-def _read(config: Path):
+REMOTE_SECTION = re.compile(r'\s*remote\s+"(.+)"\s*')  # a DVC config's ['remote "NAME"'] section
+
+
+def read_config(config: Path):
+    """A DVC config file as configobj reads it (as DVC does); one error line naming the file if it cannot."""
     from configobj import ConfigObj, ConfigObjError
 
     try:
@@ -73,7 +77,7 @@ def _read(config: Path):
 
 def _section(conf, name: str) -> str | None:
     for key in conf:
-        m = re.fullmatch(r'\s*remote\s+"(.+)"\s*', key)
+        m = REMOTE_SECTION.fullmatch(key)
         if m and m.group(1) == name:
             return key
     return None
@@ -98,7 +102,7 @@ def _project_section(project_dvc: Path, sub_dvc: Path, leaf: str, name: str) -> 
     """Remote `name`'s options in the project's .dvc/<leaf> (a relative url rebased for studies/.dvc/)."""
     if not (project_dvc / leaf).is_file():
         return None
-    conf = _read(project_dvc / leaf)
+    conf = read_config(project_dvc / leaf)
     key = _section(conf, name)
     if key is None:
         return None
@@ -111,7 +115,7 @@ def _project_section(project_dvc: Path, sub_dvc: Path, leaf: str, name: str) -> 
 def _write(config: Path, name: str, values: dict[str, str], replace: bool) -> bool:
     """Remote `name`'s section in `config` set to `values` (`replace`: exactly; else those keys overwritten, the
     others kept); True when the file changed."""
-    dst = _read(config)
+    dst = read_config(config)
     key = _section(dst, name) or f'remote "{name}"'
     old = {k: str(v) for k, v in dst[key].items()} if key in dst else {}
     new = dict(values) if replace else {**old, **values}
