@@ -23,8 +23,10 @@
    (ci_low/ci_high and boot_ci_*), mean/absolute error of the split-half reliability and of Cronbach's alpha
    on the residualised items (an analytic alternative, not used by the tool) vs the simulator's true
    reliability, bias of the disattenuated r where both reliabilities >= 0.5.
-2. Plan check: a pilot (simulated) -> plan_design for half-width 0.2 and reliability 0.8 -> 200 studies at
-   the planned design: median ci2 half-width and mean true reliability vs the targets.
+2. Plan check (kept only as its committed result, `plan_check` in the results file): the first planner's
+   plan_design (a Fisher-CI half-width for a pilot) checked on 200 simulated studies. That planner is gone;
+   today's (`oodcorr plan`, the GP interval and gate) is checked by bench/planner/plan_power_check.py and
+   plan_gate_check.py.
 3. Runtime: 10 models x 3 seeds x 50 checkpoints x 8 testsets (1 ID + 7 OOD) x 1,000 items, 1,000
    bootstraps, methods linear+rank+gam(+raw): today's analysis (compute_partials with the checkpoint
    bootstrap, seed pooling, verdicts) vs the same plus the noise analysis (3 metrics' reliabilities,
@@ -178,53 +180,6 @@ def coverage_table(studies, n_boot, seed=0, min_defined=200, max_studies=4000):
             flush=True,
         )
     return rows
-
-
-def plan_check(studies, n_boot, seed=1):
-    """Pilot (n=30, 200 items, 2 OOD testsets x 10 pilot runs) -> plan -> simulate the planned design."""
-    from oodcorr.planner.plan import plan_design
-    from oodcorr.stats.noise import reliability
-    from oodcorr.stats.partial import residualise_linear
-    from oodcorr.stats.simulate import irt_study
-
-    rng = np.random.default_rng(seed)
-    snr = []
-    pilots = []
-    for _ in range(10):
-        st = irt_study(30, 200, np.eye(2), tau=TAU, n_id_items=ID_ITEMS, rng=rng)
-        x = st["x_items"].mean(axis=1)
-        for m in st["items"]:
-            rel = min(max(reliability(m.astype(float), x, "linear", 200, rng)[0], 0.0), 0.999)
-            V = float(residualise_linear(x, m.mean(axis=1)[:, None])[:, 0].var(ddof=2))
-            pilots.append((rel * V, (1 - rel) * V * m.shape[1]))
-            snr.append(pilots[-1][0] / pilots[-1][1])
-    i = int(np.argsort(snr)[len(snr) // 2])  # the median series, as `oodcorr plan --pilot` does
-    S, v = pilots[i]
-    design = plan_design(S, v, half_width=0.2, reliability=0.8, seeds=1, testsets=3)
-    k, n = design["items_per_testset"], design["checkpoints_per_run"]
-    res = [one_study(0.0, k, n, n_boot, rng, old=False) for _ in range(studies)]
-    hw = float(np.nanmedian([r["hw_new"] for r in res]))
-    rel_true = float(np.mean([r["rel_true"] for r in res]))
-    out = {
-        "pilot": {"runs": 10, "checkpoints": 30, "items": 200, "signal_var": S, "noise_var_item": v},
-        "design": {
-            "items_per_testset": k,
-            "checkpoints_per_run": n,
-            "expected_half_width": design["expected_half_width"],
-        },
-        "simulated_median_half_width": hw,
-        "half_width_ratio_to_target": hw / 0.2,
-        "simulated_true_reliability_mean": rel_true,
-        "simulated_coverage_new_ci": float(np.nanmean([r["cov_new"] for r in res])),
-        "simulated_share_new_ci_defined": float(np.mean([np.isfinite(r["cov_new"]) for r in res])),
-        "within_20_percent": bool(abs(hw / 0.2 - 1) <= 0.2),
-    }
-    print(
-        f"plan: pilot S={S:.3g} v={v:.3g} -> {k} items x {n} checkpoints; simulated median half-width {hw:.3f} "
-        f"(target 0.2, ratio {hw / 0.2:.2f}), true reliability {rel_true:.3f} (target 0.8)",
-        flush=True,
-    )
-    return out
 
 
 def runtime(n_boot, models=10, seeds=3, steps=50, ood=7, items=1000):
@@ -559,10 +514,10 @@ def main():
     ap.add_argument(
         "--skip",
         nargs="*",
-        default=["coverage", "plan", "runtime"],
-        choices=["grid", "power", "coverage", "plan", "runtime"],
+        default=["coverage", "runtime"],
+        choices=["grid", "power", "coverage", "runtime"],
         help="parts to skip (default: only the interval grid and the plan power check run; the earlier "
-        "parts 1-3 are kept for comparison)",
+        "parts 1-3 are kept for comparison, part 2 only as its committed result)",
     )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_simulation.json"))
     args = ap.parse_args()
@@ -591,8 +546,6 @@ def main():
         result["plan_power_check"] = plan_power_check(args.reps or (200 if args.quick else 400))
     if "coverage" not in args.skip:
         result["coverage"] = coverage_table(args.studies, args.boot, min_defined=args.min_defined)
-    if "plan" not in args.skip:
-        result["plan_check"] = plan_check(args.studies, args.boot)
     if "runtime" not in args.skip:
         result["runtime"] = runtime(args.runtime_boot)
     out = Path(args.out)
