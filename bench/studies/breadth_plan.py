@@ -10,7 +10,7 @@ The hours: training and scoring CPU time at the rates measured for studies/sick 
 run, about 10 examples per CPU-second), plus the pilot's 4.5 CPU-hours.
 
   python bench/studies/restrict_pilot.py studies/pilot studies/breadth/items.json /tmp/pilot-chosen
-  python bench/studies/breadth_plan.py [--chosen-pilot /tmp/pilot-chosen]   # writes breadth_plan.json beside it
+  python bench/studies/breadth_plan.py [--chosen-pilot /tmp/pilot-chosen]   # writes results/breadth_plan.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-OUT = Path(__file__).with_name("breadth_plan.json")
+OUT = Path(__file__).parent / "results" / "breadth_plan.json"
 PILOT_CPU_HOURS = 4.5  # docs/benchmarks.md: the pilot (2 runs) that sized twofamily
 TRAIN_CPU_H, EXAMPLES_PER_CPU_S = 0.2, 10.0  # studies/sick's measured rates (docs/benchmarks.md)
 

@@ -11,7 +11,7 @@ held-out reliability, divided by the chosen size (> 1: selection saves items; fr
 interpolated between the sizes measured; '>' where no random size up to all items reaches it).
 
   python bench/studies/item_selection.py [--criterion coherence] [--draws 20]
-writes bench/studies/item_selection.csv (one row per study, testset, family, source, criterion, size),
+writes bench/studies/results/item_selection.csv (one row per study, testset, family, source, criterion, size),
 item_selection_partial.csv (per study, family and pair: the partial r on all items and on the items chosen from
 both families' seed 0, read on seeds 1-3, each with a 95 % Fisher interval of the pooled residuals) and
 item_selection_pilot.csv (studies/pilot's 7 testsets at 128 items: chosen on one family's run, read on the
@@ -234,7 +234,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--criterion", default="coherence")
     ap.add_argument("--draws", type=int, default=20)
-    ap.add_argument("--out", default=str(Path(__file__).with_suffix(".csv")))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "item_selection.csv"))
     ap.add_argument("--summary", action="store_true", help="only summarise the CSVs already written")
     a = ap.parse_args()
     out = Path(a.out)

@@ -8,7 +8,7 @@ source_project: 2 evaluated runs, 10 checkpoints x 4 testsets, 90 DVC objects), 
     s3         a moto S3 server on 127.0.0.1 (DVC's dvc-s3 plugin)
 
 and the repository size a study adds (bytes of the files its commit adds, and the packed size after `git gc`).
-Prints each time and its ratio to the in-git baseline; writes bench/studies/share_remotes.json.
+Prints each time and its ratio to the in-git baseline; writes bench/studies/results/share_remotes.json.
 
     PATH=.venv/bin:$PATH python bench/studies/share_remotes.py [--repeat 1]
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-OUT = Path(__file__).with_suffix(".json")
+OUT = Path(__file__).parent / "results" / "share_remotes.json"
 
 
 def sh(cmd, cwd, **env):
