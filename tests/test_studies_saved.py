@@ -250,3 +250,46 @@ def test_the_check_tells_rounding_from_a_change_and_names_the_cell(tmp_path):
         "b.csv (rel: 2 cell(s); line 2 rel: 0.6 here, 0.5 committed (tolerance 1e-09))",
         "x.csv (why: 1 cell(s); line 2 (linear) why: suggests 3 seeds here, suggests 4 seeds committed (words))",
     ]
+
+
+def test_a_save_streams_each_remote_object_once_and_a_later_verify_reads_them_afresh(tmp_path, monkeypatch):
+    """`study save` checks every object on the remote after its push and again in its final check: through
+    one Remote, so each object's bytes are streamed once. What was read is kept by that Remote only: an object
+    altered after the save is caught by a `study verify` in the same process."""
+    from click.testing import CliRunner
+
+    from oodcorr.cli import cli
+    from oodcorr.launch import remote as remote_mod
+
+    src = source_project(tmp_path / "ran")
+    repo = new_repo(tmp_path / "repo")
+    opened: list[str] = []
+    init = remote_mod.Remote.__init__
+
+    def counting_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        fs = self.fs
+
+        class Counting:
+            def __getattr__(self, name):
+                return getattr(fs, name)
+
+            def open(self, path, *a, **k):
+                opened.append(path)
+                return fs.open(path, *a, **k)
+
+        self.fs = Counting()
+
+    monkeypatch.setattr(remote_mod.Remote, "__init__", counting_init)
+    monkeypatch.chdir(repo)
+    res = CliRunner().invoke(cli, ["study", "save", "demo", "--from", str(src)])
+    assert res.exit_code == 0, res.output
+    objects = [p for p in (repo / ".dvc" / "studies-remote").rglob("*") if p.is_file()]
+    assert len(objects) > 20 and sorted(opened) == sorted(set(opened))  # each once
+    assert {str(p) for p in objects if not p.name.endswith(".dir")} <= {str(Path(p)) for p in opened}
+
+    victim = next(p for p in objects if not p.name.endswith(".dir"))
+    victim.chmod(0o644)
+    victim.write_bytes(victim.read_bytes() + b"x")
+    res = CliRunner().invoke(cli, ["study", "verify", "demo"])
+    assert res.exit_code != 0 and "does not match its name" in res.output, res.output

@@ -139,6 +139,7 @@ class Remote:
             repo.close()
         self.fs = self.odb.fs
         self._listed: set[str] | None = None
+        self._md5: dict[str, str] = {}  # oid -> md5 of its bytes as read here (md5)
 
     def fail(self, err: BaseException) -> UserError:
         """A remote that cannot be read: refused credentials (PermissionError, asyncssh's PermissionDenied) said
@@ -166,7 +167,11 @@ class Remote:
         return self.path(oid) in self.listed()
 
     def md5(self, oid: str) -> str | None:
-        """The md5 of the object's bytes on the remote (streamed), None when it is not there."""
+        """The md5 of the object's bytes on the remote (streamed), None when it is not there. Read once per
+        Remote: `study save` checks every object after its push and again in its final verify through the same
+        Remote, and a content-addressed object changes only when `delete` removes it (which forgets it)."""
+        if oid in self._md5:
+            return self._md5[oid]
         h = hashlib.md5()
         try:
             with self.fs.open(self.path(oid), "rb") as f:
@@ -176,7 +181,8 @@ class Remote:
             return None
         except Exception as e:  # noqa: BLE001
             raise self.fail(e) from None
-        return h.hexdigest()
+        self._md5[oid] = h.hexdigest()
+        return self._md5[oid]
 
     def read(self, oid: str) -> bytes | None:
         try:
@@ -189,6 +195,7 @@ class Remote:
     def delete(self, oids: list[str]) -> None:
         """Remove damaged objects, so the next `dvc push` (which skips what it believes present) rewrites them."""
         for oid in oids:
+            self._md5.pop(oid, None)
             try:
                 self.fs.rm_file(self.path(oid))
             except FileNotFoundError:

@@ -74,13 +74,15 @@ def check_saved(
     push: bool,
     remote: str,
     run_files: tuple[str, ...],
+    pushed=None,
 ) -> list[str]:
     """After `dvc add` (and push): each new .dvc names the checked copy, every saved run (older ones too) matches
     the study's dvc.lock, and (with push) every object of the study is in the remote, else a UserError saying
-    the study is INCOMPLETE; without push, the objects not in the remote yet."""
+    the study is INCOMPLETE; without push, the objects not in the remote yet. `pushed`: the Remote push()
+    returned, so an object it already read sound is not streamed again."""
     wrong = verify.pointer_problems(files, md5s)
     problems = verify.study_problems(
-        root, sdir, saved, remote=True, workspace=False, remote_name=remote, saved=run_files
+        root, sdir, saved, remote=True, workspace=False, remote_name=remote, saved=run_files, pushed=pushed
     )[0]
     missing = [p for p in problems if " is not in the " in p]
     if wrong or (problems and (push or len(missing) < len(problems))):
@@ -113,9 +115,10 @@ def damaged(rem, root: Path, dvc_files: list[Path]) -> list[str]:
     return bad
 
 
-def push(root: Path, name: str, dvc_files: list[Path], dvc) -> None:
+def push(root: Path, name: str, dvc_files: list[Path], dvc):
     """`dvc push` of the study's runs to remote `name` (in the studies subrepo); objects found damaged there
-    afterwards (DVC skips what it believes present) are deleted and pushed again, once."""
+    afterwards (DVC skips what it believes present) are deleted and pushed again, once. -> the Remote, whose
+    objects read sound need not be read again (check_saved)."""
     from oodcorr.launch.remote import Remote
 
     args = ["push", "-r", name, *sorted({studies_repo.rel(root, f) for f in dvc_files})]
@@ -125,3 +128,4 @@ def push(root: Path, name: str, dvc_files: list[Path], dvc) -> None:
     if bad:
         rem.delete(sorted(set(bad)))
         dvc(args, root)
+    return rem

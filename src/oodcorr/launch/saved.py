@@ -256,10 +256,9 @@ def _store(root, sdir, source, keys, text, push, target):
         shutil.copyfile(source / "dvc.lock", sdir / "dvc.lock")
     files = track(root, runs, False, name=target)
     study = sorted((sdir / "runs").glob("*.dvc"))
-    if push:
-        save_runs.push(root, target, study, dvc)
+    pushed = save_runs.push(root, target, study, dvc) if push else None
     saved = saved_runs(sdir)
-    problems = save_runs.check_saved(root, sdir, dict(zip(keys, files)), md5s, saved, push, target, RUN_FILES)
+    problems = save_runs.check_saved(root, sdir, dict(zip(keys, files)), md5s, saved, push, target, RUN_FILES, pushed)
     return keys, files, problems
 
 

@@ -148,11 +148,11 @@ class Stores:
     """The repository's DVC cache (a local folder) and the study's remote (remote.Remote: asked itself, opened
     when first needed)."""
 
-    def __init__(self, root: Path, remote: str):
+    def __init__(self, root: Path, remote: str, opened=None):
         from oodcorr.launch.remote import open_repo
         from oodcorr.records import studies_repo
 
-        self.root, self.remote_name, self._remote = root, remote, None
+        self.root, self.remote_name, self._remote = root, remote, opened
         with open_repo(studies_repo.ensure(root)) as repo:  # the studies subrepo's own cache
             self.cache = repo.cache.local
 
@@ -207,12 +207,14 @@ def study_problems(
     lock: bool = True,
     remote_name: str = "studies",
     saved: tuple[str, ...] = (),
+    pushed=None,
 ) -> tuple[list[str], int]:
     """(problems, objects checked) for the saved runs `keys` of studies/<name>: each .dvc pointer; with `remote`,
     every object in the studies remote (present, content == its name); with `lock`, the files against the
-    study's dvc.lock; with `workspace`, the pulled copy (no link, no extra or missing file, content == name)."""
+    study's dvc.lock; with `workspace`, the pulled copy (no link, no extra or missing file, content == name).
+    `pushed`: the Remote a save just pushed through (its reads reused)."""
     name = sdir.name
-    stores = Stores(root, remote_name)
+    stores = Stores(root, remote_name, pushed)
     push = (
         f"where the study was saved, run `oodcorr study save {name} --from ...` again or `dvc --cd studies push "
         f"-r {remote_name} {{dvc}}`"
