@@ -16,8 +16,7 @@ STAGES = ("check", "prepare")  # the dvc.yaml stages that reject input before an
 def _dvc_started() -> float | None:
     """When the `dvc` process running this stage started (seconds since the epoch), from /proc; None elsewhere."""
     try:
-        boot = next(float(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines()
-                    if x.startswith("btime "))
+        boot = next(float(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines() if x.startswith("btime "))
         pid = os.getppid()
         for _ in range(8):  # dvc -> (shell) -> oodcorr
             args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -64,5 +63,7 @@ def note(root: str | os.PathLike) -> str:
     restored = put_back(root)
     if not restored:
         return ""
-    return (f"; {', '.join(restored)} put back as committed (DVC had recorded the rejected data; fix the file, "
-            "then `dvc repro` again)")
+    return (
+        f"; {', '.join(restored)} put back as committed (DVC had recorded the rejected data; fix the file, "
+        "then `dvc repro` again)"
+    )

@@ -15,9 +15,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from oodcorr.data.settings import PrepareSettings
 from oodcorr.core.errors import UserError
 from oodcorr.core.hub import offline
+from oodcorr.data.settings import PrepareSettings
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import ENT, NON
 
@@ -61,8 +61,9 @@ def read_local(spec: dict, project: Project) -> tuple[list[dict], list[int], str
             if not rec or (len(rec) == 1 and not rec[0].strip()):
                 continue
             if len(rec) != len(header):
-                raise UserError(f"{shown}:{reader.line_num}: malformed row: {len(rec)} fields, "
-                                f"expected {len(header)} ({fmt})")
+                raise UserError(
+                    f"{shown}:{reader.line_num}: malformed row: {len(rec)} fields, expected {len(header)} ({fmt})"
+                )
             rows.append(dict(zip(header, rec)))
             lines.append(reader.line_num)
     return rows, lines, shown
@@ -82,8 +83,13 @@ def path_kind(path: Path) -> str | None:
         return f"{link}not readable ({e.strerror})"
     if stat.S_ISREG(mode):
         return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
     return link + next((what for test, what in kinds if test(mode)), "not a regular file")
 
 
@@ -111,8 +117,10 @@ def _read_jsonl(path: Path, shown: str) -> tuple[list[dict], list[int]]:
 
 # ---------------------------------------------------------------- hub
 def _local_hint(spec: dict) -> str:
-    return (f"download it once, or declare a local copy: data.testsets.{spec['name']}: "
-            f"{{path: FILE, premise: ..., hypothesis: ..., label: ...}} (see `oodcorr testsets`)")
+    return (
+        f"download it once, or declare a local copy: data.testsets.{spec['name']}: "
+        f"{{path: FILE, premise: ..., hypothesis: ..., label: ...}} (see `oodcorr testsets`)"
+    )
 
 
 def load_hub(spec: dict):
@@ -123,8 +131,10 @@ def load_hub(spec: dict):
     """
     what = f"{spec['hub']}" + (f"/{spec['config']}" if spec.get("config") else "") + f" split {spec.get('split')}"
     if offline(datasets=True):
-        raise UserError(f"testset {spec['name']}: the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) "
-                        f"and {what} must be downloaded; {_local_hint(spec)}")
+        raise UserError(
+            f"testset {spec['name']}: the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) "
+            f"and {what} must be downloaded; {_local_hint(spec)}"
+        )
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
     host, _, port = endpoint.partition(":")
     if not (os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")):
@@ -137,12 +147,14 @@ def load_hub(spec: dict):
     import datasets
 
     try:
-        return datasets.load_dataset(spec["hub"], spec.get("config"), revision=spec.get("revision"),
-                                     split=spec.get("split"))
+        return datasets.load_dataset(
+            spec["hub"], spec.get("config"), revision=spec.get("revision"), split=spec.get("split")
+        )
     except Exception as e:  # noqa: BLE001 - any hub failure is the user's environment, say so in one line
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"testset {spec['name']}: could not load {what} from the hub: {msg}; "
-                        f"{_local_hint(spec)}") from None
+        raise UserError(
+            f"testset {spec['name']}: could not load {what} from the hub: {msg}; {_local_hint(spec)}"
+        ) from None
 
 
 # ---------------------------------------------------------------- the one mapping function
@@ -167,8 +179,11 @@ def _label_fix(spec: dict, raw: str) -> str:
     """What to do about a label outside the map: where to map it, and to what."""
     key = f"data.testsets.{spec['name']}.label_map"
     own = "label_map" in spec.get("user_keys", ["label_map"])
-    where = (f"add each value to {key} in params.yaml" if own else
-             f"give {key} in params.yaml with every value of the file (it replaces the built-in map)")
+    where = (
+        f"add each value to {key} in params.yaml"
+        if own
+        else f"give {key} in params.yaml with every value of the file (it replaces the built-in map)"
+    )
     return f"Fix: {where}, mapped to {ENT}, {NON}, neutral or drop (e.g. {raw!r}: drop)"
 
 
@@ -187,17 +202,10 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
     def where(i):
         return f"{origin}:{lines[i]}" if lines else f"{origin} row {i}"
 
+    slices = spec.get("slice") or []
+    slices = [slices] if isinstance(slices, str) else list(slices)
     if rows:
-        cols = set(rows[0])
-        fields = [spec["premise"], spec["hypothesis"], spec["label"], *(spec.get("filter") or {})]
-        slices = spec.get("slice") or []
-        slices = [slices] if isinstance(slices, str) else list(slices)
-        fields += [s for s in slices if s != "@label"] + ([spec["id"]] if spec.get("id") else [])
-        missing = [c for c in fields if c not in cols]
-        if missing:
-            raise UserError(f"{origin}: testset {name}: no column {', '.join(map(repr, missing))} (the file "
-                            f"has {len(cols)} column{'s' * (len(cols) != 1)}); set premise, hypothesis, label "
-                            "(and slice, id, filter) to column names of the file")
+        _check_columns(set(rows[0]), spec, slices, f"{origin}: testset {name}")
     filt = {k: {_raw(x) for x in (v if isinstance(v, list) else [v])} for k, v in (spec.get("filter") or {}).items()}
     lmap = dict(spec["label_map"])
     neutral = NON if spec.get("neutral") == "merge" else "drop"
@@ -213,33 +221,54 @@ def to_binary(table, spec: dict, origin: str = "", lines: list[int] | None = Non
             unknown[raw] += 1
             first_unknown = first_unknown or (where(i), raw)
             continue
-        if target == "neutral":
-            target = neutral
-        if target == "drop":
-            continue
-        premise, hyp = row.get(spec["premise"]), row.get(spec["hypothesis"])
-        for field, text in (("premise", premise), ("hypothesis", hyp)):
-            if not isinstance(text, str) or not text.strip():
-                raise UserError(f"{where(i)}: malformed row: empty {field} (column {spec[field]!r})")
-        sl = None
-        if slices:
-            sl = "/".join(target if s == "@label" else _raw(row.get(s)) for s in slices)
-        rid = _raw(row.get(spec["id"])) if spec.get("id") else str(i)
-        out.append({"id": rid, "premise": premise.strip(), "hypothesis": hyp.strip(), "label": target,
-                    "original_label": raw, "slice": sl})
+        target = neutral if target == "neutral" else target
+        if target != "drop":
+            out.append(_binary_row(row, i, spec, slices, target, raw, where))
     if unknown:
         seen = ", ".join(f"{k!r} ({n})" for k, n in unknown.most_common(8))
-        raise UserError(f"{first_unknown[0]}: testset {name}: label {first_unknown[1]!r} not in label_map "
-                        f"(values outside it: {seen}); label_map keys: {', '.join(map(repr, lmap))}. "
-                        + _label_fix(spec, first_unknown[1]))
+        raise UserError(
+            f"{first_unknown[0]}: testset {name}: label {first_unknown[1]!r} not in label_map "
+            f"(values outside it: {seen}); label_map keys: {', '.join(map(repr, lmap))}. "
+            + _label_fix(spec, first_unknown[1])
+        )
     if not out:
-        raise UserError(f"{origin}: testset {name}: empty after filtering / label mapping "
-                        f"({len(rows)} source rows)")
+        raise UserError(f"{origin}: testset {name}: empty after filtering / label mapping ({len(rows)} source rows)")
     ids = Counter(r["id"] for r in out)
     dup = [k for k, n in ids.items() if n > 1]
     if dup:
         raise UserError(f"{origin}: testset {name}: id column {spec.get('id')!r} is not unique (e.g. {dup[0]!r})")
     return out
+
+
+def _check_columns(cols: set, spec: dict, slices: list, what: str) -> None:
+    """Every column the spec names (premise, hypothesis, label, filter, slice, id) is in the file."""
+    fields = [spec["premise"], spec["hypothesis"], spec["label"], *(spec.get("filter") or {})]
+    fields += [s for s in slices if s != "@label"] + ([spec["id"]] if spec.get("id") else [])
+    missing = [c for c in fields if c not in cols]
+    if missing:
+        raise UserError(
+            f"{what}: no column {', '.join(map(repr, missing))} (the file "
+            f"has {len(cols)} column{'s' * (len(cols) != 1)}); set premise, hypothesis, label "
+            "(and slice, id, filter) to column names of the file"
+        )
+
+
+def _binary_row(row: dict, i: int, spec: dict, slices: list, target: str, raw: str, where) -> dict:
+    """One source row as {id, premise, hypothesis, label, original_label, slice}; an empty text is an error."""
+    premise, hyp = row.get(spec["premise"]), row.get(spec["hypothesis"])
+    for field, text in (("premise", premise), ("hypothesis", hyp)):
+        if not isinstance(text, str) or not text.strip():
+            raise UserError(f"{where(i)}: malformed row: empty {field} (column {spec[field]!r})")
+    sl = "/".join(target if s == "@label" else _raw(row.get(s)) for s in slices) if slices else None
+    rid = _raw(row.get(spec["id"])) if spec.get("id") else str(i)
+    return {
+        "id": rid,
+        "premise": premise.strip(),
+        "hypothesis": hyp.strip(),
+        "label": target,
+        "original_label": raw,
+        "slice": sl,
+    }
 
 
 # ---------------------------------------------------------------- subsampling
@@ -289,6 +318,9 @@ def load_testset(spec: dict, project: Project, settings: PrepareSettings) -> lis
     if spec["kind"] == "synthetic":
         from oodcorr.data.synthetic import generate
 
-        return to_binary(generate(spec["synthetic"], spec.get("size") or 400, settings.seed), spec,
-                         origin=f"synthetic:{spec['synthetic']}")
+        return to_binary(
+            generate(spec["synthetic"], spec.get("size") or 400, settings.seed),
+            spec,
+            origin=f"synthetic:{spec['synthetic']}",
+        )
     return to_binary(load_hub(spec), spec, origin=f"hub:{spec['hub']}")

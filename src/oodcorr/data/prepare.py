@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from oodcorr.core import io
+from oodcorr.core.errors import UserError
 from oodcorr.data.loaders import label_counts, load_testset, subsample
 from oodcorr.data.selection import ITEMS_FILE, keep_chosen, read_selection
 from oodcorr.data.settings import PrepareSettings
-from oodcorr.core.errors import UserError
 from oodcorr.records.prepared import MANIFEST, prepared_dir, read_manifest_file, scored_testsets, testset_file
 from oodcorr.settings.project import Project
 from oodcorr.settings.registry import describe_source, resolve
@@ -33,8 +33,13 @@ def referenced_names(params: dict, settings: PrepareSettings | None = None) -> l
     return list(dict.fromkeys(names))
 
 
-def build(params: dict, name: str, data: PrepareSettings | None = None,
-          project: Project | None = None, chosen: dict | None = None) -> tuple[list[dict], dict]:
+def build(
+    params: dict,
+    name: str,
+    data: PrepareSettings | None = None,
+    project: Project | None = None,
+    chosen: dict | None = None,
+) -> tuple[list[dict], dict]:
     """Rows of one testset (mapped + subsampled, or the items data/items.json chooses) and its manifest entry
     without the sha256. `params` is read for the registry only; `data`, `project` and `chosen` are resolved from
     it when the caller has not (prepare has)."""
@@ -51,8 +56,13 @@ def build(params: dict, name: str, data: PrepareSettings | None = None,
     else:  # data.testsets.<name>.max_examples, else the built-in's (the training pools keep all rows), else data's
         n = spec["max_examples"] if "max_examples" in spec else data.max_examples
         rows = subsample(rows, n, data.seed, name)
-    return rows, {"rows": len(rows), "label_counts": label_counts(rows), "source": describe_source(spec),
-                  "split": spec.get("split"), "description": description}
+    return rows, {
+        "rows": len(rows),
+        "label_counts": label_counts(rows),
+        "source": describe_source(spec),
+        "split": spec.get("split"),
+        "description": description,
+    }
 
 
 def remove_own(path: Path, entry) -> None:
@@ -69,8 +79,10 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
     data, project = PrepareSettings.from_params(params), Project.from_params(params)  # resolved once
     names = list(dict.fromkeys(names or referenced_names(params, data)))
     if not names:
-        raise UserError("nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
-                        "add them to params.yaml, or pass --only NAME")
+        raise UserError(
+            "nothing to prepare: no run (train_set, id_testset) or evaluate.testsets names a testset; "
+            "add them to params.yaml, or pass --only NAME"
+        )
     chosen = read_selection(project)
     built = {name: build(params, name, data, project, chosen) for name in names}  # raises before anything is written
     out = prepared_dir(project, out_dir)
@@ -80,8 +92,9 @@ def prepare(params: dict, out_dir: str | Path | None = None, names: list[str] | 
         path = testset_file(out, name)
         io.write_jsonl(path, rows)
         entry["sha256"] = io.sha256_file(path)
-        manifest["testsets"][name] = {k: entry[k] for k in ("rows", "label_counts", "sha256", "source",
-                                                             "split", "description")}
+        manifest["testsets"][name] = {
+            k: entry[k] for k in ("rows", "label_counts", "sha256", "source", "split", "description")
+        }
     if full:  # the whole study: data/prepared holds exactly what params.yaml uses (DVC keeps it: persist)
         for stale in sorted(set(manifest["testsets"]) - set(names)):
             remove_own(testset_file(out, stale), manifest["testsets"].pop(stale))

@@ -1,6 +1,6 @@
 """The prepare stage's settings: params.yaml `data` resolved once, with its defaults in this one place.
-(`data.out` is read through oodcorr.records.prepared, `data.testsets` / `data.neutral` through oodcorr.settings.registry:
-the core modules the other stages share.)"""
+(`data.out` is read through oodcorr.records.prepared, `data.testsets` / `data.neutral` through
+oodcorr.settings.registry: the core modules the other stages share.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ class PrepareSettings:
     prepare: tuple[str, ...] = ()  # testsets prepared though no run or evaluate.testsets names them
 
     @classmethod
-    def from_params(cls, params: dict | None) -> "PrepareSettings":
+    def from_params(cls, params: dict | None) -> PrepareSettings:
         data = (params or {}).get("data") or {}
-        return cls(seed=int(data.get("seed", cls.seed) or cls.seed), max_examples=data.get("max_examples"),
-                   prepare=tuple(str(n) for n in data.get("prepare") or ()))
+        return cls(
+            seed=int(data.get("seed", cls.seed) or cls.seed),
+            max_examples=data.get("max_examples"),
+            prepare=tuple(str(n) for n in data.get("prepare") or ()),
+        )

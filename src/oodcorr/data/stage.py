@@ -27,12 +27,28 @@ def data():
 
 
 @data.command("prepare")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="params file (default: params.yaml of the project)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="output folder (default: params data.out, else data/prepared)")
-@click.option("--only", "only", multiple=True, metavar="NAME",
-              help="prepare only this testset (repeatable); default: every testset runs and evaluate.testsets use (+ data.prepare)")
+@click.option(
+    "--params",
+    "params_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="params file (default: params.yaml of the project)",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="output folder (default: params data.out, else data/prepared)",
+)
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="NAME",
+    help="prepare only this testset (repeatable); default: every testset runs and evaluate.testsets use "
+    "(+ data.prepare)",
+)
 def prepare_cmd(params_file, out_dir, only):
     """Write one JSONL per testset plus manifest.json. Nothing is written if any testset is bad."""
     from oodcorr.data.prepare import prepare, referenced_names
@@ -52,14 +68,21 @@ def prepare_cmd(params_file, out_dir, only):
         e = manifest["testsets"][name]
         lc = e["label_counts"]
         chosen = "  [items chosen from a pilot: data/items.json]" if "chosen from a pilot" in e["description"] else ""
-        click.echo(f"{name:<16} {e['rows']:>7} rows  (entailment {lc['entailment']}, "
-                   f"non_entailment {lc['non_entailment']})  {e['source']}{chosen}")
+        click.echo(
+            f"{name:<16} {e['rows']:>7} rows  (entailment {lc['entailment']}, "
+            f"non_entailment {lc['non_entailment']})  {e['source']}{chosen}"
+        )
     click.echo(f"wrote {out / 'manifest.json'}")
 
 
 @click.command("testsets")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="params file (default: params.yaml of the project)")
+@click.option(
+    "--params",
+    "params_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="params file (default: params.yaml of the project)",
+)
 def testsets(params_file):
     """List known testsets: built-ins, synthetic suite and those declared in params."""
     from oodcorr.records.prepared import prepared_dir, read_manifest
@@ -83,4 +106,3 @@ def testsets(params_file):
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
-

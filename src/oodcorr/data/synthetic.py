@@ -22,17 +22,57 @@ from oodcorr.settings.registry import SYNTHETIC, SYNTHETIC_KINDS
 
 ENT, NON = "entailment", "non_entailment"
 
-PEOPLE = ["doctor", "lawyer", "teacher", "artist", "student", "farmer", "singer", "pilot",
-          "manager", "author", "actor", "banker"]
-VERBS = [("saw", "see"), ("helped", "help"), ("called", "call"), ("paid", "pay"), ("met", "meet"),
-         ("thanked", "thank"), ("followed", "follow"), ("visited", "visit")]
+PEOPLE = [
+    "doctor",
+    "lawyer",
+    "teacher",
+    "artist",
+    "student",
+    "farmer",
+    "singer",
+    "pilot",
+    "manager",
+    "author",
+    "actor",
+    "banker",
+]
+VERBS = [
+    ("saw", "see"),
+    ("helped", "help"),
+    ("called", "call"),
+    ("paid", "pay"),
+    ("met", "meet"),
+    ("thanked", "thank"),
+    ("followed", "follow"),
+    ("visited", "visit"),
+]
 PLACES = ["park", "station", "library", "museum", "office", "garden"]
 
 # Disjoint vocabulary for the `vocab` shift.
-OOD_PEOPLE = ["astronaut", "sailor", "baker", "surgeon", "plumber", "poet", "judge", "nurse",
-              "dentist", "tailor", "chef", "senator"]
-OOD_VERBS = [("admired", "admire"), ("greeted", "greet"), ("avoided", "avoid"), ("warned", "warn"),
-             ("praised", "praise"), ("recognized", "recognize"), ("supported", "support"), ("trusted", "trust")]
+OOD_PEOPLE = [
+    "astronaut",
+    "sailor",
+    "baker",
+    "surgeon",
+    "plumber",
+    "poet",
+    "judge",
+    "nurse",
+    "dentist",
+    "tailor",
+    "chef",
+    "senator",
+]
+OOD_VERBS = [
+    ("admired", "admire"),
+    ("greeted", "greet"),
+    ("avoided", "avoid"),
+    ("warned", "warn"),
+    ("praised", "praise"),
+    ("recognized", "recognize"),
+    ("supported", "support"),
+    ("trusted", "trust"),
+]
 OOD_PLACES = ["harbor", "temple", "stadium", "bakery", "castle", "forest"]
 
 FUNCTION_WORDS = {"the", "a", "and", "in", "that", "who", "did", "not", "never", "knows", "thinks"}
@@ -71,8 +111,10 @@ def _id_templates(people, verbs, places):
         v = r.choice(verbs)[0]
         return f"The {a} {v} the {b}.", f"The {c} {v} the {b}."
 
-    return ([("drop_place", e_drop_place), ("drop_conjunct", e_drop_conjunct)],
-            [("new_object", n_new_object), ("new_verb", n_new_verb), ("new_subject", n_new_subject)])
+    return (
+        [("drop_place", e_drop_place), ("drop_conjunct", e_drop_conjunct)],
+        [("new_object", n_new_object), ("new_verb", n_new_verb), ("new_subject", n_new_subject)],
+    )
 
 
 def _overlap_templates():
@@ -122,8 +164,10 @@ def _negation_templates():
         v, base = r.choice(VERBS)
         return f"The {a} did not {base} the {b}.", f"The {a} {v} the {b}."
 
-    return ([("never", e_never), ("not_other", e_not_other)],
-            [("negated_hypothesis", n_negated_hyp), ("negated_premise", n_negated_premise)])
+    return (
+        [("never", e_never), ("not_other", e_not_other)],
+        [("negated_hypothesis", n_negated_hyp), ("negated_premise", n_negated_premise)],
+    )
 
 
 def _embedded_templates():
@@ -149,8 +193,10 @@ def _embedded_templates():
         p = r.choice(PLACES)
         return f"The {a} who {v} the {b} {w} the {c} in the {p}.", f"The {b} {w} the {c}."
 
-    return ([("factive", e_factive), ("relative_main", e_relative_main)],
-            [("nonfactive", n_nonfactive), ("relative_object", n_relative_wrong)])
+    return (
+        [("factive", e_factive), ("relative_main", e_relative_main)],
+        [("nonfactive", n_nonfactive), ("relative_object", n_relative_wrong)],
+    )
 
 
 def _templates(kind: str):
@@ -158,8 +204,7 @@ def _templates(kind: str):
         return _id_templates(PEOPLE, VERBS, PLACES)
     if kind == "vocab":
         return _id_templates(OOD_PEOPLE, OOD_VERBS, OOD_PLACES)
-    return {"overlap": _overlap_templates, "negation": _negation_templates,
-            "embedded": _embedded_templates}[kind]()
+    return {"overlap": _overlap_templates, "negation": _negation_templates, "embedded": _embedded_templates}[kind]()
 
 
 KINDS = SYNTHETIC_KINDS  # the registry names them; this module generates them

@@ -109,8 +109,6 @@ def score(
     import numpy as np
     import torch
 
-    from oodcorr.modeling.prompts import pad_batch
-
     device = next(model.parameters()).device
     fixed = None if batch_size in (None, "auto") else int(batch_size)
     budget = token_budget or initial_token_budget(model, device)
@@ -122,19 +120,12 @@ def score(
     pending = list(range(len(seqs)))
     with torch.inference_mode():
         while pending:
-            sub = [lengths[i] for i in pending]
-            done = []
+            done: list[int] = []
             try:
-                for idx in batches(sub, fixed, budget):
+                for idx in batches([lengths[i] for i in pending], fixed, budget):
                     rows = [pending[j] for j in idx]
-                    ids, mask, last = pad_batch([seqs[r] for r in rows], pad_id)
-                    if SIMULATED_OOM_TOKENS is not None and ids.numel() > SIMULATED_OOM_TOKENS:
-                        raise torch.cuda.OutOfMemoryError(f"simulated: {ids.numel()} tokens > {SIMULATED_OOM_TOKENS}")
-                    logp = last_position_logprobs(model, ids.to(device), mask.to(device), last.to(device))
-                    out[rows] = logp[:, vocab_ids].cpu().numpy()
+                    _score_batch(model, [seqs[r] for r in rows], pad_id, device, vocab_ids, out, rows, info)
                     done.extend(rows)
-                    info["batches"] += 1
-                    info["max_batch_tokens"] = max(info["max_batch_tokens"], int(ids.numel()))
                     if on_batch:
                         on_batch(len(rows))
             except torch.cuda.OutOfMemoryError:
@@ -142,17 +133,7 @@ def score(
             else:
                 oom = False
             if oom:  # outside the except block, so the failed batch's tensors are freed before retrying
-                info["oom_retries"] += 1
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                if fixed is not None:
-                    if fixed == 1:
-                        raise torch.cuda.OutOfMemoryError("out of memory with batch size 1")
-                    fixed = max(1, fixed // 2)
-                else:
-                    if budget <= 1:
-                        raise torch.cuda.OutOfMemoryError("out of memory with a token budget of 1")
-                    budget //= 2
+                fixed, budget = _halved(fixed, budget, info)
             finished = set(done)
             pending = [i for i in pending if i not in finished]
     if stats is not None:
@@ -160,6 +141,37 @@ def score(
     # argmax of log-probs over two tokens == argmax of their logits (ties -> the first label, like torch.argmax)
     preds = (out[:, 1] > out[:, 0]).astype(np.int64)
     return out, preds
+
+
+def _score_batch(model, batch: list[list[int]], pad_id: int, device, vocab_ids, out, rows: list[int], info: dict):
+    """One padded batch's log-probs of the verbaliser tokens into out[rows]; `info` counts it."""
+    import torch
+
+    from oodcorr.modeling.prompts import pad_batch
+
+    ids, mask, last = pad_batch(batch, pad_id)
+    if SIMULATED_OOM_TOKENS is not None and ids.numel() > SIMULATED_OOM_TOKENS:
+        raise torch.cuda.OutOfMemoryError(f"simulated: {ids.numel()} tokens > {SIMULATED_OOM_TOKENS}")
+    logp = last_position_logprobs(model, ids.to(device), mask.to(device), last.to(device))
+    out[rows] = logp[:, vocab_ids].cpu().numpy()
+    info["batches"] += 1
+    info["max_batch_tokens"] = max(info["max_batch_tokens"], int(ids.numel()))
+
+
+def _halved(fixed: int | None, budget: int, info: dict) -> tuple[int | None, int]:
+    """After an out-of-memory error: (batch size, token budget) with the one in use halved; at 1, re-raised."""
+    import torch
+
+    info["oom_retries"] += 1
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    if fixed is not None:
+        if fixed == 1:
+            raise torch.cuda.OutOfMemoryError("out of memory with batch size 1")
+        return max(1, fixed // 2), budget
+    if budget <= 1:
+        raise torch.cuda.OutOfMemoryError("out of memory with a token budget of 1")
+    return fixed, budget // 2
 
 
 def metrics(labels, preds) -> dict:

@@ -71,7 +71,7 @@ def _evaluate_run(
 ) -> dict:
     """evaluate_run's work, from the settings it resolved once (no params: every value is in `trained`, `ev` or
     `project`)."""
-    from oodcorr.records.prepared import load_prepared, prepared_dir, read_manifest, testset_file
+    from oodcorr.records.prepared import load_prepared, prepared_dir
 
     if quiet:
         _silence()
@@ -84,6 +84,54 @@ def _evaluate_run(
         mirror.sync_pending(project)  # records an earlier stage could not mirror (store was down)
     names = testset_names(ev, trained, testsets)
     pdir = prepared_dir(project)
+    rdir = _check_inputs(run, project, names, pdir)
+    run_json = read_run_json(rdir)
+    settings = resolve_settings(ev, trained)
+    checkpoints = list_checkpoints(
+        rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"), run_json.get("finished", True)
+    )
+    failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
+    good = [ck for ck in checkpoints if not ck.error]
+    eval_dir = rundir_eval_dir(rdir)
+    cache_dir = eval_dir / "cache"
+    pairs, pending = _pairs(eval_dir, cache_dir, good, names, pdir, settings)
+    rank, world = distributed.init()
+    loaded: dict[str, list[dict]] = {}
+
+    def rows_of(name):  # read each testset once, only if some pair needs it
+        return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
+
+    mine = pending[rank::world]
+    if mine:
+        from oodcorr.modeling import threads
+
+        threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/speed/threads.py)
+    scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
+    fails = _gathered(fails, world)
+    failed += sorted(set(fails))
+    result = {"scored": scored, "cached": len(pairs) - len(pending), "failed": failed, "eval_dir": str(eval_dir)}
+    result.update(rank=rank, world_size=world)
+    try:
+        if rank == 0:
+            bad_steps = {f.split(" ", 1)[0] for f in fails}
+            done = [
+                p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()
+            ]
+            result.update(write_outputs(project, trained, run_json, done, cache_dir, eval_dir))
+    finally:
+        _close(world)
+    if failed:
+        if rank != 0:
+            raise SystemExit(2)
+        raise UserError(f"run {run}: {len(failed)} checkpoint(s) failed, the rest were evaluated: {'; '.join(failed)}")
+    return result
+
+
+def _check_inputs(run: str, project: Project, names: list[str], pdir):
+    """Every testset prepared and the run trained, else one line saying which command makes it -> the run's
+    folder."""
+    from oodcorr.records.prepared import read_manifest, testset_file
+
     manifest = read_manifest(pdir)["testsets"]
     missing = [n for n in names if n not in manifest or not testset_file(pdir, n).exists()]
     if missing:
@@ -97,15 +145,14 @@ def _evaluate_run(
         raise UserError(
             f"run {run}: no checkpoints under {checkpoints_dir(rdir)}; run `oodcorr train --run {run}` first"
         )
-    run_json = read_run_json(rdir)
-    settings = resolve_settings(ev, trained)
-    checkpoints = list_checkpoints(
-        rdir, trained.model, settings["_path"], run_json.get("checkpoint_steps"), run_json.get("finished", True)
-    )
-    failed = [f"{ck.name} ({ck.error})" for ck in checkpoints if ck.error]
-    good = [ck for ck in checkpoints if not ck.error]
-    eval_dir = rundir_eval_dir(rdir)
-    cache_dir = eval_dir / "cache"
+    return rdir
+
+
+def _pairs(eval_dir, cache_dir, good, names: list[str], pdir, settings: dict) -> tuple[list, list]:
+    """(every (step, testset, cache key) pair, those not cached yet); the output folders checked and a killed
+    evaluate's temps cleared first."""
+    from oodcorr.records.prepared import testset_file
+
     for folder in (eval_dir, cache_dir):
         if folder.exists() and not folder.is_dir():
             raise UserError(
@@ -115,50 +162,28 @@ def _evaluate_run(
     # the content as it is now (a testset edited after `prepare` must not reuse its old scores)
     sha = {n: io.sha256_file(testset_file(pdir, n)) for n in names}
     pairs = [(ck.step, n, cache_key(ck.sha256, sha[n], settings)) for ck in good for n in names]
-    pending = [p for p in pairs if not cache_usable(cache_dir / f"{p[2]}.parquet")]
-    rank, world = distributed.init()
-    loaded: dict[str, list[dict]] = {}
+    return pairs, [p for p in pairs if not cache_usable(cache_dir / f"{p[2]}.parquet")]
 
-    def rows_of(name):  # read each testset once, only if some pair needs it
-        return loaded[name] if name in loaded else loaded.setdefault(name, load_prepared(pdir, name))
 
-    mine = pending[rank::world]
-    if mine:
-        from oodcorr.modeling import threads
-
-        threads.apply(project)  # one busy core elsewhere must not stall scoring (bench/speed/threads.py)
-    scored, fails = score_pairs(mine, good, rows_of, settings, cache_dir, rank, quiet) if mine else ([], [])
+def _close(world: int) -> None:
+    """Leave the process group (every rank waits for rank 0's outputs first)."""
     if world > 1:
         import torch.distributed as dist
 
-        gathered: list = [None] * world
-        dist.all_gather_object(gathered, fails)  # also the barrier: every shard's cache files are written
-        fails = [f for g in gathered for f in g]
-    failed += sorted(set(fails))
-    result = {
-        "scored": scored,
-        "cached": len(pairs) - len(pending),
-        "failed": failed,
-        "eval_dir": str(eval_dir),
-        "rank": rank,
-        "world_size": world,
-    }
-    try:
-        if rank == 0:
-            bad_steps = {f.split(" ", 1)[0] for f in fails}
-            done = [
-                p for p in pairs if f"checkpoint-{p[0]}" not in bad_steps and (cache_dir / f"{p[2]}.parquet").exists()
-            ]
-            result.update(write_outputs(project, trained, run_json, done, cache_dir, eval_dir))
-    finally:
-        if world > 1:
-            dist.barrier()
-            dist.destroy_process_group()
-    if failed:
-        if rank != 0:
-            raise SystemExit(2)
-        raise UserError(f"run {run}: {len(failed)} checkpoint(s) failed, the rest were evaluated: {'; '.join(failed)}")
-    return result
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def _gathered(fails: list[str], world: int) -> list[str]:
+    """Every process's failures (under `accelerate launch`; also the barrier: every shard's cache files are
+    written)."""
+    if world == 1:
+        return fails
+    import torch.distributed as dist
+
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, fails)
+    return [f for g in gathered for f in g]
 
 
 @click.command("evaluate")
