@@ -5,7 +5,9 @@ in-repository folder remote (the baseline: `.dvc/studies-remote`, committed), an
 server with authentication on (.ci/servers-up.sh, 127.0.0.1), with each remote's time as a ratio of the folder's.
 And the repository size the study adds: the bytes git tracks and the packed size of the repository's history
 (`git gc`, then `git count-objects -v`) before and after the study's commit, folder remote vs real remote.
-Writes bench/speed/results/remote_share.json.
+Writes bench/speed/results/remote_share.json. (The one bench of remote sharing: bench/studies/share_remotes.py,
+which timed the same commands on a folder outside the project and an S3 server without authentication, was
+folded into this one.)
 
     PYTHONPATH=src .venv/bin/python bench/speed/remote_share.py [--repeat 1]
 """
