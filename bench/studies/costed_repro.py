@@ -10,7 +10,9 @@ recorded as such. Work done and then discarded (a stage redone after a code chan
 its pairs were cached) is kept under `superseded` and counted in the total; a stage stopped part-way (rc != 0: kill
 the stage's own process, not this script, so its CPU time is recorded) is kept as a stopped attempt of its run and
 counted too, while the rerun resumes from what it cached. The pilot's cost (measured when it ran) is stated on
-the command line and kept beside the runs; `total_cpu_hours` sums the pilot and every stage recorded. Run it
+the command line and kept beside the runs; `total_cpu_hours` sums the pilot and every stage recorded, and
+`unrecorded` work at its stated estimate. Runs made in a parallel clone of the project (one per core, sharing
+the DVC cache: `dvc cache dir --local ...`) are costed there and added with `--merge CLONE/cost.json`. Run it
 under `nice -n 15` with OODCORR_THREADS=1 on a shared machine."""
 
 from __future__ import annotations
@@ -45,14 +47,40 @@ def save(path: Path, cost: dict) -> None:
     runs = cost["runs"].values()
     entries = [e for r in runs for s in r.values() for e in (s if isinstance(s, list) else [s])]
     cost["runs_cpu_hours"] = round(sum(e.get("cpu_hours", 0) for e in entries), 3)
-    # stages whose outputs were discarded (e.g. retrained after a code change) still cost what they cost
+    # stages whose outputs were discarded (e.g. retrained after a code change) still cost what they cost, and
+    # work whose CPU time was not measured counts at its estimate (each entry says how it was estimated)
     superseded = sum(s.get("cpu_hours", 0) for s in cost.get("superseded", {}).values())
+    unrecorded = sum(s.get("estimated_cpu_hours", 0) for s in cost.get("unrecorded", {}).values())
     cost["total_cpu_hours"] = round(
-        cost["pilot"]["cpu_hours"] + cost["prepare"].get("cpu_hours", 0) + cost["runs_cpu_hours"] + superseded, 3
+        cost["pilot"]["cpu_hours"]
+        + cost["prepare"].get("cpu_hours", 0)
+        + cost["runs_cpu_hours"]
+        + superseded
+        + unrecorded,
+        3,
     )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(cost, indent=2) + "\n")
     tmp.replace(path)
+
+
+def merge(path: Path, other: Path) -> int:
+    """The other clone's runs and superseded work added to `path` (a run in both is refused: costed twice);
+    its pilot and prepare are not (the pilot counts once; its prepare re-checked what this one made)."""
+    cost, theirs = json.loads(path.read_text()), json.loads(other.read_text())
+    both = sorted(set(cost["runs"]) & {k for k, v in theirs["runs"].items() if v})
+    if both:
+        print(f"{other}: runs {', '.join(both)} are costed here already; nothing merged", file=sys.stderr)
+        return 2
+    runs = {k: v for k, v in theirs["runs"].items() if v}
+    cost["runs"].update(runs)
+    cost.setdefault("superseded", {}).update(theirs.get("superseded", {}))
+    cost.setdefault("merged_from", []).append(
+        {"clone": str(other.parent), "runs": sorted(runs), "its_prepare": theirs.get("prepare")}
+    )
+    save(path, cost)
+    print(f"merged {len(runs)} run(s) from {other}: total {cost['total_cpu_hours']} CPU-hours")
+    return 0
 
 
 def main() -> int:
@@ -62,8 +90,18 @@ def main() -> int:
     ap.add_argument("--pilot-cpu-hours", type=float, required=True)
     ap.add_argument("--pilot-source", default="")
     ap.add_argument("--runs", default=None, help="comma-separated run keys (default: every run of params.yaml)")
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="add the runs (and superseded work) of another clone's cost.json to this project's, then exit: "
+        "runs made in parallel clones (one per core, one DVC cache) are costed where they ran",
+    )
     a = ap.parse_args()
     import yaml
+
+    if a.merge:
+        return merge(a.project / "cost.json", a.merge)
 
     params = yaml.safe_load((a.project / "params.yaml").read_text())
     keys = a.runs.split(",") if a.runs else list(params["runs"])
