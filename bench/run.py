@@ -5,8 +5,10 @@ after the other (each writes its results into bench/GROUP/results/; the group's 
     python bench/run.py GROUP --list     # the scripts it would run
     python bench/run.py GROUP --only NAME [--only NAME ...]
 
-Several take hours at their defaults (the interval grid, the bad-input bench) and the GPU group needs a GPU; the
-README of each group and docs/benchmarks.md give the arguments each result was measured with."""
+Scripts that need arguments (a module-level NEEDS_ARGS says which) are skipped unless named with --only, where
+they fail with their own usage line. Several take hours at their defaults (the interval grid, the bad-input bench)
+and the GPU group needs a GPU; the README of each group and docs/benchmarks.md give the arguments each result was
+measured with."""
 
 from __future__ import annotations
 
@@ -18,6 +20,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 GROUPS = ("stats", "bad_inputs", "speed", "planner", "gpu", "studies")
+
+
+def needs_args(script: Path) -> bool:
+    """A script that cannot run on defaults says so with a module-level NEEDS_ARGS (what it needs)."""
+    return "\nNEEDS_ARGS = " in script.read_text()
 
 
 def scripts(group: str) -> list[Path]:
@@ -46,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     failed = []
     for p in todo:
+        if needs_args(p) and p.stem not in a.only:
+            print(f"== {p.relative_to(HERE.parent)}: skipped, it needs arguments (run it with --only {p.stem})")
+            continue
         print(f"== {p.relative_to(HERE.parent)}", flush=True)
         if subprocess.run([sys.executable, str(p)], cwd=HERE.parent, env=env).returncode:
             failed.append(p.stem)

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+NEEDS_ARGS = "a study project (PROJECT) and a CPU with native bf16"  # bench/run.py runs it only with --only
+
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+NEEDS_ARGS = "a study PROJECT (the breadth study's runs)"  # bench/run.py runs it only with --only
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 
+NEEDS_ARGS = "a study PROJECT and --pilot-cpu-hours"  # bench/run.py runs it only with --only
+
 def cpu_children() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime

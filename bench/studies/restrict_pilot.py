@@ -15,6 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
+NEEDS_ARGS = "PILOT ITEMS OUT"  # bench/run.py runs it only with --only
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -50,4 +52,6 @@ def restrict(pilot: Path, items: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit("usage: python bench/studies/restrict_pilot.py PILOT ITEMS_JSON OUT")
     restrict(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))

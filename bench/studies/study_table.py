@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+NEEDS_ARGS = "a saved study's NAME"  # bench/run.py runs it only with --only
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
