@@ -8,7 +8,7 @@ chose from studies/pilot (seed 0 of each family) read on a new seed, so regressi
 random 128. Beside it, from the pilot (docs/studies.md's table): the 128 random items it scored and the chosen
 64 in-sample.
 
-  python bench/studies/breadth_reliability.py PROJECT
+  python bench/studies/breadth_reliability.py PROJECT [CLONE ...]
 writes bench/studies/results/breadth_reliability.json (one row per run and testset).
 """
 
@@ -94,9 +94,16 @@ def rows(project: Path) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("project", type=Path)
+    ap.add_argument("project", type=Path, nargs="+", help="the study's project, and any parallel clone of it")
     a = ap.parse_args()
-    res = {"project": str(a.project), "metric": METRIC, "method": "linear", "splits": SPLITS, "rows": rows(a.project)}
+    found = [r for p in a.project for r in rows(p)]
+    res = {
+        "projects": [str(p) for p in a.project],
+        "metric": METRIC,
+        "method": "linear",
+        "splits": SPLITS,
+        "rows": found,
+    }
     out = Path(__file__).parent / "results" / "breadth_reliability.json"
     out.write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
