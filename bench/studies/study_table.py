@@ -27,7 +27,17 @@ sys.path.insert(0, str(ROOT / "src"))
 from oodcorr.settings.analyze import AnalyzeSettings  # noqa: E402
 
 FLOOR = AnalyzeSettings.reliability_min  # a verdict reads a pair only where both reliabilities reach it
-NAMES = {"scitail_real": "SciTail", "snli_real": "SNLI", "sick": "SICK", "hans_real": "HANS", "mnli_real": "MNLI"}
+NAMES = {
+    "scitail_real": "SciTail",
+    "snli_real": "SNLI",
+    "sick": "SICK",
+    "hans_real": "HANS",
+    "mnli_real": "MNLI",
+    "anli_r1_real": "ANLI R1",
+    "paws_qqp_real": "PAWS-QQP",
+    "rte_real": "RTE",
+    "wnli_real": "WNLI",
+}
 FAMILIES = {"gemma3-270m": "Gemma-3-270M", "smollm2-135m": "SmolLM2-135M"}
 
 
