@@ -117,3 +117,28 @@ def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
     assert set(cons["verdict"]) - {"consistent_positive", "consistent_negative", "model_dependent"} <= {
         "insufficient_evidence"
     }  # no pair is "unreliable": every testset carries signal in both families
+
+
+def test_the_leave_one_seed_out_counts_are_its_results_and_the_full_row_is_the_committed_table():
+    """The pages' "holds in 8 / 7 / 6" are bench/studies/leave_one_seed_out.py's CSV; its every-run rows are the
+    study's committed verdicts (so the CSV was built from these tables), and each leave-out dropped one run."""
+    csv = REPO / "bench" / "studies" / "results" / "leave_one_seed_out_sick.csv"
+    df = pd.read_csv(csv).fillna({"left_out": ""})
+    cons = pd.read_csv(STUDY / "results" / "consistency.csv")
+    full = df[df["left_out"] == ""].merge(cons, on=["method", "testset_a", "testset_b"], suffixes=("", "_table"))
+    assert len(full) == len(cons) and (full["verdict"] == full["verdict_table"]).all()
+    runs = sorted(p.name[: -len(".dvc")] for p in (STUDY / "runs").glob("*.dvc"))
+    assert sorted(set(df["left_out"]) - {""}) == runs
+    for key in runs:  # the family the run belongs to has one seed fewer there, the other family all of its own
+        family = key.split("_")[0]
+        rows = df[(df["left_out"] == key) & (df["method"] == "linear")]
+        assert (rows[f"{family}:n_seeds"] == 3).all()
+    linear = df[(df["method"] == "linear") & (df["left_out"] != "")]
+    ref = df[(df["method"] == "linear") & (df["left_out"] == "")].set_index(["testset_a", "testset_b"])["verdict"]
+    held = {pair: int((g["verdict"] == ref[pair]).sum()) for pair, g in linear.groupby(["testset_a", "testset_b"])}
+    assert held == {("sick", "snli_real"): 8, ("scitail_real", "sick"): 7, ("scitail_real", "snli_real"): 6}
+    text = " ".join(_page("docs/studies.md").split())
+    assert "SICK ~ SNLI stays consistent negative in all 8. SciTail ~ SICK holds in 7" in text
+    assert "SciTail ~ SNLI holds in 6" in text
+    readme = " ".join(_page("README.md").split())
+    assert "SICK ~ SNLI holds every time, SciTail ~ SICK 7 times, SciTail ~ SNLI 6" in readme
