@@ -5,6 +5,7 @@ checkpoint limit, and the ID smoother against the truth it is meant to recover."
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,3 +189,38 @@ def test_the_analysis_pools_seeds_in_one_likelihood_and_can_share_one_estimate_a
     pooled_why = pl["ci2_why"].dropna()
     if report.exists() and len(pooled_why) and (cl["verdict"] != "consistent_positive").any():
         assert "effectively independent checkpoints" in report.read_text()  # the words reach the verdict table
+
+
+def _profile(terms, rho, bounds, kernel):
+    """The profile log-likelihood at `rho` by scipy's L-BFGS-B from 27 starts over (log sa2, log sb2, log ell):
+    independent of the Fisher scoring and the warm starts the interval's own search uses."""
+    from scipy.optimize import minimize
+
+    lo, hi = bounds[0][:3], bounds[1][:3]
+
+    def nll(th):
+        return -float(GM._loglik_and_score(terms, th[None, :], np.array([rho]), kernel, want_derivs=False)[0][0])
+
+    starts = [lo + (hi - lo) * np.array(f) for f in np.stack(np.meshgrid(*[[0.2, 0.5, 0.8]] * 3), -1).reshape(-1, 3)]
+    return -min(minimize(nll, s, method="L-BFGS-B", bounds=list(zip(lo, hi))).fun for s in starts)
+
+
+def test_an_estimate_at_the_boundary_keeps_the_interval_the_profile_gives():
+    """A real case (studies/breadth's first two Gemma seeds, ANLI R1 ~ SciTail): the maximum sits at rho = -1, and
+    a profile fit warm-started from the far side once fell into a basin where one signal variance is at its floor
+    and rho does not matter, which ended the interval at [-1.00, -1.00]. Its upper end must be where the profile
+    likelihood, maximised independently, crosses the cut: inside it below, outside it above."""
+    case = np.load(Path(__file__).parent / "fixtures" / "ci2_boundary_case.npz")
+    seeds = [{k: case[f"s{i}_{k}"] for k in ("x", "ya", "yb", "Vx", "Va", "Vb", "t")} for i in (0, 1)]
+    res = G.gp_interval(seeds, 0.05)
+    assert res["r_hat"] < -0.99 and res["ci_low"] == -1.0
+    terms = res["terms"]
+    za = np.concatenate([s["z"][: s["m"]] for s in terms])
+    zb = np.concatenate([s["z"][s["m"] :] for s in terms])
+    bounds, kernel, _ = G._kernel_fit(terms, float(np.mean(za**2)), float(np.mean(zb**2)), res["kernel"])
+    cut = G.lr_cut(res["n_eff"] - 2 * len(terms) - 1, 0.05)
+    top = max(_profile(terms, r, bounds, kernel) for r in (res["r_hat"], -0.99, -0.97))
+    hi = res["ci_high"]
+    assert hi < -0.8  # where the profile crosses here: about -0.89
+    assert 2 * (top - _profile(terms, hi - 0.02, bounds, kernel)) < cut
+    assert 2 * (top - _profile(terms, hi + 0.02, bounds, kernel)) > cut

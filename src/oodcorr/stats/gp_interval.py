@@ -138,6 +138,19 @@ def _fit(seeds, theta0, rho, bounds, kernel, iters=ITERS):
     return theta, ll, info
 
 
+def _profile_fit(seeds, theta, theta_hat, z, bounds, kernel):
+    """The profile at z (one point per side): sa2, sb2 and ell maximised from two starts, the previous point's fit
+    and the joint maximum's, keeping the higher. A fit warm-started from the previous point alone can fall into
+    another basin (a signal variance at its floor, where rho no longer matters and the deviance stays past the cut
+    at every rho), which ended the interval next to z_hat (measured: [-1.00, -1.00] where the profile's own
+    interval is [-1.00, -0.89]); each fit runs to convergence, so where the two agree the start does not matter."""
+    k = len(z)
+    starts = np.concatenate([theta, np.repeat(theta_hat[None, :3], k, 0)])
+    th, ll, _ = _fit(seeds, starts, np.tanh(np.concatenate([z, z])), bounds, kernel)
+    pick = np.where(ll[k:] > ll[:k], np.arange(k) + k, np.arange(k))
+    return th[pick], ll[pick]
+
+
 def _ends(seeds, theta_hat, ll_max, se, cut, bounds, kernel):
     """Where the profile deviance 2 (ll_max - ll_p(z)) reaches `cut` below and above z_hat: both sides at once,
     each step a quadratic fit through z_hat (deviance 0) and the last point; an end past Z_MAX is the boundary."""
@@ -150,7 +163,7 @@ def _ends(seeds, theta_hat, ll_max, se, cut, bounds, kernel):
     for _ in range(ROOT_STEPS):
         z = np.clip(zhat + side * dist, -Z_MAX, Z_MAX)
         dist = np.abs(z - zhat)
-        theta, ll, _ = _fit(seeds, theta, np.tanh(z), bounds, kernel, iters=8)
+        theta, ll = _profile_fit(seeds, theta, theta_hat, z, bounds, kernel)
         dev = np.maximum(2 * (ll_max - ll), 1e-9)
         for k in range(2):
             if not np.isnan(found[k]):
