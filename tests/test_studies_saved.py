@@ -293,3 +293,50 @@ def test_a_save_streams_each_remote_object_once_and_a_later_verify_reads_them_af
     victim.write_bytes(victim.read_bytes() + b"x")
     res = CliRunner().invoke(cli, ["study", "verify", "demo"])
     assert res.exit_code != 0 and "does not match its name" in res.output, res.output
+
+
+def test_runs_saved_from_two_clones_keep_both_records_in_the_study_lock(tmp_path):
+    """A study saved run by run from two clones (or two sessions) keeps every saved run's train@/evaluate@ record:
+    each clone's dvc.lock holds only its own runs, and the study's lock is what `study verify` checks them against.
+    A run saved before keeps the record it was saved with; one saved again takes the new one; a shared stage
+    (prepare) with other outputs means other data: refused before anything is written, naming the stage."""
+    from oodcorr.core.errors import UserError
+    from oodcorr.launch.save_runs import merged_lock
+    from oodcorr.launch.verify import lock_outputs
+
+    def lock(path, stages):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False))
+        return path
+
+    def run(key, md5):
+        return {
+            f"train@{key}": {
+                "cmd": f"oodcorr train --run {key}",
+                "outs": [{"path": f"runs/{key}/run.json", "md5": md5}],
+            },
+            f"evaluate@{key}": {"outs": [{"path": f"runs/{key}/eval/metrics.jsonl", "md5": md5 + "e"}]},
+        }
+
+    prep = {"prepare": {"outs": [{"path": "data/prepared", "md5": "p0.dir"}]}}
+    study = lock(tmp_path / "study" / "dvc.lock", {**prep, **run("a", "a0")})
+    clone = lock(tmp_path / "clone" / "dvc.lock", {**prep, **run("b", "b0"), **run("a", "a1")})  # a: re-trained there
+    merged = tmp_path / "merged.lock"
+    merged.write_text(merged_lock(study, clone, ["b"], ["a"]))
+    files = ("run.json", "eval/metrics.jsonl")
+    assert lock_outputs(merged, "a", files) == {
+        "run.json": ("train@a", "a0"),
+        "eval/metrics.jsonl": ("evaluate@a", "a0e"),
+    }
+    assert lock_outputs(merged, "b", files) == {
+        "run.json": ("train@b", "b0"),
+        "eval/metrics.jsonl": ("evaluate@b", "b0e"),
+    }
+    merged.write_text(merged_lock(study, clone, ["a", "b"], ["a"]))  # a saved again: its new record
+    assert lock_outputs(merged, "a", files)["run.json"] == ("train@a", "a1")
+    # no study lock yet: the clone's, as DVC wrote it; no clone lock: the study's is kept
+    assert merged_lock(tmp_path / "none.lock", clone, ["b"], []) == clone.read_text()
+    assert merged_lock(study, tmp_path / "none.lock", ["b"], ["a"]) is None
+    other = lock(tmp_path / "other" / "dvc.lock", {"prepare": {"outs": [{"path": "data/prepared", "md5": "p1.dir"}]}})
+    with pytest.raises(UserError, match=r"stage prepare made other outputs .* another study name"):
+        merged_lock(study, other, ["c"], ["a"])

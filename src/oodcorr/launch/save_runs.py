@@ -129,3 +129,45 @@ def push(root: Path, name: str, dvc_files: list[Path], dvc):
         rem.delete(sorted(set(bad)))
         dvc(args, root)
     return rem
+
+
+RUN_STAGES = ("train@", "evaluate@")
+
+
+def merged_lock(saved: Path, source: Path, keys: list[str], saved_keys: list[str]) -> str | None:
+    """The text of studies/<name>/dvc.lock after saving `keys` from the project whose lock is `source`: the
+    saved lock's stages with the source's over them, so runs saved earlier from another clone or session keep
+    their record. A run saved before and not saved now keeps the record it was saved with; a stage both locks
+    hold that is not a run's (prepare, check) must have the same outputs, or the runs were made from other data
+    or params: refused, naming the stage. None: no source lock (the saved one is kept)."""
+    import yaml
+
+    from oodcorr.settings.yaml_dialect import read_yaml
+
+    if not source.is_file():
+        return None
+    text = source.read_text()
+    if not saved.is_file():
+        return text
+    docs = []
+    for path, body in ((saved, saved.read_text()), (source, text)):
+        try:
+            doc = read_yaml(body) or {}
+        except Exception as e:  # noqa: BLE001 - a damaged lock: one line
+            raise UserError(f"{path}: not a readable dvc.lock ({str(e).splitlines()[0]})") from None
+        if not isinstance(doc.get("stages") or {}, dict):
+            raise UserError(f"{path}: not a dvc.lock (its `stages` is not a mapping)")
+        docs.append(doc)
+    old, new = docs
+    stages = dict(old.get("stages") or {})
+    for name, entry in (new.get("stages") or {}).items():
+        run = name.split("@", 1)[1] if name.startswith(RUN_STAGES) else None
+        if run is None and name in stages and (stages[name] or {}).get("outs") != (entry or {}).get("outs"):
+            raise UserError(
+                f"{source}: stage {name} made other outputs than {saved} records for the runs saved before (other "
+                "data or params): save these runs under another study name"
+            )
+        if run is not None and run in saved_keys and run not in keys:
+            continue  # the record the run was saved with
+        stages[name] = entry
+    return yaml.safe_dump({**old, **{k: v for k, v in new.items() if k != "stages"}, "stages": stages}, sort_keys=False)

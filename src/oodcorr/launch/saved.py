@@ -250,10 +250,12 @@ def save_cmd(name, source, only, push, remote_name, allow_outside):
 
 def _store(root, sdir, source, keys, text, push, target):
     """Copy, check, install, `dvc add` and push the runs; check the pointers and the remote."""
+    before = saved_runs(sdir) if (sdir / "params.yaml").exists() else []
+    lock = save_runs.merged_lock(sdir / "dvc.lock", source / "dvc.lock", keys, before)  # refused before any copy
     runs, md5s = save_runs.stage(source, sdir, keys, RUN_FILES)  # copied and checked, then installed
     (sdir / "params.yaml").write_text(text)
-    if (source / "dvc.lock").exists():
-        shutil.copyfile(source / "dvc.lock", sdir / "dvc.lock")
+    if lock is not None:
+        (sdir / "dvc.lock").write_text(lock)
     files = track(root, runs, False, name=target)
     study = sorted((sdir / "runs").glob("*.dvc"))
     pushed = save_runs.push(root, target, study, dvc) if push else None
