@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-
 NEEDS_ARGS = "a study PROJECT and --pilot-cpu-hours"  # bench/run.py runs it only with --only
+
 
 def cpu_children() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -61,6 +61,9 @@ def save(path: Path, cost: dict) -> None:
         + unrecorded,
         3,
     )
+    if cost.get("lost"):  # work whose outputs were lost before they were saved (a clone gone with its session)
+        cost["lost_cpu_hours"] = round(sum(e["cpu_hours"] for e in cost["lost"].values()), 3)
+        cost["spent_cpu_hours"] = round(cost["total_cpu_hours"] + cost["lost_cpu_hours"], 3)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(cost, indent=2) + "\n")
     tmp.replace(path)
@@ -85,6 +88,27 @@ def merge(path: Path, other: Path) -> int:
     return 0
 
 
+def lose(path: Path, other: Path, keys: list[str], why: str) -> int:
+    """The named runs of another clone's cost.json kept under `lost` in `path` (their outputs will not reach the
+    study: the clone goes before they finished and were saved); their CPU time still counts in `spent_cpu_hours`,
+    not in `total_cpu_hours` (the study as it was made)."""
+    cost, theirs = json.loads(path.read_text()), json.loads(other.read_text())
+    missing = [k for k in keys if k not in theirs["runs"]]
+    if missing:
+        print(f"{other}: no run {missing[0]}", file=sys.stderr)
+        return 2
+    for key in keys:
+        stages = theirs["runs"][key]
+        entries = [e for s in stages.values() for e in (s if isinstance(s, list) else [s])]
+        cost.setdefault("lost", {})[f"{key} ({why})"] = {
+            "cpu_hours": round(sum(e.get("cpu_hours", 0) for e in entries), 4),
+            "stages": stages,
+        }
+    save(path, cost)
+    print(f"kept {len(keys)} run(s) of {other} as lost: spent {cost['spent_cpu_hours']} CPU-hours")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("project", type=Path)
@@ -99,11 +123,21 @@ def main() -> int:
         help="add the runs (and superseded work) of another clone's cost.json to this project's, then exit: "
         "runs made in parallel clones (one per core, one DVC cache) are costed where they ran",
     )
+    ap.add_argument(
+        "--lose",
+        type=Path,
+        default=None,
+        help="with --runs and --why: keep those runs of another clone's cost.json as lost work (its clone goes "
+        "before they were saved), counted in spent_cpu_hours; then exit",
+    )
+    ap.add_argument("--why", default="lost with its clone")
     a = ap.parse_args()
     import yaml
 
     if a.merge:
         return merge(a.project / "cost.json", a.merge)
+    if a.lose:
+        return lose(a.project / "cost.json", a.lose, a.runs.split(",") if a.runs else [], a.why)
 
     params = yaml.safe_load((a.project / "params.yaml").read_text())
     keys = a.runs.split(",") if a.runs else list(params["runs"])
