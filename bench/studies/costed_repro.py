@@ -45,10 +45,13 @@ def stage(project: Path, target: str, log) -> dict:
     }
 
 
+def run_cpu_hours(stages: dict) -> float:
+    """A run's CPU-hours: every stage recorded for it, stopped attempts (lists of entries) included."""
+    return sum(e.get("cpu_hours", 0) for s in stages.values() for e in (s if isinstance(s, list) else [s]))
+
+
 def save(path: Path, cost: dict) -> None:
-    runs = cost["runs"].values()
-    entries = [e for r in runs for s in r.values() for e in (s if isinstance(s, list) else [s])]
-    cost["runs_cpu_hours"] = round(sum(e.get("cpu_hours", 0) for e in entries), 3)
+    cost["runs_cpu_hours"] = round(sum(run_cpu_hours(r) for r in cost["runs"].values()), 3)
     # stages whose outputs were discarded (e.g. retrained after a code change) still cost what they cost, and
     # work whose CPU time was not measured counts at its estimate (each entry says how it was estimated)
     superseded = sum(s.get("cpu_hours", 0) for s in cost.get("superseded", {}).values())
@@ -99,11 +102,7 @@ def lose(path: Path, other: Path, keys: list[str], why: str) -> int:
         return 2
     for key in keys:
         stages = theirs["runs"][key]
-        entries = [e for s in stages.values() for e in (s if isinstance(s, list) else [s])]
-        cost.setdefault("lost", {})[f"{key} ({why})"] = {
-            "cpu_hours": round(sum(e.get("cpu_hours", 0) for e in entries), 4),
-            "stages": stages,
-        }
+        cost.setdefault("lost", {})[f"{key} ({why})"] = {"cpu_hours": round(run_cpu_hours(stages), 4), "stages": stages}
     save(path, cost)
     print(f"kept {len(keys)} run(s) of {other} as lost: spent {cost['spent_cpu_hours']} CPU-hours")
     return 0

@@ -142,23 +142,11 @@ def merged_lock(saved: Path, source: Path, keys: list[str], saved_keys: list[str
     or params: refused, naming the stage. None: no source lock (the saved one is kept)."""
     import yaml
 
-    from oodcorr.settings.yaml_dialect import read_yaml
-
     if not source.is_file():
         return None
-    text = source.read_text()
     if not saved.is_file():
-        return text
-    docs = []
-    for path, body in ((saved, saved.read_text()), (source, text)):
-        try:
-            doc = read_yaml(body) or {}
-        except Exception as e:  # noqa: BLE001 - a damaged lock: one line
-            raise UserError(f"{path}: not a readable dvc.lock ({str(e).splitlines()[0]})") from None
-        if not isinstance(doc.get("stages") or {}, dict):
-            raise UserError(f"{path}: not a dvc.lock (its `stages` is not a mapping)")
-        docs.append(doc)
-    old, new = docs
+        return source.read_text()
+    old, new = verify.read_lock(saved), verify.read_lock(source)
     stages = dict(old.get("stages") or {})
     for name, entry in (new.get("stages") or {}).items():
         run = name.split("@", 1)[1] if name.startswith(RUN_STAGES) else None
@@ -170,4 +158,4 @@ def merged_lock(saved: Path, source: Path, keys: list[str], saved_keys: list[str
         if run is not None and run in saved_keys and run not in keys:
             continue  # the record the run was saved with
         stages[name] = entry
-    return yaml.safe_dump({**old, **{k: v for k, v in new.items() if k != "stages"}, "stages": stages}, sort_keys=False)
+    return yaml.safe_dump({**old, **new, "stages": stages}, sort_keys=False)

@@ -77,17 +77,25 @@ def folder_md5(entries: dict[str, str]) -> str:
     return tree.oid
 
 
+def read_lock(lock: Path) -> dict:
+    """A dvc.lock's document ({"schema": ..., "stages": {...}}); a damaged one is one line naming the file."""
+    from oodcorr.settings.yaml_dialect import read_yaml
+
+    try:
+        doc = read_yaml(lock.read_text()) or {}
+    except Exception as e:  # noqa: BLE001 - a damaged lock: one line
+        raise UserError(f"{lock}: not a readable dvc.lock ({str(e).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages") or {}, dict):
+        raise UserError(f"{lock}: not a dvc.lock (no mapping of stages)")
+    return doc
+
+
 def lock_outputs(lock: Path, key: str, saved: tuple[str, ...]) -> dict[str, tuple[str, str]] | None:
     """{relpath in the run: (stage, md5)} that `lock` recorded for the run's `saved` files (train@<key>'s and
     evaluate@<key>'s outs); None without a lock."""
-    from oodcorr.settings.yaml_dialect import read_yaml
-
     if not lock.is_file():
         return None
-    try:
-        stages = (read_yaml(lock.read_text()) or {}).get("stages") or {}
-    except Exception as e:  # noqa: BLE001 - a damaged lock: one line
-        raise UserError(f"{lock}: not a readable dvc.lock ({str(e).splitlines()[0]})") from None
+    stages = read_lock(lock).get("stages") or {}
     prefix, out = f"runs/{key}/", {}
     for stage in (f"train@{key}", f"evaluate@{key}"):
         for o in (stages.get(stage) or {}).get("outs") or []:
