@@ -195,6 +195,7 @@ def test_save_keeps_only_recorded_runs_and_one_params_file(tmp_path, monkeypatch
     from click.testing import CliRunner
 
     from oodcorr.cli import cli
+    from oodcorr.core.errors import UserError
     from oodcorr.launch.saved import finished_runs
     from oodcorr.settings.config import load_params
 
@@ -205,6 +206,11 @@ def test_save_keeps_only_recorded_runs_and_one_params_file(tmp_path, monkeypatch
     with open(src / "runs" / "a-s0" / "eval" / "metrics.jsonl", "a") as f:
         f.write("\n")
     assert "evaluate@a-s0 not recorded" in finished_runs(src, params)["a-s0"]
+    lock = (src / "dvc.lock").read_text()
+    (src / "dvc.lock").write_text("stages: [unclosed\n")
+    with pytest.raises(UserError, match=r"dvc\.lock: not a readable dvc\.lock"):
+        finished_runs(src, params)
+    (src / "dvc.lock").write_text(lock)
 
     repo = tmp_path / "repo"
     (repo / ".dvc").mkdir(parents=True)

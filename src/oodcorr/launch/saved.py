@@ -104,10 +104,8 @@ def finished_runs(source: Path, params: dict) -> dict[str, str]:
     """{run: why not} for every run of `source`; '' when its evaluation is finished and recorded: metrics.jsonl
     and predictions present and, where the project has a dvc.lock, the lock's evaluate@<run> names that
     metrics.jsonl (so a half-scored run or one scored under older params is not saved)."""
-    from oodcorr.settings.yaml_dialect import read_yaml
-
     lock = source / "dvc.lock"
-    stages = (read_yaml(lock.read_text()) or {}).get("stages") or {} if lock.exists() else None
+    stages = verify.read_lock(lock).get("stages") or {} if lock.exists() else None
     out = {}
     for key in params.get("runs") or {}:
         ev = source / "runs" / key / "eval"
