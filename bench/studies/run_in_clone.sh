@@ -22,7 +22,8 @@ cd "$clone"
 export DVC_NO_ANALYTICS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OODCORR_THREADS="${OODCORR_THREADS:-1}"
 export PATH="$bin:$PATH" PYTHONPATH="$PWD/src"
 if [[ -n "$cache" ]]; then dvc cache dir --local "$cache"; fi
-dvc pull -q -r demo data.dvc
+remote=$(dvc remote default 2>/dev/null) || remote=demo  # as `make setup`: the default remote, else the demo one
+dvc pull -q -r "$remote" data.dvc
 nohup nice -n 5 python bench/studies/costed_repro.py . --pilot-cpu-hours 0 \
   --pilot-source "counted once in studies/$study/cost.json" --runs "$runs" >> costed_repro.out 2>&1 &
 echo $!
