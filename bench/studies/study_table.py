@@ -135,10 +135,11 @@ def _accuracy(v: str, g: pd.DataFrame) -> str:
     return f"{words}: " + " / ".join(_num(x) for x in g["r_disattenuated_accuracy"])
 
 
-def across(name: str) -> str:
+def across(name: str, settled: bool = False) -> str:
     """The README's table: per pair, each family's seeds-pooled noise-free r of the study's metric with its
     interval, in words what the two families say together (the verdict of consistency.csv), and the verdict the
-    same pair gets under accuracy beside it (verdict_accuracy, each family's noise-free r of accuracy)."""
+    same pair gets under accuracy beside it (verdict_accuracy, each family's noise-free r of accuracy). With
+    `settled`, only the pairs the two families settle (a verdict in ACROSS)."""
     res = ROOT / "studies" / name / "results"
     pooled = pd.read_csv(res / "pooled_seeds.csv").query("method == 'linear'").sort_values("model")
     verdicts = pd.read_csv(res / "consistency.csv").query("method == 'linear'")
@@ -150,16 +151,18 @@ def across(name: str) -> str:
         cells += [_cell(r) for r in g.itertuples()]
         row = verdicts[(verdicts["testset_a"] == a) & (verdicts["testset_b"] == b)].iloc[0]
         v = str(row["verdict"])
+        if settled and v not in ACROSS:
+            continue
         cells.append(ACROSS.get(v) or _unsettled(v, g, a, b))
         cells.append(_accuracy(str(row["verdict_accuracy"]), g))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def findings(names: list[str]) -> str:
+def findings(names: list[str], settled_only: tuple[str, ...] = ()) -> str:
     """The README's one table of what the saved studies found: across()'s rows of each study, the study named
-    first."""
-    tables = [across(n).splitlines() for n in names]
+    first; of the studies in `settled_only`, the settled pairs alone (the rest are counted in words)."""
+    tables = [across(n, settled=n in settled_only).splitlines() for n in names]
     assert len({t[0] for t in tables}) == 1, "the studies' families differ"
     lines = ["| study " + tables[0][0], "|---" + tables[0][1]]
     return "\n".join(lines + [f"| {n} {row}" for n, t in zip(names, tables) for row in t[2:]])
@@ -217,9 +220,10 @@ if __name__ == "__main__":
     ap.add_argument("--across", action="store_true", help="the README's table (families side by side, in words)")
     ap.add_argument("--facts", action="store_true", help="seeds that settle a pair alone, rank/GAM, definedness")
     ap.add_argument("--findings", action="store_true", help="the README's table over the studies named")
+    ap.add_argument("--settled-only", action="append", default=[], help="with --findings: this study's settled pairs")
     args = ap.parse_args()
     if args.findings:
-        print(findings(args.name))
+        print(findings(args.name, tuple(args.settled_only)))
     else:
         name = args.name[0]
         print(across(name) if args.across else facts(name) if args.facts else table(name))
