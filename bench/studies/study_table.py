@@ -182,6 +182,22 @@ def defined(name: str) -> dict:
     return out
 
 
+def readable(name: str) -> dict:
+    """{OOD testset: {model: mean over the runs of its split-half reliability}} (reliability.csv: the study's
+    metric, linear ID residuals): a testset reads in a family when that mean reaches the verdicts' floor."""
+    rel = pd.read_csv(ROOT / "studies" / name / "results" / "reliability.csv")
+    rel = rel[(rel["metric"] == metric(name)) & (rel["method"] == "linear")]
+    mean = rel.groupby(["testset", "model"])["reliability"].mean().round(2)
+    return {t: g.droplevel(0).to_dict() for t, g in mean.groupby(level=0)}
+
+
+def settled(name: str) -> tuple[int, int, int]:
+    """(settled, readable, all) pairs of the linear verdicts: settled = a verdict in ACROSS, readable = every
+    pair whose reliabilities both reach the floor in each family (not "unreliable")."""
+    v = pd.read_csv(ROOT / "studies" / name / "results" / "consistency.csv").query("method == 'linear'")["verdict"]
+    return int(v.isin(list(ACROSS)).sum()), int((v != "unreliable").sum()), len(v)
+
+
 def seeds_alone(name: str) -> dict:
     """{(model, testset_a, testset_b): [(seed, cell)]}: the linear per-run rows whose interval excludes 0."""
     runs = pd.read_csv(ROOT / "studies" / name / "results" / "partial_correlations.csv").query("method == 'linear'")
@@ -211,6 +227,10 @@ def facts(name: str) -> str:
             lines.append(f"  {m} seeds excluding 0 alone: " + (", ".join(f"{s} {c}" for s, c in got) or "none"))
     for key, (n, of) in defined(name).items():
         lines.append(f"defined {key}: {n} of {of}")
+    n, readable_pairs, pairs = settled(name)
+    lines.append(f"settled {n} of {pairs} pairs; {readable_pairs} readable in both families")
+    for t, by_model in readable(name).items():
+        lines.append(f"reliability {t}: " + ", ".join(f"{m} {x:.2f}" for m, x in sorted(by_model.items())))
     return "\n".join(lines)
 
 
