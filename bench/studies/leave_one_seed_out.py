@@ -13,8 +13,10 @@ family's r moved. The saved runs must be present (`dvc --cd studies pull -R NAME
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -53,18 +55,26 @@ def read(out: Path, left_out: str) -> pd.DataFrame:
     return verdicts.assign(left_out=left_out)
 
 
-def leave_one_out(name: str) -> pd.DataFrame:
+def without(sdir: Path, keys: list[str], k: str) -> pd.DataFrame:
+    """The analysis of every run but `k`, read as one frame. It runs on a copy of the study's params.yaml, so
+    that analyses of one study can run side by side (an analysis locks the folder its params.yaml is in)."""
+    with tempfile.TemporaryDirectory(prefix="oodcorr-loso-") as tmp:
+        study, out = Path(tmp) / sdir.name, Path(tmp) / "results"
+        study.mkdir()
+        shutil.copy2(sdir / "params.yaml", study / "params.yaml")
+        others = [sdir / "runs" / o / "eval" / "metrics.jsonl" for o in keys if o != k]
+        analyse_saved(study, out, others, study)
+        print(f"left out {k}", file=sys.stderr)
+        return read(out, k)
+
+
+def leave_one_out(name: str, jobs: int = 1) -> pd.DataFrame:
+    """The committed tables (every run) and one analysis per run left out, `jobs` analyses at a time."""
     sdir = ROOT / "studies" / name
     keys = runs(sdir)
-    frames = [read(sdir / "results", "")]  # the committed tables: every run
-    for k in keys:
-        with tempfile.TemporaryDirectory(prefix="oodcorr-loso-") as tmp:
-            out = Path(tmp) / "results"
-            others = [sdir / "runs" / o / "eval" / "metrics.jsonl" for o in keys if o != k]
-            analyse_saved(sdir, out, others, sdir)
-            frames.append(read(out, k))
-        print(f"left out {k}", file=sys.stderr)
-    return pd.concat(frames, ignore_index=True)
+    with ThreadPoolExecutor(jobs) as pool:  # each analysis is a process of its own
+        frames = list(pool.map(lambda k: without(sdir, keys, k), keys))
+    return pd.concat([read(sdir / "results", ""), *frames], ignore_index=True)
 
 
 def summary(df: pd.DataFrame, method: str = "linear") -> str:
@@ -100,12 +110,13 @@ if __name__ == "__main__":
     ap.add_argument("name", help="the saved study's folder under studies/")
     ap.add_argument("--method", default="linear", help="the method the summary reads (the CSV keeps every one)")
     ap.add_argument("--reuse", action="store_true", help="summarise the CSV written before (no analysis run)")
+    ap.add_argument("--jobs", type=int, default=1, help="analyses at a time (one thread each)")
     args = ap.parse_args()
     path = RESULTS / f"leave_one_seed_out_{args.name}.csv"
     if args.reuse:
         df = pd.read_csv(path).fillna({"left_out": ""})
     else:
-        df = leave_one_out(args.name)
+        df = leave_one_out(args.name, args.jobs)
         RESULTS.mkdir(exist_ok=True)
         df.to_csv(path, index=False)
     print(summary(df, args.method))
