@@ -175,3 +175,19 @@ PLAN_STATED = [
     "--max-items",
     "1024",
 ]
+
+
+def leave_one_seed_out(repo: Path, name: str):
+    """(CSV, saved run keys) of bench/studies/leave_one_seed_out.py for studies/NAME, after checking that its
+    every-run rows are the study's committed verdicts (so it was built from these tables) and that each leave-out
+    dropped one saved run."""
+    import pandas as pd
+
+    study = repo / "studies" / name
+    df = pd.read_csv(repo / "bench" / "studies" / "results" / f"leave_one_seed_out_{name}.csv").fillna({"left_out": ""})
+    cons = pd.read_csv(study / "results" / "consistency.csv")
+    full = df[df["left_out"] == ""].merge(cons, on=["method", "testset_a", "testset_b"], suffixes=("", "_table"))
+    assert len(full) == len(cons) and (full["verdict"] == full["verdict_table"]).all()
+    runs = sorted(p.name[: -len(".dvc")] for p in (study / "runs").glob("*.dvc"))
+    assert sorted(set(df["left_out"]) - {""}) == runs
+    return df, runs

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from study_helpers import load_script
+from study_helpers import leave_one_seed_out, load_script
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST = REPO / "studies" / "sick-first-pass"
@@ -122,13 +122,7 @@ def test_the_pages_state_the_sick_study_as_far_as_its_intervals_go():
 def test_the_leave_one_seed_out_counts_are_its_results_and_the_full_row_is_the_committed_table():
     """The pages' "holds in 8 / 7 / 6" are bench/studies/leave_one_seed_out.py's CSV; its every-run rows are the
     study's committed verdicts (so the CSV was built from these tables), and each leave-out dropped one run."""
-    csv = REPO / "bench" / "studies" / "results" / "leave_one_seed_out_sick.csv"
-    df = pd.read_csv(csv).fillna({"left_out": ""})
-    cons = pd.read_csv(STUDY / "results" / "consistency.csv")
-    full = df[df["left_out"] == ""].merge(cons, on=["method", "testset_a", "testset_b"], suffixes=("", "_table"))
-    assert len(full) == len(cons) and (full["verdict"] == full["verdict_table"]).all()
-    runs = sorted(p.name[: -len(".dvc")] for p in (STUDY / "runs").glob("*.dvc"))
-    assert sorted(set(df["left_out"]) - {""}) == runs
+    df, runs = leave_one_seed_out(REPO, "sick")
     for key in runs:  # the family the run belongs to has one seed fewer there, the other family all of its own
         family = key.split("_")[0]
         rows = df[(df["left_out"] == key) & (df["method"] == "linear")]
